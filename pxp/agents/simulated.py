@@ -1,0 +1,127 @@
+"""A seeded simulated machine-agent for runs and demos with no API key (DESIGN §5).
+
+It answers correctly at first with probability `accuracy`, which rises with each
+carried-over session (`learn_rate`), and adopts the other agent's correction with
+probability `adopt`. Its wrong answers are plausible: another label of the dataset,
+an altered reactant set, another case's explanation. Every random draw is keyed by
+(seed, instance, j), so results do not depend on scheduling or concurrency.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pxp.agents.base import AgentBase, Answer, CallRecord, InstanceView, Query
+from pxp.protocol import Tag
+from pxp.tasks.base import (
+    DEFAULT_AGREE_THRESHOLD,
+    InvalidSmiles,
+    lexical_agree,
+    match_for,
+    smiles_set,
+    task_match_kind,
+)
+
+SIMULATED_LABEL = "simulated"
+
+
+@dataclass(frozen=True)
+class SimulatedConfig:
+    """Parameters of the simulated machine (stored with the experiment)."""
+
+    seed: int = 0
+    accuracy: float = 0.6
+    adopt: float = 0.7
+    learn_rate: float = 0.05
+    agree_threshold: float = DEFAULT_AGREE_THRESHOLD
+
+
+def _rng(*parts: object) -> random.Random:
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def alter_reactants(smiles: str, rng: random.Random) -> str:
+    """A plausible wrong reactant set: swap a halogen, or change a leaving group."""
+    swaps = [("Br", "Cl"), ("Cl", "Br"), ("I", "Br"), ("O", "N"), ("N", "O"), ("C(=O)O", "C(=O)Cl")]
+    rng.shuffle(swaps)
+    for a, b in swaps:
+        if a in smiles:
+            candidate = smiles.replace(a, b, 1)
+            try:
+                if smiles_set(candidate) != smiles_set(smiles):
+                    return candidate
+            except InvalidSmiles:
+                continue
+    return smiles + ".O"
+
+
+class SimulatedMachine(AgentBase):
+    """The simulated machine-agent; `pool` holds the dataset's instances for wrong answers."""
+
+    label = SIMULATED_LABEL
+
+    def __init__(self, pool: Sequence[InstanceView], config: SimulatedConfig | None = None) -> None:
+        self.config = config or SimulatedConfig()
+        self.pool = list(pool)
+        self.labels = sorted({p.reference.prediction for p in self.pool if p.reference.prediction})
+
+    # ASK ------------------------------------------------------------------------------
+    def _wrong(self, x: InstanceView, rng: random.Random) -> Answer:
+        others = [p for p in self.pool if p.id != x.id] or [x]
+        explanation = rng.choice(others).reference.explanation or "No clear finding."
+        kind = task_match_kind(x.task, x.meta)
+        if kind == "smiles":
+            try:
+                prediction = alter_reactants(x.reference.prediction, rng)
+            except InvalidSmiles:
+                prediction = rng.choice(others).reference.prediction
+        else:
+            wrong = [lab for lab in self.labels if not self.match(lab, x.reference.prediction, None)]
+            prediction = rng.choice(wrong) if wrong else rng.choice(others).reference.prediction
+        return Answer(prediction, explanation)
+
+    def initial(self, x: InstanceView, carried: int, *, salt: str = "") -> Answer:
+        """The first answer for x after `carried` kept sessions (also used to evaluate)."""
+        c = self.config
+        p = 1 - (1 - c.accuracy) * (1 - c.learn_rate) ** carried
+        rng = _rng(c.seed, x.id, "init", salt)
+        correct = rng.random() < p
+        wrong = self._wrong(x, rng)
+        if correct:
+            return x.reference
+        # a partly right answer now and then: right label, wrong explanation or vice versa
+        r = rng.random()
+        if r < 0.25:
+            return Answer(x.reference.prediction, wrong.explanation)
+        if r < 0.5:
+            return Answer(wrong.prediction, x.reference.explanation)
+        return wrong
+
+    def ask(self, q: Query) -> Answer:
+        q.calls.append(CallRecord(provider="simulated", model="simulated", purpose="ask"))
+        x = q.instance
+        if q.j == 1 or q.own_previous is None:
+            return self.initial(x, len(q.carry))
+        own, other = q.own_previous, q.other_last
+        assert other is not None
+        mine = Answer(own.prediction, own.explanation)
+        if other.tag in (Tag.REFUTE, Tag.REVISE, Tag.REJECT):
+            rng = _rng(self.config.seed, x.id, "adopt", q.j, len(q.carry))
+            if rng.random() < self.config.adopt:
+                return Answer(other.prediction, other.explanation)
+        return mine
+
+    # MATCH / AGREE --------------------------------------------------------------------
+    def match(self, y1: str, y2: str, q: Query | None) -> bool:
+        task = q.instance.task if q is not None else (self.pool[0].task if self.pool else "text")
+        try:
+            return match_for(task_match_kind(task))(y1, y2)
+        except InvalidSmiles:
+            return False
+
+    def agree(self, e1: str, e2: str, q: Query | None) -> bool:
+        return lexical_agree(e1, e2, self.config.agree_threshold)

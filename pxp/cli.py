@@ -1,0 +1,190 @@
+"""The `pxp` command line (typer). Global `--db URL`; errors are one clear line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from sqlalchemy import Engine
+
+from pxp.store import get_engine
+
+app = typer.Typer(
+    name="pxp",
+    help="Run the PXP intelligibility protocol and measure how intelligible it was.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+import_app = typer.Typer(help="Import transcripts, study datasets, CSV/JSONL, DICOM.",
+                         no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+out = Console()
+err = Console(stderr=True)
+
+
+class CliState:
+    db: str | None = None
+
+    def engine(self) -> Engine:
+        return get_engine(self.db)
+
+
+state = CliState()
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print one line and exit: the user never sees a trace."""
+    err.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
+    raise typer.Exit(code)
+
+
+@app.callback()
+def _global(
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="Database URL (default: PXP_DATABASE_URL or sqlite:///pxp.db)."),
+    ] = None,
+) -> None:
+    state.db = db
+
+
+# --- import transcripts ------------------------------------------------------------------
+
+
+@import_app.command("transcripts")
+def import_transcripts_cmd(
+    file: Annotated[Path, typer.Argument(help="JSONL, one message per line.")],
+    name: Annotated[str, typer.Option("--name", help="Name of the experiment to create.")],
+    n: Annotated[int, typer.Option("--n", help="Message bound n.")] = 10,
+    k: Annotated[int, typer.Option("--k", help="REJECT allowed after message k.")] = 3,
+    task: Annotated[str, typer.Option("--task", help="Task of the instances (rad, drug, text).")] = "text",
+    allow_nonconformant: Annotated[bool, typer.Option("--allow-nonconformant")] = False,
+) -> None:
+    """Import transcripts as an experiment; refuses non-conformant sessions."""
+    from pxp.data.transcripts import ImportProblems, import_transcripts
+
+    try:
+        res = import_transcripts(state.engine(), file, name=name, n=n, k=k, task=task,
+                                 allow_nonconformant=allow_nonconformant)
+    except ImportProblems as e:
+        for p in e.problems:
+            err.print(f"[red]error:[/red] {p}", highlight=False)
+        raise typer.Exit(1) from None
+    out.print(f"imported {res.sessions} sessions ({res.messages} messages) as experiment "
+              f"{res.experiment!r}", highlight=False)
+    for p in res.nonconformant:
+        err.print(f"[yellow]warning:[/yellow] {p}", highlight=False)
+
+
+# --- run -------------------------------------------------------------------------------
+
+
+@app.command("run")
+def run_cmd(
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset name.")] = None,
+    machine: Annotated[str, typer.Option("--machine", help="simulated or provider:model.")] = "simulated",
+    human: Annotated[str, typer.Option("--human", help="proxy (the database of expert answers).")] = "proxy",
+    reps: Annotated[int, typer.Option("--reps", help="Repetitions R.")] = 1,
+    n: Annotated[int, typer.Option("--n", help="Message bound n.")] = 10,
+    k: Annotated[int, typer.Option("--k", help="REJECT allowed after message k.")] = 3,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    split: Annotated[str | None, typer.Option("--split", help="train, val or test.")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Experiment name.")] = None,
+    shuffle: Annotated[bool, typer.Option("--shuffle/--no-shuffle")] = False,
+    accuracy: Annotated[float, typer.Option("--sim-accuracy", help="Simulated initial accuracy.")] = 0.6,
+    adopt: Annotated[float, typer.Option("--sim-adopt", help="Simulated adoption probability.")] = 0.7,
+    report_format: Annotated[str, typer.Option("--format")] = "table",
+) -> None:
+    """Run a controlled experiment (INTERACT over R repetitions) and print Table 1."""
+    from pxp.report import render, report_json
+    from pxp.runner import RunConfig, RunError, create_experiment, run_experiment
+
+    if dataset is None:
+        fail("--dataset is required")
+    engine = state.engine()
+    cfg = RunConfig(dataset=dataset, split=split, machine=machine, human=human, reps=reps,
+                    n=n, k=k, seed=seed, shuffle=shuffle,
+                    simulated={"accuracy": accuracy, "adopt": adopt})
+    try:
+        exp = create_experiment(engine, cfg, name=name)
+        run_experiment(engine, exp.id or 0)
+    except RunError as e:
+        fail(str(e))
+    out.print(render(report_json(engine, exp.name), report_format), highlight=False)
+
+
+# --- report / validate --------------------------------------------------------------------
+
+
+@app.command("report")
+def report_cmd(
+    experiment: Annotated[str, typer.Option("--experiment", help="Experiment name or id.")],
+    fmt: Annotated[str, typer.Option("--format", help="table, json, markdown or csv.")] = "table",
+) -> None:
+    """Print the papers' Table 1 for an experiment."""
+    from pxp.report import FORMATS, ReportError, render, report_json
+
+    if fmt not in FORMATS:
+        fail(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    try:
+        rep = report_json(state.engine(), experiment)
+    except ReportError as e:
+        fail(str(e))
+    text = render(rep, fmt)
+    if fmt == "json":
+        sys.stdout.write(text + "\n")
+    else:
+        out.print(text, highlight=False, markup=False)
+
+
+@app.command("validate")
+def validate_cmd(
+    experiment: Annotated[str | None, typer.Option("--experiment", help="Name or id.")] = None,
+) -> None:
+    """Check every stored session against DESIGN §1; exit 1 listing each violation."""
+    from pxp.store import db_session, find_experiment
+    from pxp.validate import validate
+
+    engine = state.engine()
+    exp_id = None
+    if experiment is not None:
+        with db_session(engine) as db:
+            exp = find_experiment(db, name_or_id=experiment)
+        if exp is None:
+            fail(f"no experiment named {experiment!r}")
+        exp_id = exp.id
+    checked, violations = validate(engine, experiment_id=exp_id)
+    for v in violations:
+        out.print(str(v), highlight=False, markup=False)
+    if violations:
+        err.print(f"{len(violations)} violation(s) in {checked} session(s)")
+        raise typer.Exit(1)
+    out.print(f"{checked} session(s) conform", highlight=False)
+
+
+def dump(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def main() -> None:
+    """Entry point: run the app; any unexpected error becomes one line (PXP_DEBUG=1 for a trace)."""
+    try:
+        app()
+    except SystemExit:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user sees one line, never a trace
+        if os.environ.get("PXP_DEBUG"):
+            raise
+        err.print(f"[red]error:[/red] {type(e).__name__}: {e}", highlight=False)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Importers (study CSVs, generic CSV/JSONL, DICOM, transcripts) and demo generators."""

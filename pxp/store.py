@@ -1,0 +1,214 @@
+"""Engine creation, migrations, and the plain queries pxp needs (DESIGN §3–4).
+
+SQLite (a file, WAL, busy timeout) by default; PostgreSQL through PXP_DATABASE_URL
+or `--db`. Queries are plain functions with keyword-only arguments.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, event, func
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+from sqlmodel import Session as DB
+from sqlmodel import create_engine, select
+
+from pxp.models import (
+    Dataset,
+    Experiment,
+    Instance,
+    Message,
+    Run,
+    Session,
+)
+from pxp.protocol import Msg, Sender, Tag
+from pxp.settings import get_settings
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+class StoreError(RuntimeError):
+    """A database problem worth one clear line to the user."""
+
+
+def database_url(url: str | None = None) -> str:
+    """The URL to use: the explicit one, else PXP_DATABASE_URL, else ./pxp.db."""
+    return url or get_settings().database_url
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def make_engine(url: str | None = None) -> Engine:
+    """A new engine for `url`: SQLite files get WAL and a 30 s busy timeout."""
+    url = database_url(url)
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        db = parsed.database or ""
+        if db and db != ":memory:":
+            Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            poolclass=NullPool if db in ("", ":memory:") else None,
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
+        url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def get_engine(url: str | None = None, *, migrate: bool = True) -> Engine:
+    """A cached engine per URL, migrated to the latest schema on first use."""
+    key = database_url(url)
+    with _lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = make_engine(key)
+            if migrate:
+                upgrade(engine)
+            _engines[key] = engine
+    return engine
+
+
+def alembic_config(engine: Engine | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    if engine is not None:
+        cfg.set_main_option(
+            "sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%")
+        )
+    return cfg
+
+
+def upgrade(engine: Engine) -> None:
+    """Apply every Alembic migration up to head (idempotent)."""
+    cfg = alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+@contextmanager
+def db_session(engine: Engine) -> Iterator[DB]:
+    """A unit of work: commits on success, rolls back on error."""
+    with DB(engine, expire_on_commit=False) as s:
+        try:
+            yield s
+            s.commit()
+        except BaseException:
+            s.rollback()
+            raise
+
+
+# --- queries -------------------------------------------------------------------------
+
+
+def session_msgs(db: DB, *, session_id: int) -> list[Msg]:
+    """The session's messages as protocol Msgs, in order of j."""
+    rows = db.exec(
+        select(
+            Message.j,
+            Message.sender,
+            Message.tag,
+            Message.prediction,
+            Message.explanation,
+            Message.match,
+            Message.agree,
+            Message.changed,
+        )
+        .where(Message.session_id == session_id)
+        .order_by(Message.j)
+    ).all()
+    return [
+        Msg(r[0], Sender(r[1]), Tag(r[2]), r[3], r[4], r[5], r[6], r[7])
+        for r in rows
+    ]
+
+
+def find_experiment(db: DB, *, name_or_id: str) -> Experiment | None:
+    """An experiment by name, or by numeric id."""
+    exp = db.exec(select(Experiment).where(Experiment.name == name_or_id)).first()
+    if exp is None and name_or_id.isdigit():
+        exp = db.get(Experiment, int(name_or_id))
+    return exp
+
+
+def find_dataset(db: DB, *, name: str) -> Dataset | None:
+    return db.exec(select(Dataset).where(Dataset.name == name)).first()
+
+
+def dataset_instances(db: DB, *, dataset_id: int, split: str | None = None) -> list[Instance]:
+    q = select(Instance).where(Instance.dataset_id == dataset_id)
+    if split is not None:
+        q = q.where(Instance.split == split)
+    return list(db.exec(q.order_by(Instance.ordinal, Instance.id)).all())
+
+
+def experiment_runs(db: DB, *, experiment_id: int) -> list[Run]:
+    return list(
+        db.exec(
+            select(Run).where(Run.experiment_id == experiment_id).order_by(Run.repetition)
+        ).all()
+    )
+
+
+def run_sessions(db: DB, *, run_id: int) -> list[Session]:
+    return list(
+        db.exec(select(Session).where(Session.run_id == run_id).order_by(Session.ordinal)).all()
+    )
+
+
+def experiment_session_tags(
+    db: DB, *, experiment_id: int
+) -> tuple[list[Run], dict[int, list[Session]], dict[int, list[tuple[Sender, Tag]]]]:
+    """Runs, their sessions, and each session's (sender, tag) list, in two queries."""
+    runs = experiment_runs(db, experiment_id=experiment_id)
+    run_ids = [r.id for r in runs]
+    sessions: dict[int, list[Session]] = {rid: [] for rid in run_ids if rid is not None}
+    if not run_ids:
+        return runs, sessions, {}
+    for s in db.exec(
+        select(Session).where(Session.run_id.in_(run_ids)).order_by(Session.ordinal)  # type: ignore[union-attr]
+    ):
+        sessions[s.run_id].append(s)
+    tags: dict[int, list[tuple[Sender, Tag]]] = {}
+    rows = db.exec(
+        select(Message.session_id, Message.sender, Message.tag)
+        .join(Session, Session.id == Message.session_id)  # type: ignore[arg-type]
+        .where(Session.run_id.in_(run_ids))  # type: ignore[union-attr]
+        .order_by(Message.session_id, Message.j)
+    ).all()
+    for sid, sender, tag in rows:
+        tags.setdefault(sid, []).append((Sender(sender), Tag(tag)))
+    return runs, sessions, tags
+
+
+def count_rows(db: DB, model: type[Any]) -> int:
+    return int(db.exec(select(func.count()).select_from(model)).one())
+
+
+def is_empty(engine: Engine) -> bool:
+    """True when the database holds no dataset yet (first start)."""
+    with DB(engine) as db:
+        return count_rows(db, Dataset) == 0
+
+
+def ids(rows: Sequence[Any]) -> list[int]:
+    return [r.id for r in rows]

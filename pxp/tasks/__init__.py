@@ -1,0 +1,1 @@
+"""Tasks: RAD, DRUG and config-defined tasks (prompts, MATCH, AGREE, parsing)."""

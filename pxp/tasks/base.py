@@ -1,0 +1,116 @@
+"""MATCH and offline AGREE shared by the tasks (DESIGN §1, MATCH / AGREE).
+
+MATCH compares predictions: normalised label equality (RAD, labels), equality of the
+sets of canonical RDKit SMILES (DRUG), normalised text equality (free text). The
+offline AGREE is a lexical similarity with a threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable
+from functools import lru_cache
+
+DEFAULT_AGREE_THRESHOLD = 0.5
+
+
+class InvalidSmiles(ValueError):
+    """A SMILES string RDKit cannot parse: a parse failure, never a silent mismatch."""
+
+
+def normalise_label(label: str) -> str:
+    """Case, accents, punctuation and spacing folded: 'Pleural  effusion.' == 'pleural effusion'."""
+    text = unicodedata.normalize("NFKD", label).encode("ascii", "ignore").decode()
+    text = re.sub(r"[^a-z0-9]+", " ", text.lower())
+    return " ".join(text.split())
+
+
+def match_label(y1: str, y2: str) -> bool:
+    """RAD MATCH: equality of normalised labels (not substring containment)."""
+    return normalise_label(y1) == normalise_label(y2)
+
+
+@lru_cache(maxsize=65536)
+def canonical_smiles(smiles: str) -> str:
+    """RDKit's canonical SMILES of one molecule; InvalidSmiles when it does not parse."""
+    from rdkit import Chem, RDLogger
+
+    RDLogger.DisableLog("rdApp.*")
+    text = smiles.strip()
+    mol = Chem.MolFromSmiles(text) if text else None
+    if mol is None:
+        raise InvalidSmiles(f"not a valid SMILES: {smiles!r}")
+    return str(Chem.MolToSmiles(mol))
+
+
+def smiles_set(smiles: str) -> frozenset[str]:
+    """The set of canonical SMILES of a dot-separated reactant list."""
+    parts = [p for p in re.split(r"[.\s,]+", smiles.strip()) if p]
+    if not parts:
+        raise InvalidSmiles("no SMILES given")
+    out: set[str] = set()
+    for p in parts:
+        out.update(canonical_smiles(p).split("."))
+    return frozenset(out)
+
+
+def match_smiles(y1: str, y2: str) -> bool:
+    """DRUG MATCH: the two reactant sets are equal as canonical SMILES sets."""
+    return smiles_set(y1) == smiles_set(y2)
+
+
+def match_text(y1: str, y2: str) -> bool:
+    """Free-text MATCH: normalised equality."""
+    return normalise_label(y1) == normalise_label(y2)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "a an and are as at be by for from has have in is it its of on or that the this to was "
+    "were with which there these those".split()
+)
+
+
+def _bag(text: str) -> Counter[str]:
+    return Counter(w for w in _WORD.findall(text.lower()) if w not in _STOP)
+
+
+def lexical_similarity(e1: str, e2: str) -> float:
+    """Cosine similarity of the two explanations' word counts (stop words removed)."""
+    a, b = _bag(e1), _bag(e2)
+    if not a or not b:
+        return 1.0 if not a and not b else 0.0
+    dot = sum(c * b[w] for w, c in a.items())
+    na = math.sqrt(sum(c * c for c in a.values()))
+    nb = math.sqrt(sum(c * c for c in b.values()))
+    return dot / (na * nb)
+
+
+def lexical_agree(e1: str, e2: str, threshold: float = DEFAULT_AGREE_THRESHOLD) -> bool:
+    """Offline AGREE: lexical similarity at or above the threshold."""
+    return lexical_similarity(e1, e2) >= threshold
+
+
+MatchFn = Callable[[str, str], bool]
+_MATCH: dict[str, MatchFn] = {"label": match_label, "smiles": match_smiles, "text": match_text}
+
+
+def match_for(kind: str) -> MatchFn:
+    """The MATCH function of a kind: label, smiles or text."""
+    try:
+        return _MATCH[kind]
+    except KeyError:
+        raise ValueError(f"unknown MATCH kind {kind!r} (label, smiles or text)") from None
+
+#: The MATCH kind of each built-in task.
+TASK_MATCH_KIND: dict[str, str] = {"rad": "label", "drug": "smiles"}
+
+
+def task_match_kind(task: str, config: dict[str, object] | None = None) -> str:
+    """The MATCH kind for a task name (a custom task's config may name its own)."""
+    if config and isinstance(config.get("match"), str):
+        return str(config["match"])
+    return TASK_MATCH_KIND.get(task, "text")
