@@ -100,24 +100,30 @@ def run_cmd(
     shuffle: Annotated[bool, typer.Option("--shuffle/--no-shuffle")] = False,
     accuracy: Annotated[float, typer.Option("--sim-accuracy", help="Simulated initial accuracy.")] = 0.6,
     adopt: Annotated[float, typer.Option("--sim-adopt", help="Simulated adoption probability.")] = 0.7,
+    checker: Annotated[str, typer.Option("--checker", help="AGREE: lexical or provider:model.")] = "lexical",
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL.")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", help="Generator temperature.")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Generator max tokens (RAD 300, DRUG 1024).")] = None,
     report_format: Annotated[str, typer.Option("--format")] = "table",
 ) -> None:
     """Run a controlled experiment (INTERACT over R repetitions) and print Table 1."""
     from pxp.report import render, report_json
+    from pxp.agents.factory import AgentConfigError
     from pxp.runner import RunConfig, RunError, create_experiment, run_experiment
 
     if dataset is None:
         fail("--dataset is required")
     engine = state.engine()
     cfg = RunConfig(dataset=dataset, split=split, machine=machine, human=human, reps=reps,
-                    n=n, k=k, seed=seed, shuffle=shuffle,
+                    n=n, k=k, seed=seed, shuffle=shuffle, checker=checker, base_url=base_url,
+                    temperature=temperature, max_tokens=max_tokens,
                     simulated={"accuracy": accuracy, "adopt": adopt})
     try:
         exp = create_experiment(engine, cfg, name=name)
         run_experiment(engine, exp.id or 0)
-    except RunError as e:
+    except (RunError, AgentConfigError) as e:
         fail(str(e))
-    out.print(render(report_json(engine, exp.name), report_format), highlight=False)
+    typer.echo(render(report_json(engine, exp.name), report_format))
 
 
 # --- report / validate --------------------------------------------------------------------
@@ -137,11 +143,7 @@ def report_cmd(
         rep = report_json(state.engine(), experiment)
     except ReportError as e:
         fail(str(e))
-    text = render(rep, fmt)
-    if fmt == "json":
-        sys.stdout.write(text + "\n")
-    else:
-        out.print(text, highlight=False, markup=False)
+    typer.echo(render(rep, fmt))
 
 
 @app.command("validate")
@@ -169,12 +171,25 @@ def validate_cmd(
     out.print(f"{checked} session(s) conform", highlight=False)
 
 
+# Commands of the other areas register themselves on `app` / `import_app`.
+def _register_commands() -> None:
+    import importlib
+
+    for mod in ("pxp.cli_data", "pxp.cli_runs", "pxp.cli_llm"):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:
+                raise
+
+
 def dump(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
 def main() -> None:
     """Entry point: run the app; any unexpected error becomes one line (PXP_DEBUG=1 for a trace)."""
+    _register_commands()
     try:
         app()
     except SystemExit:
