@@ -103,12 +103,14 @@ def run_cmd(
     checker: Annotated[str, typer.Option("--checker", help="AGREE: lexical or provider:model.")] = "lexical",
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL.")] = None,
     temperature: Annotated[float | None, typer.Option("--temperature", help="Generator temperature.")] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Generator max tokens (RAD 300, DRUG 1024).")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", help="Generator max tokens (RAD 300, DRUG 1024).")
+    ] = None,
     report_format: Annotated[str, typer.Option("--format")] = "table",
 ) -> None:
     """Run a controlled experiment (INTERACT over R repetitions) and print Table 1."""
-    from pxp.report import render, report_json
     from pxp.agents.factory import AgentConfigError
+    from pxp.report import render, report_json
     from pxp.runner import RunConfig, RunError, create_experiment, run_experiment
 
     if dataset is None:
@@ -194,7 +196,7 @@ def main() -> None:
         app()
     except SystemExit:
         raise
-    except Exception as e:  # noqa: BLE001 - the user sees one line, never a trace
+    except Exception as e:
         if os.environ.get("PXP_DEBUG"):
             raise
         err.print(f"[red]error:[/red] {type(e).__name__}: {e}", highlight=False)

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Engine, insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DB
+from sqlmodel import col
 
 from pxp.agents.base import (
     Agent,
@@ -28,7 +29,16 @@ from pxp.agents.base import (
     Query,
 )
 from pxp.models import Asset, Context, Dataset, Instance, LLMCall, Message, Run, Session, utcnow
-from pxp.protocol import Msg, ProtocolError, Sender, Tag, agent_tag, check_tag, next_sender, stop_reason
+from pxp.protocol import (
+    Msg,
+    ProtocolError,
+    Sender,
+    Tag,
+    agent_tag,
+    check_tag,
+    next_sender,
+    stop_reason,
+)
 from pxp.store import session_msgs
 
 
@@ -62,9 +72,7 @@ class StepResult:
         return self.stopped is not None or self.aborted is not None
 
 
-_instance_cache: weakref.WeakKeyDictionary[Engine, dict[int, InstanceView]] = (
-    weakref.WeakKeyDictionary()
-)
+_instance_cache: weakref.WeakKeyDictionary[Engine, dict[int, InstanceView]] = weakref.WeakKeyDictionary()
 
 
 def _asset_loader(engine: Engine, sha: str | None) -> Any:
@@ -112,8 +120,12 @@ def instance_view(engine: Engine, instance_id: int, db: DB | None = None) -> Ins
 
 
 def _call_rows(
-    calls: Sequence[CallRecord], *, experiment_id: int | None, run_id: int | None,
-    session_id: int | None, j: int | None,
+    calls: Sequence[CallRecord],
+    *,
+    experiment_id: int | None,
+    run_id: int | None,
+    session_id: int | None,
+    j: int | None,
 ) -> list[dict[str, Any]]:
     now = utcnow()
     return [
@@ -140,14 +152,18 @@ def _call_rows(
 
 
 def record_calls(
-    engine: Engine, calls: Sequence[CallRecord], *, experiment_id: int | None = None,
-    run_id: int | None = None, session_id: int | None = None, j: int | None = None,
+    engine: Engine,
+    calls: Sequence[CallRecord],
+    *,
+    experiment_id: int | None = None,
+    run_id: int | None = None,
+    session_id: int | None = None,
+    j: int | None = None,
 ) -> None:
     """Store accounting rows outside a step (failed steps, evaluations)."""
     if not calls:
         return
-    rows = _call_rows(calls, experiment_id=experiment_id, run_id=run_id,
-                      session_id=session_id, j=j)
+    rows = _call_rows(calls, experiment_id=experiment_id, run_id=run_id, session_id=session_id, j=j)
     with engine.begin() as conn:
         conn.execute(insert(LLMCall), rows)
 
@@ -227,11 +243,21 @@ def step(
     j = len(state.messages) + 1
     view = instance_view(engine, s.instance_id)
     q = Query(
-        instance=view, sender=sender, j=j, n=s.n, k=s.k, history=state.messages,
-        carry=carry if sender is Sender.MACHINE else (), session_id=session_id,
+        instance=view,
+        sender=sender,
+        j=j,
+        n=s.n,
+        k=s.k,
+        history=state.messages,
+        carry=carry if sender is Sender.MACHINE else (),
+        session_id=session_id,
     )
     agent = agents[sender]
-    ids = {"experiment_id": state.run.experiment_id, "run_id": s.run_id, "session_id": session_id}
+    ids: dict[str, int | None] = {
+        "experiment_id": state.run.experiment_id,
+        "run_id": s.run_id,
+        "session_id": session_id,
+    }
     try:
         tag, answer, match, agree, changed = decide(agent, q)
     except FormatFailure as err:
@@ -249,14 +275,21 @@ def step(
             call_id = None
             if q.calls:
                 rows = _call_rows(q.calls, j=j, **ids)
-                result = conn.execute(insert(LLMCall).returning(LLMCall.id), rows)  # type: ignore[arg-type]
+                result = conn.execute(insert(LLMCall).returning(col(LLMCall.id)), rows)
                 call_id = [r[0] for r in result][-1]
             conn.execute(
                 insert(Message).values(
-                    session_id=session_id, j=j, sender=sender.value,
-                    receiver=sender.other.value, tag=tag.value,
-                    prediction=answer.prediction, explanation=answer.explanation,
-                    match=match, agree=agree, changed=changed, llm_call_id=call_id,
+                    session_id=session_id,
+                    j=j,
+                    sender=sender.value,
+                    receiver=sender.other.value,
+                    tag=tag.value,
+                    prediction=answer.prediction,
+                    explanation=answer.explanation,
+                    match=match,
+                    agree=agree,
+                    changed=changed,
+                    llm_call_id=call_id,
                     created_at=now,
                 )
             )
@@ -264,14 +297,12 @@ def step(
             if stopped is not None:
                 conn.execute(
                     update(Session)
-                    .where(Session.id == session_id)  # type: ignore[arg-type]
+                    .where(col(Session.id) == session_id)
                     .values(status="finished", stop_reason=stopped, updated_at=now)
                 )
     except IntegrityError as err:
         record_calls(engine, q.calls, j=j, **ids)
-        raise StepConflict(
-            f"message {j} of session {session_id} was stored by another step"
-        ) from err
+        raise StepConflict(f"message {j} of session {session_id} was stored by another step") from err
     return StepResult(session_id, msg, stopped)
 
 
@@ -280,20 +311,25 @@ def _ids(ids: dict[str, int | None]) -> dict[str, int | None]:
 
 
 def abort(
-    engine: Engine, session_id: int, reason: str, *, calls: Sequence[CallRecord] = (),
-    j: int | None = None, experiment_id: int | None = None, run_id: int | None = None,
+    engine: Engine,
+    session_id: int,
+    reason: str,
+    *,
+    calls: Sequence[CallRecord] = (),
+    j: int | None = None,
+    experiment_id: int | None = None,
+    run_id: int | None = None,
 ) -> None:
     """Mark an open session aborted with its reason (format failures, DESIGN §1)."""
     with engine.begin() as conn:
         if calls:
             conn.execute(
                 insert(LLMCall),
-                _call_rows(calls, experiment_id=experiment_id, run_id=run_id,
-                           session_id=session_id, j=j),
+                _call_rows(calls, experiment_id=experiment_id, run_id=run_id, session_id=session_id, j=j),
             )
         conn.execute(
             update(Session)
-            .where(Session.id == session_id, Session.status == "open")  # type: ignore[arg-type]
+            .where(col(Session.id) == session_id, col(Session.status) == "open")
             .values(status="aborted", abort_reason=reason, updated_at=utcnow())
         )
 

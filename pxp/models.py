@@ -186,9 +186,7 @@ class Context(SQLModel, table=True):
 class Evaluation(SQLModel, table=True):
     """Machine performance on a split after a session (0 = at the start)."""
 
-    __table_args__ = (
-        UniqueConstraint("run_id", "after_session", "split", name="uq_evaluation_point"),
-    )
+    __table_args__ = (UniqueConstraint("run_id", "after_session", "split", name="uq_evaluation_point"),)
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: int = Field(foreign_key="run.id", index=True)

@@ -26,9 +26,7 @@ class Tag(StrEnum):
         try:
             return cls(text.strip().upper())
         except ValueError:
-            raise ValueError(
-                f"unknown tag {text!r} (expected one of {', '.join(t.value for t in cls)})"
-            ) from None
+            raise ValueError(f"unknown tag {text!r} (expected one of {', '.join(t.value for t in cls)})") from None
 
 
 class Sender(StrEnum):
@@ -154,9 +152,7 @@ def implied_facts(
     candidates: list[tuple[bool, bool]]
     if tag is Tag.RATIFY:
         candidates = [(True, True)]
-    elif tag is Tag.REJECT:
-        candidates = [(False, False)]
-    elif tag is Tag.INIT:
+    elif tag is Tag.REJECT or tag is Tag.INIT:
         candidates = [(False, False)]
     else:
         candidates = [(True, False), (False, True), (False, False)]
@@ -212,9 +208,7 @@ class Violation:
         return f"message {self.j}: {self.reason}" if self.j is not None else self.reason
 
 
-def conformance(
-    messages: Sequence[Msg], n: int, k: int, *, status: str = "finished"
-) -> list[Violation]:
+def conformance(messages: Sequence[Msg], n: int, k: int, *, status: str = "finished") -> list[Violation]:
     """Every violation of DESIGN §1 in a stored session, with its message number.
 
     `status` is the session's stored status: "finished" must end on a stop condition,

@@ -15,10 +15,11 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, event, func
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 from sqlmodel import Session as DB
-from sqlmodel import create_engine, select
+from sqlmodel import col, create_engine, select
 
 from pxp.models import (
     Dataset,
@@ -91,9 +92,7 @@ def alembic_config(engine: Engine | None = None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(_MIGRATIONS))
     if engine is not None:
-        cfg.set_main_option(
-            "sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%")
-        )
+        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%"))
     return cfg
 
 
@@ -122,24 +121,25 @@ def db_session(engine: Engine) -> Iterator[DB]:
 
 def session_msgs(db: DB, *, session_id: int) -> list[Msg]:
     """The session's messages as protocol Msgs, in order of j."""
-    rows = db.exec(
-        select(
-            Message.j,
-            Message.sender,
-            Message.tag,
-            Message.prediction,
-            Message.explanation,
-            Message.match,
-            Message.agree,
-            Message.changed,
+    rows = (
+        db.connection()
+        .execute(
+            sa_select(
+                col(Message.j),
+                col(Message.sender),
+                col(Message.tag),
+                col(Message.prediction),
+                col(Message.explanation),
+                col(Message.match),
+                col(Message.agree),
+                col(Message.changed),
+            )
+            .where(col(Message.session_id) == session_id)
+            .order_by(col(Message.j))
         )
-        .where(Message.session_id == session_id)
-        .order_by(Message.j)
-    ).all()
-    return [
-        Msg(r[0], Sender(r[1]), Tag(r[2]), r[3], r[4], r[5], r[6], r[7])
-        for r in rows
-    ]
+        .all()
+    )
+    return [Msg(r[0], Sender(r[1]), Tag(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
 
 
 def find_experiment(db: DB, *, name_or_id: str) -> Experiment | None:
@@ -158,21 +158,15 @@ def dataset_instances(db: DB, *, dataset_id: int, split: str | None = None) -> l
     q = select(Instance).where(Instance.dataset_id == dataset_id)
     if split is not None:
         q = q.where(Instance.split == split)
-    return list(db.exec(q.order_by(Instance.ordinal, Instance.id)).all())
+    return list(db.exec(q.order_by(col(Instance.ordinal), col(Instance.id))).all())
 
 
 def experiment_runs(db: DB, *, experiment_id: int) -> list[Run]:
-    return list(
-        db.exec(
-            select(Run).where(Run.experiment_id == experiment_id).order_by(Run.repetition)
-        ).all()
-    )
+    return list(db.exec(select(Run).where(Run.experiment_id == experiment_id).order_by(col(Run.repetition))).all())
 
 
 def run_sessions(db: DB, *, run_id: int) -> list[Session]:
-    return list(
-        db.exec(select(Session).where(Session.run_id == run_id).order_by(Session.ordinal)).all()
-    )
+    return list(db.exec(select(Session).where(Session.run_id == run_id).order_by(col(Session.ordinal))).all())
 
 
 def experiment_session_tags(
@@ -184,16 +178,14 @@ def experiment_session_tags(
     sessions: dict[int, list[Session]] = {rid: [] for rid in run_ids if rid is not None}
     if not run_ids:
         return runs, sessions, {}
-    for s in db.exec(
-        select(Session).where(Session.run_id.in_(run_ids)).order_by(Session.ordinal)  # type: ignore[union-attr]
-    ):
+    for s in db.exec(select(Session).where(col(Session.run_id).in_(run_ids)).order_by(col(Session.ordinal))):
         sessions[s.run_id].append(s)
     tags: dict[int, list[tuple[Sender, Tag]]] = {}
     rows = db.exec(
         select(Message.session_id, Message.sender, Message.tag)
-        .join(Session, Session.id == Message.session_id)  # type: ignore[arg-type]
-        .where(Session.run_id.in_(run_ids))  # type: ignore[union-attr]
-        .order_by(Message.session_id, Message.j)
+        .join(Session, col(Session.id) == col(Message.session_id))
+        .where(col(Session.run_id).in_(run_ids))
+        .order_by(col(Message.session_id), col(Message.j))
     ).all()
     for sid, sender, tag in rows:
         tags.setdefault(sid, []).append((Sender(sender), Tag(tag)))

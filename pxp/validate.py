@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
-from sqlmodel import select
+from sqlmodel import col, select
 
 from pxp.models import Experiment, Message, Run, Session
 from pxp.protocol import Msg, Sender, Tag, Violation, conformance
@@ -21,10 +21,7 @@ class SessionViolation:
     violation: Violation
 
     def __str__(self) -> str:
-        return (
-            f"{self.experiment} rep {self.repetition} session {self.session_id} "
-            f"(#{self.ordinal}): {self.violation}"
-        )
+        return f"{self.experiment} rep {self.repetition} session {self.session_id} (#{self.ordinal}): {self.violation}"
 
 
 def validate(engine: Engine, *, experiment_id: int | None = None) -> tuple[int, list[SessionViolation]]:
@@ -33,21 +30,20 @@ def validate(engine: Engine, *, experiment_id: int | None = None) -> tuple[int, 
     with db_session(engine) as db:
         q = (
             select(Session, Run.repetition, Experiment.name)
-            .join(Run, Run.id == Session.run_id)  # type: ignore[arg-type]
-            .join(Experiment, Experiment.id == Run.experiment_id)  # type: ignore[arg-type]
+            .join(Run, col(Run.id) == col(Session.run_id))
+            .join(Experiment, col(Experiment.id) == col(Run.experiment_id))
         )
         if experiment_id is not None:
             q = q.where(Experiment.id == experiment_id)
-        sessions = db.exec(q.order_by(Session.id)).all()
+        sessions = db.exec(q.order_by(col(Session.id))).all()
         ids = [s.id for s, _, _ in sessions]
         msgs: dict[int, list[Msg]] = {}
-        mq = select(Message).order_by(Message.session_id, Message.j)  # type: ignore[arg-type]
+        mq = select(Message).order_by(col(Message.session_id), col(Message.j))
         if experiment_id is not None:
-            mq = mq.where(Message.session_id.in_(ids))  # type: ignore[attr-defined]
+            mq = mq.where(col(Message.session_id).in_(ids))
         for m in db.exec(mq).all():
             msgs.setdefault(m.session_id, []).append(
-                Msg(m.j, Sender(m.sender), Tag(m.tag), m.prediction, m.explanation,
-                    m.match, m.agree, m.changed)
+                Msg(m.j, Sender(m.sender), Tag(m.tag), m.prediction, m.explanation, m.match, m.agree, m.changed)
             )
         for s, rep, name in sessions:
             for v in conformance(msgs.get(s.id or 0, []), s.n, s.k, status=s.status):

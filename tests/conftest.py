@@ -40,7 +40,7 @@ def _pg_admin() -> Engine | None:
         with admin.connect() as c:
             c.execute(text("select 1"))
         return admin
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         if os.environ.get("CI") == "true":
             raise RuntimeError(f"PostgreSQL is required in CI but unreachable: {err}") from err
         return None

@@ -92,8 +92,7 @@ def read_transcripts(path: Path) -> tuple[dict[tuple[int, str], list[Msg]], dict
         key = (rep, str(rec["session"]))
         facts = [_bool(rec.get(f), f"{where} ({f})", problems) for f in ("match", "agree", "changed")]
         sessions[key].append(
-            Msg(j, sender, tag, str(rec.get("prediction") or ""), str(rec.get("explanation") or ""),
-                *facts)
+            Msg(j, sender, tag, str(rec.get("prediction") or ""), str(rec.get("explanation") or ""), *facts)
         )
         i = info.setdefault(key, {"instance": str(rec["instance"]), "annotator": rec.get("annotator")})
         if i["instance"] != str(rec["instance"]):
@@ -106,7 +105,13 @@ def read_transcripts(path: Path) -> tuple[dict[tuple[int, str], list[Msg]], dict
 
 
 def import_transcripts(
-    engine: Engine, path: Path, *, name: str, n: int, k: int, task: str = "text",
+    engine: Engine,
+    path: Path,
+    *,
+    name: str,
+    n: int,
+    k: int,
+    task: str = "text",
     allow_nonconformant: bool = False,
 ) -> ImportedTranscripts:
     """Validate then store the transcripts as experiment `name` (mode "imported")."""
@@ -123,15 +128,21 @@ def import_transcripts(
         ds_name = f"transcripts:{name}"
         ds = db.exec(select(Dataset).where(Dataset.name == ds_name)).first()
         if ds is None:
-            ds = Dataset(name=ds_name, task=task, source=str(path),
-                         description=f"instances named in {path.name}")
+            ds = Dataset(name=ds_name, task=task, source=str(path), description=f"instances named in {path.name}")
             db.add(ds)
             db.flush()
         instances: dict[str, int] = {}
         for i in db.exec(select(Instance).where(Instance.dataset_id == ds.id)).all():
             instances[i.key] = i.id or 0
-        exp = Experiment(name=name, task=task, mode="imported", status="finished", n=n, k=k,
-                         config={"source": str(path), "n": n, "k": k, "task": task})
+        exp = Experiment(
+            name=name,
+            task=task,
+            mode="imported",
+            status="finished",
+            n=n,
+            k=k,
+            config={"source": str(path), "n": n, "k": k, "task": task},
+        )
         db.add(exp)
         db.flush()
         runs: dict[int, Run] = {}
@@ -162,19 +173,34 @@ def import_transcripts(
                 ann_id = annotators[ann]
             ordinals[rep] += 1
             session = Session(
-                run_id=runs[rep].id or 0, instance_id=instances[inst_key], ordinal=ordinals[rep],
-                n=n, k=k, status="finished", stop_reason=stop_reason(msgs, n),
-                annotator_id=ann_id, context_kept=True, learn_note=f"imported session {sid}",
+                run_id=runs[rep].id or 0,
+                instance_id=instances[inst_key],
+                ordinal=ordinals[rep],
+                n=n,
+                k=k,
+                status="finished",
+                stop_reason=stop_reason(msgs, n),
+                annotator_id=ann_id,
+                context_kept=True,
+                learn_note=f"imported session {sid}",
             )
             db.add(session)
             db.flush()
             for m in msgs:
-                db.add(Message(
-                    session_id=session.id or 0, j=m.j, sender=m.sender.value,
-                    receiver=m.sender.other.value, tag=m.tag.value, prediction=m.prediction,
-                    explanation=m.explanation, match=m.match, agree=m.agree, changed=m.changed,
-                ))
-                db.add(Context(session_id=session.id or 0, j=m.j,
-                               content={"imported": True, "session": sid}))
+                db.add(
+                    Message(
+                        session_id=session.id or 0,
+                        j=m.j,
+                        sender=m.sender.value,
+                        receiver=m.sender.other.value,
+                        tag=m.tag.value,
+                        prediction=m.prediction,
+                        explanation=m.explanation,
+                        match=m.match,
+                        agree=m.agree,
+                        changed=m.changed,
+                    )
+                )
+                db.add(Context(session_id=session.id or 0, j=m.j, content={"imported": True, "session": sid}))
                 count += 1
     return ImportedTranscripts(name, len(sessions), count, bad)

@@ -38,7 +38,7 @@ def canonical_smiles(smiles: str) -> str:
     """RDKit's canonical SMILES of one molecule; InvalidSmiles when it does not parse."""
     from rdkit import Chem, RDLogger
 
-    RDLogger.DisableLog("rdApp.*")
+    RDLogger.DisableLog("rdApp.*")  # type: ignore[attr-defined]
     text = smiles.strip()
     mol = Chem.MolFromSmiles(text) if text else None
     if mol is None:
@@ -69,8 +69,38 @@ def match_text(y1: str, y2: str) -> bool:
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
-    "a an and are as at be by for from has have in is it its of on or that the this to was "
-    "were with which there these those".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "were",
+        "with",
+        "which",
+        "there",
+        "these",
+        "those",
+    ]
 )
 
 
@@ -104,6 +134,7 @@ def match_for(kind: str) -> MatchFn:
         return _MATCH[kind]
     except KeyError:
         raise ValueError(f"unknown MATCH kind {kind!r} (label, smiles or text)") from None
+
 
 #: The MATCH kind of each built-in task.
 TASK_MATCH_KIND: dict[str, str] = {"rad": "label", "drug": "smiles"}
