@@ -95,6 +95,8 @@ class Run(SQLModel, table=True):
     seed: int = 0
     status: str = Field(default="created", max_length=16)
     instance_order: list[int] = Field(default_factory=list, sa_type=JSON)
+    #: why the run is paused (a transient API failure, an interruption); None otherwise
+    note: str | None = Field(default=None, sa_type=Text)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
@@ -123,6 +125,9 @@ class Session(SQLModel, table=True):
     annotator_id: int | None = Field(default=None, foreign_key="annotator.id", index=True)
     context_kept: bool | None = None
     learn_note: str | None = Field(default=None, sa_type=Text)
+    #: LEARN's validation accuracy with the carried context before / after adding this session
+    learn_val_before: float | None = None
+    learn_val_after: float | None = None
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
@@ -199,7 +204,19 @@ class Evaluation(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class AppSetting(SQLModel, table=True):
+    """App preferences shared by every replica (provider/model per role, default n, k).
+
+    Never holds API keys: those stay in the environment or Streamlit secrets.
+    """
+
+    key: str = Field(primary_key=True, max_length=100)
+    value: Any = Field(default=None, sa_column=Column(JSON, nullable=True))
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
 ALL_TABLES = (
+    AppSetting,
     Asset,
     Dataset,
     Instance,

@@ -27,6 +27,12 @@ def upgrade() -> None:
     with op.batch_alter_table('annotator', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_annotator_name'), ['name'], unique=True)
 
+    op.create_table('appsetting',
+    sa.Column('key', sqlmodel.sql.sqltypes.AutoString(length=100), nullable=False),
+    sa.Column('value', sa.JSON(), nullable=True),
+    sa.Column('updated_at', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=False),
+    sa.PrimaryKeyConstraint('key')
+    )
     op.create_table('asset',
     sa.Column('sha256', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
     sa.Column('mime', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
@@ -95,6 +101,7 @@ def upgrade() -> None:
     sa.Column('seed', sa.Integer(), nullable=False),
     sa.Column('status', sqlmodel.sql.sqltypes.AutoString(length=16), nullable=False),
     sa.Column('instance_order', sa.JSON(), nullable=False),
+    sa.Column('note', sa.Text(), nullable=True),
     sa.Column('created_at', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=False),
     sa.Column('updated_at', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=False),
     sa.ForeignKeyConstraint(['experiment_id'], ['experiment.id'], ),
@@ -134,6 +141,8 @@ def upgrade() -> None:
     sa.Column('annotator_id', sa.Integer(), nullable=True),
     sa.Column('context_kept', sa.Boolean(), nullable=True),
     sa.Column('learn_note', sa.Text(), nullable=True),
+    sa.Column('learn_val_before', sa.Float(), nullable=True),
+    sa.Column('learn_val_after', sa.Float(), nullable=True),
     sa.Column('created_at', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=False),
     sa.Column('updated_at', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=False),
     sa.ForeignKeyConstraint(['annotator_id'], ['annotator.id'], ),
@@ -252,6 +261,7 @@ def downgrade() -> None:
 
     op.drop_table('dataset')
     op.drop_table('asset')
+    op.drop_table('appsetting')
     with op.batch_alter_table('annotator', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_annotator_name'))
 
