@@ -3,7 +3,8 @@
 It answers correctly at first with probability `accuracy`, which rises with each
 carried-over session (`learn_rate`), and adopts the other agent's correction with
 probability `adopt`. Its wrong answers are plausible: another label of the dataset,
-an altered reactant set, another case's explanation. Every random draw is keyed by
+an altered reactant set, another case's explanation. A carried session that did not end ratified can mislead
+it (`mislead`, off by default), so LEARN has something to refuse. Every random draw is keyed by
 (seed, instance, j), so results do not depend on scheduling or concurrency.
 """
 
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pxp.agents.base import AgentBase, Answer, CallRecord, InstanceView, Query
-from pxp.protocol import Tag
+from pxp.limits import call_slot
+from pxp.protocol import Tag, stop_reason
 from pxp.tasks.base import (
     DEFAULT_AGREE_THRESHOLD,
     InvalidSmiles,
@@ -37,6 +40,10 @@ class SimulatedConfig:
     adopt: float = 0.7
     learn_rate: float = 0.05
     agree_threshold: float = DEFAULT_AGREE_THRESHOLD
+    #: how much each carried session that did not end ratified misleads it (0 = never)
+    mislead: float = 0.0
+    #: seconds slept per ask, holding a shared call slot like an LLM call (benchmarks, tests)
+    latency: float = 0.0
 
 
 def _rng(*parts: object) -> random.Random:
@@ -84,10 +91,13 @@ class SimulatedMachine(AgentBase):
             prediction = rng.choice(wrong) if wrong else rng.choice(others).reference.prediction
         return Answer(prediction, explanation)
 
-    def initial(self, x: InstanceView, carried: int, *, salt: str = "") -> Answer:
-        """The first answer for x after `carried` kept sessions (also used to evaluate)."""
+    def initial(self, x: InstanceView, carried: int, *, salt: str = "", misleading: int = 0) -> Answer:
+        """The first answer for x after `carried` kept sessions (also used to evaluate).
+
+        `misleading` of them did not end ratified; each scales the accuracy by 1 - mislead.
+        """
         c = self.config
-        p = 1 - (1 - c.accuracy) * (1 - c.learn_rate) ** carried
+        p = (1 - (1 - c.accuracy) * (1 - c.learn_rate) ** carried) * (1 - c.mislead) ** misleading
         rng = _rng(c.seed, x.id, "init", salt)
         correct = rng.random() < p
         wrong = self._wrong(x, rng)
@@ -102,10 +112,17 @@ class SimulatedMachine(AgentBase):
         return wrong
 
     def ask(self, q: Query) -> Answer:
-        q.calls.append(CallRecord(provider="simulated", model="simulated", purpose="ask"))
+        latency = self.config.latency
+        if latency > 0:
+            with call_slot():
+                time.sleep(latency)
+        q.calls.append(
+            CallRecord(provider="simulated", model="simulated", purpose="ask", latency_ms=latency * 1000)
+        )
         x = q.instance
         if q.j == 1 or q.own_previous is None:
-            return self.initial(x, len(q.carry))
+            misleading = sum(1 for c in q.carry if stop_reason(c.messages, len(c.messages)) != "ratified")
+            return self.initial(x, len(q.carry), misleading=misleading if self.config.mislead else 0)
         own, other = q.own_previous, q.other_last
         assert other is not None
         mine = Answer(own.prediction, own.explanation)
