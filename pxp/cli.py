@@ -10,6 +10,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from sqlalchemy import Engine
 
 from pxp.store import get_engine
@@ -41,7 +42,7 @@ state = CliState()
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print one line and exit: the user never sees a trace."""
-    err.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -75,12 +76,15 @@ def import_transcripts_cmd(
                                  allow_nonconformant=allow_nonconformant)
     except ImportProblems as e:
         for p in e.problems:
-            err.print(f"[red]error:[/red] {p}", highlight=False)
+            err.print(f"[red]error:[/red] {escape(p)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
-    out.print(f"imported {res.sessions} sessions ({res.messages} messages) as experiment "
-              f"{res.experiment!r}", highlight=False)
+    out.print(
+        escape(f"imported {res.sessions} sessions ({res.messages} messages) as experiment {res.experiment!r}"),
+        highlight=False,
+        soft_wrap=True,
+    )
     for p in res.nonconformant:
-        err.print(f"[yellow]warning:[/yellow] {p}", highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {escape(p)}", highlight=False, soft_wrap=True)
 
 
 # --- run -------------------------------------------------------------------------------
@@ -166,7 +170,7 @@ def validate_cmd(
         exp_id = exp.id
     checked, violations = validate(engine, experiment_id=exp_id)
     for v in violations:
-        out.print(str(v), highlight=False, markup=False)
+        out.print(str(v), highlight=False, markup=False, soft_wrap=True)
     if violations:
         err.print(f"{len(violations)} violation(s) in {checked} session(s)")
         raise typer.Exit(1)
@@ -199,7 +203,9 @@ def main() -> None:
     except Exception as e:
         if os.environ.get("PXP_DEBUG"):
             raise
-        err.print(f"[red]error:[/red] {type(e).__name__}: {e}", highlight=False)
+        from pxp.errors import user_message
+
+        err.print(f"[red]error:[/red] {escape(user_message(e))}", highlight=False, soft_wrap=True)
         sys.exit(1)
 
 
