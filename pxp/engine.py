@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, insert, update
+from sqlalchemy import Engine, bindparam, insert, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DB
 from sqlmodel import col
@@ -39,7 +40,6 @@ from pxp.protocol import (
     next_sender,
     stop_reason,
 )
-from pxp.store import session_msgs
 
 
 class StepError(RuntimeError):
@@ -202,22 +202,46 @@ def decide(agent: Agent, q: Query) -> tuple[Tag, Answer, bool | None, bool | Non
 
 @dataclass(frozen=True)
 class Loaded:
-    session: Session
-    run: Run
+    """What a step needs of the stored session (read in one short connection)."""
+
+    session_id: int
+    run_id: int
+    experiment_id: int
+    instance_id: int
+    status: str
+    n: int
+    k: int
     messages: list[Msg]
+
+
+_S = Session.__table__  # type: ignore[attr-defined]
+_R = Run.__table__  # type: ignore[attr-defined]
+_M = Message.__table__  # type: ignore[attr-defined]
+_C = Context.__table__  # type: ignore[attr-defined]
+_L = LLMCall.__table__  # type: ignore[attr-defined]
+_LOAD_SESSION = (
+    sa_select(_S.c.run_id, _R.c.experiment_id, _S.c.instance_id, _S.c.status, _S.c.n, _S.c.k)
+    .join(_R, _R.c.id == _S.c.run_id)
+    .where(_S.c.id == bindparam("sid"))
+)
+_LOAD_MESSAGES = (
+    sa_select(_M.c.j, _M.c.sender, _M.c.tag, _M.c.prediction, _M.c.explanation, _M.c.match, _M.c.agree, _M.c.changed)
+    .where(_M.c.session_id == bindparam("sid"))
+    .order_by(_M.c.j)
+)
 
 
 def load(engine: Engine, session_id: int) -> Loaded:
     """The session, its run and its messages (event sourcing: state is the messages)."""
-    with DB(engine, expire_on_commit=False) as db:
-        session = db.get(Session, session_id)
-        if session is None:
+    with engine.connect() as conn:
+        row = conn.execute(_LOAD_SESSION, {"sid": session_id}).first()
+        if row is None:
             raise StepError(f"session {session_id} does not exist")
-        run = db.get(Run, session.run_id)
-        assert run is not None
-        msgs = session_msgs(db, session_id=session_id)
-        db.expunge_all()
-    return Loaded(session, run, msgs)
+        msgs = [
+            Msg(r[0], Sender(r[1]), Tag(r[2]), r[3], r[4], r[5], r[6], r[7])
+            for r in conn.execute(_LOAD_MESSAGES, {"sid": session_id})
+        ]
+    return Loaded(session_id, row[0], row[1], row[2], row[3], row[4], row[5], msgs)
 
 
 def step(
@@ -233,14 +257,13 @@ def step(
     process stored message j first, AgentUnavailable (nothing written, resumable), and
     TagRefused for a forbidden tag chosen directly. A FormatFailure aborts the session.
     """
-    state = load(engine, session_id)
-    s = state.session
+    s = load(engine, session_id)
     if s.status != "open":
         raise SessionClosed(f"session {session_id} is {s.status}; it takes no further steps")
-    sender = next_sender(state.messages, s.n)
+    sender = next_sender(s.messages, s.n)
     if sender is None:
         raise SessionClosed(f"session {session_id} has already stopped")
-    j = len(state.messages) + 1
+    j = len(s.messages) + 1
     view = instance_view(engine, s.instance_id)
     q = Query(
         instance=view,
@@ -248,13 +271,13 @@ def step(
         j=j,
         n=s.n,
         k=s.k,
-        history=state.messages,
+        history=s.messages,
         carry=carry if sender is Sender.MACHINE else (),
         session_id=session_id,
     )
     agent = agents[sender]
     ids: dict[str, int | None] = {
-        "experiment_id": state.run.experiment_id,
+        "experiment_id": s.experiment_id,
         "run_id": s.run_id,
         "session_id": session_id,
     }
@@ -267,7 +290,7 @@ def step(
         record_calls(engine, q.calls, j=j, **ids)
         raise
     msg = Msg(j, sender, tag, answer.prediction, answer.explanation, match, agree, changed)
-    stopped = stop_reason([*state.messages, msg], s.n)
+    stopped = stop_reason([*s.messages, msg], s.n)
     content = agent.context(q, answer, tag)
     now = utcnow()
     try:
@@ -275,30 +298,31 @@ def step(
             call_id = None
             if q.calls:
                 rows = _call_rows(q.calls, j=j, **ids)
-                result = conn.execute(insert(LLMCall).returning(col(LLMCall.id)), rows)
-                call_id = [r[0] for r in result][-1]
+                for row in rows:
+                    pk = conn.execute(_L.insert(), row).inserted_primary_key
+                    call_id = pk[0] if pk is not None else None
             conn.execute(
-                insert(Message).values(
-                    session_id=session_id,
-                    j=j,
-                    sender=sender.value,
-                    receiver=sender.other.value,
-                    tag=tag.value,
-                    prediction=answer.prediction,
-                    explanation=answer.explanation,
-                    match=match,
-                    agree=agree,
-                    changed=changed,
-                    llm_call_id=call_id,
-                    created_at=now,
-                )
+                _M.insert(),
+                {
+                    "session_id": session_id,
+                    "j": j,
+                    "sender": sender.value,
+                    "receiver": sender.other.value,
+                    "tag": tag.value,
+                    "prediction": answer.prediction,
+                    "explanation": answer.explanation,
+                    "match": match,
+                    "agree": agree,
+                    "changed": changed,
+                    "llm_call_id": call_id,
+                    "created_at": now,
+                },
             )
-            conn.execute(insert(Context).values(session_id=session_id, j=j, content=content))
+            conn.execute(_C.insert(), {"session_id": session_id, "j": j, "content": content})
             if stopped is not None:
                 conn.execute(
-                    update(Session)
-                    .where(col(Session.id) == session_id)
-                    .values(status="finished", stop_reason=stopped, updated_at=now)
+                    _S.update().where(_S.c.id == session_id),
+                    {"status": "finished", "stop_reason": stopped, "updated_at": now},
                 )
     except IntegrityError as err:
         record_calls(engine, q.calls, j=j, **ids)
