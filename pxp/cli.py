@@ -87,49 +87,7 @@ def import_transcripts_cmd(
         err.print(f"[yellow]warning:[/yellow] {escape(p)}", highlight=False, soft_wrap=True)
 
 
-# --- run -------------------------------------------------------------------------------
-
-
-@app.command("run")
-def run_cmd(
-    dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset name.")] = None,
-    machine: Annotated[str, typer.Option("--machine", help="simulated or provider:model.")] = "simulated",
-    human: Annotated[str, typer.Option("--human", help="proxy (the database of expert answers).")] = "proxy",
-    reps: Annotated[int, typer.Option("--reps", help="Repetitions R.")] = 1,
-    n: Annotated[int, typer.Option("--n", help="Message bound n.")] = 10,
-    k: Annotated[int, typer.Option("--k", help="REJECT allowed after message k.")] = 3,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    split: Annotated[str | None, typer.Option("--split", help="train, val or test.")] = None,
-    name: Annotated[str | None, typer.Option("--name", help="Experiment name.")] = None,
-    shuffle: Annotated[bool, typer.Option("--shuffle/--no-shuffle")] = False,
-    accuracy: Annotated[float, typer.Option("--sim-accuracy", help="Simulated initial accuracy.")] = 0.6,
-    adopt: Annotated[float, typer.Option("--sim-adopt", help="Simulated adoption probability.")] = 0.7,
-    checker: Annotated[str, typer.Option("--checker", help="AGREE: lexical or provider:model.")] = "lexical",
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL.")] = None,
-    temperature: Annotated[float | None, typer.Option("--temperature", help="Generator temperature.")] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", help="Generator max tokens (RAD 300, DRUG 1024).")
-    ] = None,
-    report_format: Annotated[str, typer.Option("--format")] = "table",
-) -> None:
-    """Run a controlled experiment (INTERACT over R repetitions) and print Table 1."""
-    from pxp.agents.factory import AgentConfigError
-    from pxp.report import render, report_json
-    from pxp.runner import RunConfig, RunError, create_experiment, run_experiment
-
-    if dataset is None:
-        fail("--dataset is required")
-    engine = state.engine()
-    cfg = RunConfig(dataset=dataset, split=split, machine=machine, human=human, reps=reps,
-                    n=n, k=k, seed=seed, shuffle=shuffle, checker=checker, base_url=base_url,
-                    temperature=temperature, max_tokens=max_tokens,
-                    simulated={"accuracy": accuracy, "adopt": adopt})
-    try:
-        exp = create_experiment(engine, cfg, name=name)
-        run_experiment(engine, exp.id or 0)
-    except (RunError, AgentConfigError) as e:
-        fail(str(e))
-    typer.echo(render(report_json(engine, exp.name), report_format))
+# `pxp run` lives in pxp/cli_runs.py (registered by _register_commands).
 
 
 # --- report / validate --------------------------------------------------------------------

@@ -1,0 +1,216 @@
+"""`pxp run` (controlled experiments: new, `--like`, `--resume`) and `pxp export`.
+
+Exit codes of `pxp run`: 0 finished; 1 error (one line); 2 some repetition paused
+(a transient API failure: `pxp run --resume NAME` retries it); 130 interrupted (Ctrl-C,
+also resumable).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from pxp.cli import app, err, fail, out, state
+
+# CLI option → RunConfig field ("sim_*" go into RunConfig.simulated)
+_CONFIG_OPTIONS = {
+    "dataset": "dataset",
+    "machine": "machine",
+    "human": "human",
+    "reps": "reps",
+    "n": "n",
+    "k": "k",
+    "seed": "seed",
+    "split": "split",
+    "val_split": "val_split",
+    "test_split": "test_split",
+    "shuffle": "shuffle",
+    "checker": "checker",
+    "base_url": "base_url",
+    "temperature": "temperature",
+    "max_tokens": "max_tokens",
+    "learn": "learn",
+    "learn_metric": "learn_metric",
+    "eval_at_start": "eval_at_start",
+    "concurrency": "concurrency",
+}
+_SIM_OPTIONS = {"accuracy": "accuracy", "adopt": "adopt", "mislead": "mislead", "latency": "latency"}
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether option `name` was given (command line or environment), not left at its default."""
+    src = ctx.get_parameter_source(name)
+    return src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+@app.command("run")
+def run_cmd(
+    ctx: typer.Context,
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset name.")] = None,
+    machine: Annotated[str, typer.Option("--machine", help="simulated or provider:model.")] = "simulated",
+    human: Annotated[str, typer.Option("--human", help="proxy (the database of expert answers).")] = "proxy",
+    reps: Annotated[int, typer.Option("--reps", help="Repetitions R (run at the same time).")] = 1,
+    n: Annotated[int, typer.Option("--n", help="Message bound n.")] = 10,
+    k: Annotated[int, typer.Option("--k", help="REJECT allowed after message k.")] = 3,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    split: Annotated[
+        str | None,
+        typer.Option("--split", help="Split to interact on (default: train if the dataset has one, else all)."),
+    ] = None,
+    val_split: Annotated[str, typer.Option("--val-split", help="LEARN's validation split.")] = "val",
+    test_split: Annotated[str, typer.Option("--test-split", help="Split for machine performance.")] = "test",
+    name: Annotated[str | None, typer.Option("--name", help="Experiment name.")] = None,
+    shuffle: Annotated[
+        bool, typer.Option("--shuffle/--no-shuffle", help="Shuffle instance order per repetition.")
+    ] = False,
+    learn: Annotated[
+        bool, typer.Option("--learn/--no-learn", help="Keep a session's context only if validation accuracy holds.")
+    ] = True,
+    learn_metric: Annotated[
+        str, typer.Option("--learn-metric", help="Accuracy LEARN compares: prediction, explanation or both.")
+    ] = "both",
+    eval_at_start: Annotated[
+        bool, typer.Option("--eval-at-start", help="Also evaluate the machine on the test split before session 1.")
+    ] = False,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", help="LLM calls in flight, shared by all repetitions.")
+    ] = 8,
+    resume: Annotated[str | None, typer.Option("--resume", help="Continue this experiment from the database.")] = None,
+    like: Annotated[
+        str | None, typer.Option("--like", help="Repeat this experiment's config (options given override).")
+    ] = None,
+    accuracy: Annotated[float, typer.Option("--sim-accuracy", help="Simulated initial accuracy.")] = 0.6,
+    adopt: Annotated[float, typer.Option("--sim-adopt", help="Simulated adoption probability.")] = 0.7,
+    mislead: Annotated[
+        float, typer.Option("--sim-mislead", help="Simulated: how much an unratified carried session misleads.")
+    ] = 0.0,
+    latency: Annotated[float, typer.Option("--sim-latency", help="Simulated: seconds per call (holds a slot).")] = 0.0,
+    checker: Annotated[str, typer.Option("--checker", help="AGREE: lexical or provider:model.")] = "lexical",
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL.")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", help="Generator temperature.")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", help="Generator max tokens (RAD 300, DRUG 1024).")
+    ] = None,
+    report_format: Annotated[str, typer.Option("--format", help="table, json, markdown or csv.")] = "table",
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress on stderr.")] = True,
+) -> None:
+    """Run a controlled experiment (INTERACT over R repetitions, LEARN, machine performance); print Table 1."""
+    from pxp.report import FORMATS
+    from pxp.runner import RunConfig, RunError, create_experiment, experiment_notes, resume_target
+
+    if report_format not in FORMATS:
+        fail(f"unknown format {report_format!r} (one of {', '.join(FORMATS)})")
+    values: dict[str, Any] = locals()
+    engine = state.engine()
+    given = [o for o in (*_CONFIG_OPTIONS, *_SIM_OPTIONS) if _given(ctx, o)]
+    try:
+        if resume is not None:
+            if like is not None:
+                fail("--resume and --like cannot be combined")
+            extra = [o for o in given if o != "concurrency"] + (["name"] if name else [])
+            if extra:
+                fail("--resume continues with the stored config; only --concurrency, --format and --progress apply "
+                     f"(got {', '.join('--' + o.replace('_', '-') for o in extra)})")
+            exp = resume_target(engine, resume)
+            if exp.status == "finished":
+                err.print(f"experiment {exp.name!r} has already finished", highlight=False)
+        else:
+            if like is not None:
+                base = resume_target(engine, like)
+                cfg = RunConfig.from_dict(base.config)
+                for o in given:
+                    if o in _SIM_OPTIONS:
+                        cfg.simulated = {**cfg.simulated, _SIM_OPTIONS[o]: float(values[o])}
+                    else:
+                        setattr(cfg, _CONFIG_OPTIONS[o], values[o])
+                if base.config.get("pxp_version") not in (None, _version()):
+                    err.print(f"[yellow]note:[/yellow] {base.name!r} was run with pxp {base.config.get('pxp_version')}"
+                              f", this is {_version()}", highlight=False)
+            else:
+                if dataset is None:
+                    fail("--dataset is required (or --resume / --like EXPERIMENT)")
+                cfg = RunConfig(
+                    dataset=dataset, split=split if split is not None else _default_split(engine, dataset),
+                    val_split=val_split or None, test_split=test_split or None, machine=machine, human=human,
+                    reps=reps, n=n, k=k, seed=seed, shuffle=shuffle, checker=checker, base_url=base_url,
+                    temperature=temperature, max_tokens=max_tokens, learn=learn, learn_metric=learn_metric,
+                    eval_at_start=eval_at_start, concurrency=concurrency,
+                    simulated={"accuracy": accuracy, "adopt": adopt, "mislead": mislead, "latency": latency}
+                    if machine == "simulated" else {},
+                )
+            exp = create_experiment(engine, cfg, name=name)
+            for note in experiment_notes(exp):
+                err.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+    except (RunError, ValueError) as e:
+        fail(str(e))
+    _run_and_report(exp.id or 0, exp.name, report_format, progress, concurrency if "concurrency" in given else None)
+
+
+def _version() -> str:
+    from pxp import __version__
+
+    return __version__
+
+
+def _default_split(engine: Any, dataset: str) -> str | None:
+    """train when the dataset has a train split, else every instance."""
+    from pxp.store import dataset_instances, db_session, find_dataset
+
+    with db_session(engine) as db:
+        ds = find_dataset(db, name=dataset)
+        if ds is None or ds.id is None:
+            return None
+        return "train" if dataset_instances(db, dataset_id=ds.id, split="train") else None
+
+
+def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool, concurrency: int | None) -> None:
+    from pxp.progress import make_progress, render_usage
+    from pxp.report import render, report_json
+    from pxp.runner import NullObserver, RunError, run_experiment, usage_summary
+
+    engine = state.engine()
+    hint = f"resume with `pxp run --resume {name}`"
+    observer: Any = make_progress(engine, experiment_id, err) if show_progress else NullObserver()
+    try:
+        if show_progress:
+            with observer:
+                outcome = run_experiment(engine, experiment_id, observer=observer, concurrency=concurrency)
+        else:
+            outcome = run_experiment(engine, experiment_id, concurrency=concurrency)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: every repetition is paused; {hint}", highlight=False)
+        raise typer.Exit(130) from None
+    except (RunError, ValueError) as e:
+        fail(f"{e}; the experiment {name!r} is stored, {hint} once fixed")
+    except Exception as e:  # a failed repetition: stored and resumable; one line, never a trace
+        fail(f"a repetition failed ({type(e).__name__}: {e}); {hint}")
+    typer.echo(render(report_json(engine, name), fmt))
+    summary = render_usage(usage_summary(engine, experiment_id), outcome.seconds)
+    if fmt in ("table", "markdown"):
+        typer.echo("\n".join(summary))
+    else:
+        err.print("\n".join(summary), highlight=False, markup=False)
+    if outcome.paused:
+        for rep, note in sorted(outcome.paused.items()):
+            err.print(f"[yellow]paused:[/yellow] repetition {rep}: {note or 'not finished'}", highlight=False)
+        err.print(hint, highlight=False)
+        raise typer.Exit(2)
+
+
+@app.command("export")
+def export_cmd(
+    experiment: Annotated[str, typer.Option("--experiment", help="Experiment name or id.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory to write the tables into.")],
+    fmt: Annotated[str, typer.Option("--format", help="jsonl, csv or parquet.")] = "jsonl",
+) -> None:
+    """Export an experiment's D, M and C tables, evaluations and calls (layout: pxp.export)."""
+    from pxp.export import ExportError, export_experiment
+
+    try:
+        res = export_experiment(state.engine(), experiment, out_dir, fmt)
+    except ExportError as e:
+        fail(str(e))
+    rows = ", ".join(f"{k} {v}" for k, v in res.rows.items())
+    out.print(f"exported {experiment!r} to {res.directory} ({rows})", highlight=False, markup=False)

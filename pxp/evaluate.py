@@ -1,0 +1,228 @@
+"""Machine performance on a split (the follow-up paper's Method: validation and test sets).
+
+The machine answers every instance of the split as a fresh message 1 carrying the
+context it currently keeps (ASK_AGENT with C = the carried sessions, no history); the
+human proxy's MATCH and AGREE compare that answer with the reference answer. Scores are
+prediction accuracy (MATCH), explanation accuracy (AGREE) and both. LEARN uses the
+validation split; the performance series (Figure 2 of the papers) uses the test split.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlmodel import col, select
+
+from pxp.agents.base import Agent, AgentUnavailable, CallRecord, CarriedSession, FormatFailure, InstanceView, Query
+from pxp.models import Evaluation
+from pxp.protocol import Sender
+from pxp.store import db_session, experiment_runs
+
+METRIC_NAMES = ("prediction", "explanation", "both")
+EVAL_PURPOSE = "eval"
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """Accuracies of the machine on one split (fractions of `instances`)."""
+
+    prediction: float
+    explanation: float
+    both: float
+    instances: int
+
+    def metric(self, name: str) -> float:
+        """One of prediction, explanation, both."""
+        if name not in METRIC_NAMES:
+            raise ValueError(f"unknown accuracy {name!r} (one of {', '.join(METRIC_NAMES)})")
+        return float(getattr(self, name))
+
+    @classmethod
+    def of(cls, row: Evaluation) -> Score:
+        return cls(row.prediction_accuracy, row.explanation_accuracy, row.both_accuracy, row.instances)
+
+
+def _judge(
+    machine: Agent, human: Agent, x: InstanceView, carry: Sequence[CarriedSession], n: int, k: int
+) -> tuple[bool, bool, list[CallRecord]]:
+    q = Query(instance=x, sender=Sender.MACHINE, j=1, n=n, k=k, history=(), carry=carry)
+    hq = Query(instance=x, sender=Sender.HUMAN, j=2, n=n, k=k, history=())
+    try:
+        try:
+            answer = machine.ask(q)
+        except FormatFailure:
+            return False, False, q.calls  # an unparseable answer is simply wrong here
+        ref = x.reference
+        try:
+            pred = bool(human.match(answer.prediction, ref.prediction, hq))
+        except ValueError:  # e.g. an invalid SMILES: a parse failure, counted as wrong
+            pred = False
+        expl = bool(human.agree(answer.explanation, ref.explanation, hq))
+        return pred, expl, [*q.calls, *hq.calls]
+    except AgentUnavailable as err:
+        err.calls = [*q.calls, *hq.calls]  # type: ignore[attr-defined]
+        raise
+
+
+def evaluate(
+    machine: Agent,
+    human: Agent,
+    instances: Sequence[InstanceView],
+    carry: Sequence[CarriedSession],
+    *,
+    n: int = 10,
+    k: int = 3,
+    workers: int = 1,
+    record: Callable[[list[CallRecord]], None] | None = None,
+) -> Score:
+    """Accuracy of the machine with context `carry` on `instances` (in parallel up to `workers`).
+
+    Every call is handed to `record` (purpose "eval"), also when an AgentUnavailable
+    interrupts the evaluation; that error is then raised.
+    """
+    if not instances:
+        return Score(0.0, 0.0, 0.0, 0)
+    carry = tuple(carry)
+    results: list[tuple[bool, bool] | None] = [None] * len(instances)
+    calls: list[CallRecord] = []
+    failure: AgentUnavailable | None = None
+
+    def one(i: int) -> None:
+        nonlocal failure
+        try:
+            pred, expl, cs = _judge(machine, human, instances[i], carry, n, k)
+        except AgentUnavailable as err:
+            failure = failure or err
+            calls.extend(getattr(err, "calls", []))
+            return
+        results[i] = (pred, expl)
+        calls.extend(cs)
+
+    if workers <= 1 or len(instances) == 1:
+        for i in range(len(instances)):
+            one(i)
+            if failure is not None:
+                break
+    else:
+        with ThreadPoolExecutor(max_workers=min(workers, len(instances)), thread_name_prefix="pxp-eval") as pool:
+            list(pool.map(one, range(len(instances))))
+    for c in calls:
+        c.purpose = EVAL_PURPOSE
+    if record is not None:
+        record(calls)
+    if failure is not None:
+        raise failure
+    done = [r for r in results if r is not None]
+    total = len(done)
+    return Score(
+        prediction=sum(p for p, _ in done) / total,
+        explanation=sum(e for _, e in done) / total,
+        both=sum(p and e for p, e in done) / total,
+        instances=total,
+    )
+
+
+# --- the performance series (Figure 2) -------------------------------------------------
+
+
+def _median(xs: list[float]) -> float:
+    return round(float(statistics.median(xs)), 4)
+
+
+def performance_series(engine: Engine, experiment_id: int) -> dict[str, Any]:
+    """Machine performance after each session, per split, aggregated over repetitions.
+
+    A run is only evaluated after sessions whose context was kept, so its performance
+    after session i is its latest evaluation at or before i. For every point where
+    some run was evaluated: the median over runs, and min and max (error bars).
+    Shape: {split: {"after_session": [...], "median"|"min"|"max": {metric: [...]},
+    "runs": {repetition: [{"after_session", "prediction", "explanation", "both"}]}}}.
+    """
+    with db_session(engine) as db:
+        runs = experiment_runs(db, experiment_id=experiment_id)
+        rep_of = {r.id: r.repetition for r in runs}
+        rows = list(
+            db.exec(
+                select(Evaluation)
+                .where(col(Evaluation.run_id).in_(list(rep_of)))
+                .order_by(col(Evaluation.run_id), col(Evaluation.after_session))
+            ).all()
+        )
+    out: dict[str, Any] = {}
+    for split in sorted({r.split for r in rows}, key=lambda s: (s != "test", s)):
+        per_run: dict[int, list[Evaluation]] = {}
+        for r in rows:
+            if r.split == split:
+                per_run.setdefault(rep_of[r.run_id], []).append(r)
+        points = sorted({r.after_session for rs in per_run.values() for r in rs})
+        agg: dict[str, dict[str, list[float | None]]] = {
+            a: {m: [] for m in METRIC_NAMES} for a in ("median", "min", "max")
+        }
+        for p in points:
+            latest = [max((r for r in rs if r.after_session <= p), key=lambda r: r.after_session, default=None)
+                      for rs in per_run.values()]
+            scores = [Score.of(r) for r in latest if r is not None]
+            for m in METRIC_NAMES:
+                vals = [s.metric(m) for s in scores]
+                agg["median"][m].append(_median(vals) if vals else None)
+                agg["min"][m].append(round(min(vals), 4) if vals else None)
+                agg["max"][m].append(round(max(vals), 4) if vals else None)
+        out[split] = {
+            "after_session": points,
+            **agg,
+            "runs": {
+                str(rep): [
+                    {
+                        "after_session": r.after_session,
+                        "prediction": round(r.prediction_accuracy, 4),
+                        "explanation": round(r.explanation_accuracy, 4),
+                        "both": round(r.both_accuracy, 4),
+                        "instances": r.instances,
+                    }
+                    for r in rs
+                ]
+                for rep, rs in sorted(per_run.items())
+            },
+        }
+    return out
+
+
+def _fmt(med: float | None, lo: float | None, hi: float | None) -> str:
+    if med is None or lo is None or hi is None:
+        return "-"
+    return f"{med:.2f} [{lo:.2f}–{hi:.2f}]"
+
+
+def series_rows(series: dict[str, Any], split: str) -> list[tuple[str, str, str, str]]:
+    """(after session, prediction, explanation, both) cells: median [min–max]."""
+    s = series[split]
+    return [
+        (str(p), *(_fmt(s["median"][m][i], s["min"][m][i], s["max"][m][i]) for m in METRIC_NAMES))  # type: ignore[misc]
+        for i, p in enumerate(s["after_session"])
+    ]
+
+
+def render_series(series: dict[str, Any], fmt: str) -> list[str]:
+    """Text lines (table, markdown or csv rows) of the performance series, test split first."""
+    lines: list[str] = []
+    for split in series:
+        body = series_rows(series, split)
+        title = f"Machine performance on the {split} split after each session (median [min–max] over repetitions)"
+        head = ("After session", "Prediction", "Explanation", "Both")
+        if fmt == "markdown":
+            lines += ["", f"_{title}_", "", "| " + " | ".join(head) + " |", "| --: | :-: | :-: | :-: |"]
+            lines += ["| " + " | ".join(r) + " |" for r in body]
+        elif fmt == "csv":
+            lines += [",".join(f"{split} {h.lower()}" if i == 0 else h for i, h in enumerate(head))]
+            lines += [",".join(f'"{c}"' for c in r) for r in body]
+        else:
+            widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
+            lines += ["", title]
+            lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
+            lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in body]
+    return lines
