@@ -1,0 +1,201 @@
+"""The LLM machine-agent: ASSEMBLE_PROMPT, ASK_AGENT and UPDATE_CONTEXT (Algorithm 2).
+
+The prompt is the task's system prompt (with few-shot examples), the context carried
+over from earlier kept sessions, the instance (image for RAD, SMILES for DRUG), and
+this session's exchange, the other agent's messages phrased by their tag. The stable
+prefixes (system; carried context; instance) and the growing conversation end in
+cache breakpoints. The machine never sees the instance's reference answer.
+
+An answer that cannot be parsed is re-asked with a short correction, at most 5
+attempts, then FormatFailure aborts the session. An API error that survives the
+SDK's retries raises AgentUnavailable: the step writes nothing and can be resumed.
+Every call, failed ones included, is a CallRecord on the query.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pxp.agents.base import (
+    AgentBase,
+    AgentUnavailable,
+    Answer,
+    CallRecord,
+    CarriedSession,
+    FormatFailure,
+    Query,
+)
+from pxp.agents.checker import MAX_ATTEMPTS, Checker
+from pxp.limits import call_slot
+from pxp.llm.base import LLMError, Part, Prompt, Provider, TextPart, Turn
+from pxp.llm.images import ImageError, prepare_image
+from pxp.protocol import Msg, Sender, Tag
+from pxp.tasks.base import lexical_agree
+from pxp.tasks.spec import FormatProblem, TaskSpec
+
+
+def _disputed(msg: Msg) -> str:
+    if msg.match is False and msg.agree is False:
+        return "Both the prediction and the explanation are disputed."
+    if msg.match is False:
+        return "The prediction is disputed; the explanation is accepted."
+    if msg.agree is False:
+        return "The prediction is accepted, but the explanation is disputed."
+    return "Your answer is disputed."
+
+
+def phrase_other(msg: Msg, spec: TaskSpec) -> str:
+    """The other agent's message j-1 as the machine reads it, phrased by its tag."""
+    who = spec.expert[:1].upper() + spec.expert[1:]
+    theirs = spec.answer_text(msg.prediction, msg.explanation)
+    if msg.tag is Tag.RATIFY:
+        return (f"{who} ratifies your answer: the prediction matches and the explanation "
+                f"agrees.\n{theirs}")
+    if msg.tag is Tag.REFUTE:
+        return f"{who} refutes your answer. {_disputed(msg)} {who}'s answer is:\n{theirs}"
+    if msg.tag is Tag.REVISE:
+        return (f"{who} has revised their answer. {_disputed(msg)} {who}'s revised answer "
+                f"is:\n{theirs}")
+    if msg.tag is Tag.REJECT:
+        return f"{who} rejects your answer. {_disputed(msg)} {who}'s answer is:\n{theirs}"
+    return f"{who} says:\n{theirs}"
+
+
+def _own(msg: Msg, spec: TaskSpec) -> str:
+    return spec.answer_text(msg.prediction, msg.explanation)
+
+
+def carried_text(n: int, c: CarriedSession, spec: TaskSpec) -> str:
+    """One earlier kept session as context text (images are not repeated)."""
+    lines = [f"Earlier case {n}: {spec.short(c.instance.payload)}"]
+    for m in c.messages:
+        if m.sender is Sender.MACHINE:
+            lines.append(f"You ({m.tag.value}):\n{_own(m, spec)}")
+        else:
+            lines.append(f"{spec.expert} ({m.tag.value}): {phrase_other(m, spec)}")
+    return "\n".join(lines)
+
+
+REPLY = "Reply with your current answer in the required format."
+
+
+class LLMMachine(AgentBase):
+    """The machine-agent m backed by a provider (anthropic:<model>, openai:<model>)."""
+
+    def __init__(
+        self, provider: Provider, spec: TaskSpec, *, temperature: float | None = None,
+        max_tokens: int | None = None, checker: Checker | None = None,
+        structured: bool = True, max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        self.provider = provider
+        self.spec = spec
+        self.temperature = temperature
+        self.max_tokens = max_tokens or spec.max_tokens
+        self.checker = checker
+        self.structured = structured
+        self.max_attempts = max_attempts
+        self.label = f"{provider.name}:{provider.model}"
+        self._last: dict[tuple[int | None, int], dict[str, Any]] = {}
+
+    # ASSEMBLE_PROMPT ---------------------------------------------------------------
+    def assemble(self, q: Query) -> Prompt:
+        """The prompt for message q.j from the instance, the carried context and the exchange."""
+        spec, x = self.spec, q.instance
+        first: list[Part] = []
+        if q.carry:
+            first.append(TextPart("Use the following as context: earlier cases and the "
+                                  f"feedback of {spec.expert}."))
+            first.extend(TextPart(carried_text(i, c, spec)) for i, c in enumerate(q.carry, 1))
+            first[-1] = dataclasses.replace(first[-1], cache=True)
+        first.append(TextPart(spec.instance_text(x.payload)))
+        if spec.image:
+            data = x.load_image()
+            if data is not None:
+                try:
+                    img = prepare_image(data, self.provider.name, sha256=x.asset_sha256)
+                except ImageError as e:
+                    raise AgentUnavailable(f"instance {x.key}: {e}") from None
+                first.append(img)
+        first[-1] = dataclasses.replace(first[-1], cache=True)
+        turns = [Turn("user", first)]
+        for m in q.history:
+            if m.sender is q.sender:
+                turns.append(Turn("assistant", [TextPart(_own(m, spec))]))
+            else:
+                turns.append(Turn("user", [TextPart(f"{phrase_other(m, spec)}\n\n{REPLY}")]))
+        if len(turns) > 1:
+            last = turns[-1]
+            last.parts[-1] = dataclasses.replace(last.parts[-1], cache=True)
+        return Prompt(system=spec.system_prompt(), turns=turns)
+
+    # ASK_AGENT -----------------------------------------------------------------------
+    def ask(self, q: Query) -> Answer:
+        prompt = self.assemble(q)
+        purpose = "ask" if q.session_id is not None else "eval"
+        schema = self.spec.schema() if self.structured else None
+        problem = ""
+        for attempt in range(1, self.max_attempts + 1):
+            record = CallRecord(provider=self.provider.name, model=self.provider.model,
+                                purpose=purpose, attempt=attempt)
+            q.calls.append(record)
+            try:
+                with call_slot():
+                    out = self.provider.complete(prompt, max_tokens=self.max_tokens,
+                                                 temperature=self.temperature, schema=schema)
+            except LLMError as e:
+                record.error = str(e)
+                raise AgentUnavailable(str(e)) from None
+            record.tokens_in, record.tokens_out = out.tokens_in, out.tokens_out
+            record.cache_read, record.cache_write = out.cache_read, out.cache_write
+            record.latency_ms, record.cost_usd = out.latency_ms, out.cost_usd
+            try:
+                prediction, explanation = self.spec.parse(out.text, out.data)
+            except FormatProblem as e:
+                problem = str(e)
+                if out.stop_reason in ("max_tokens", "length"):
+                    problem += " (the answer was cut off at the token limit; be brief)"
+                record.error = f"format: {problem}"
+                raw = (self.spec.answer_text(str(out.data.get("prediction", "")),
+                                             str(out.data.get("explanation", "")))
+                       if out.data else out.text.strip())
+                prompt.turns.append(Turn("assistant", [TextPart(raw or "(empty answer)")]))
+                prompt.turns.append(Turn("user", [TextPart(
+                    f"Your answer could not be used: {problem}. Answer again, exactly in this "
+                    f"format and nothing else:\n{self.spec.format_block()}"
+                )]))
+                continue
+            self._last[(q.session_id, q.j)] = {
+                "prompt": prompt.snapshot(), "attempts": attempt,
+                "raw": out.text if out.data is None else out.data,
+            }
+            return Answer(prediction, explanation)
+        raise FormatFailure(
+            f"{self.label} gave no usable answer in {self.max_attempts} attempts ({problem})"
+        )
+
+    # MATCH / AGREE -------------------------------------------------------------------
+    def match(self, y1: str, y2: str, q: Query) -> bool:
+        return self.spec.match(y1, y2)
+
+    def agree(self, e1: str, e2: str, q: Query) -> bool:
+        if self.checker is not None:
+            return self.checker.agree(e1, e2, q.calls)
+        return lexical_agree(e1, e2, self.spec.agree_threshold)
+
+    # UPDATE_CONTEXT ------------------------------------------------------------------
+    def context(self, q: Query, answer: Answer, tag: Tag) -> dict[str, Any]:
+        """C_j: the assembled prompt that produced the answer (images by sha256)."""
+        last = self._last.pop((q.session_id, q.j), {})
+        return {
+            "agent": self.label,
+            "task": self.spec.name,
+            "j": q.j,
+            "tag": tag.value,
+            "carried_sessions": [c.session_id for c in q.carry],
+            "answer": {"prediction": answer.prediction, "explanation": answer.explanation},
+            "attempts": last.get("attempts"),
+            "raw": last.get("raw"),
+            "prompt": last.get("prompt"),
+            "checker": self.checker.label if self.checker is not None else "lexical",
+        }

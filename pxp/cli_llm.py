@@ -1,0 +1,97 @@
+"""CLI commands of the LLM area: `pxp calls` (accounting per run) and `pxp task` (custom tasks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from pxp.cli import app, dump, fail, out, state
+
+task_app = typer.Typer(help="Custom tasks: check a TOML/JSON task config, attach it to a dataset.",
+                       no_args_is_help=True)
+app.add_typer(task_app, name="task")
+
+
+@app.command("calls")
+def calls_cmd(
+    experiment: Annotated[str, typer.Option("--experiment", help="Experiment name or id.")],
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:
+    """LLM calls of an experiment per run: calls, errors, tokens, cache, cost, latency."""
+    from pxp.llm.accounting import call_totals, grand_total
+    from pxp.store import db_session, find_experiment
+
+    if fmt not in ("table", "json"):
+        fail(f"unknown format {fmt!r} (table or json)")
+    engine = state.engine()
+    with db_session(engine) as db:
+        exp = find_experiment(db, name_or_id=experiment)
+    if exp is None or exp.id is None:
+        fail(f"no experiment named {experiment!r}")
+    rows = call_totals(engine, exp.id)
+    total = grand_total(rows)
+    if fmt == "json":
+        dump({"experiment": exp.name, "rows": rows, "total": total})
+        return
+    t = Table(title=f"LLM calls of {exp.name}")
+    for c in ("rep", "provider:model", "purpose", "calls", "errors", "in", "out", "cache read",
+              "cache write", "cost $", "mean ms"):
+        t.add_column(c, justify="left" if c in ("provider:model", "purpose") else "right")
+
+    def cost(v: float | None) -> str:
+        return "—" if v is None else f"{v:.4f}"
+
+    for r in rows:
+        t.add_row(str(r["repetition"]), f"{r['provider']}:{r['model']}", r["purpose"],
+                  str(r["calls"]), str(r["errors"]), str(r["tokens_in"]), str(r["tokens_out"]),
+                  str(r["cache_read"]), str(r["cache_write"]), cost(r["cost_usd"]),
+                  f"{r['latency_ms']:.0f}")
+    t.add_row("all", "", "", str(total["calls"]), str(total["errors"]), str(total["tokens_in"]),
+              str(total["tokens_out"]), str(total["cache_read"]), str(total["cache_write"]),
+              cost(total["cost_usd"]), "")
+    out.print(t)
+
+
+@task_app.command("check")
+def task_check_cmd(
+    file: Annotated[Path, typer.Argument(help="Task config (.toml or .json).")],
+) -> None:
+    """Validate a custom task config and show the system prompt it gives."""
+    from pxp.tasks.custom import TaskConfigError, load_task_config
+
+    try:
+        cfg = load_task_config(file)
+    except TaskConfigError as e:
+        fail(str(e))
+    spec = cfg.spec()
+    out.print(f"task {spec.name!r}: MATCH {spec.match_kind}, AGREE {spec.agree_kind}, "
+              f"{len(spec.labels)} label(s), image {'yes' if spec.image else 'no'}", highlight=False)
+    out.print(spec.system_prompt(), markup=False, highlight=False)
+
+
+@task_app.command("attach")
+def task_attach_cmd(
+    file: Annotated[Path, typer.Argument(help="Task config (.toml or .json).")],
+    dataset: Annotated[str, typer.Option("--dataset", help="Dataset to attach it to.")],
+) -> None:
+    """Store a custom task config with a dataset; runs on it then use the config."""
+    from pxp.models import Dataset
+    from pxp.store import db_session, find_dataset
+    from pxp.tasks.custom import TaskConfigError, load_task_config
+
+    try:
+        cfg = load_task_config(file)
+    except TaskConfigError as e:
+        fail(str(e))
+    with db_session(state.engine()) as db:
+        ds = find_dataset(db, name=dataset)
+        if ds is None:
+            fail(f"no dataset named {dataset!r}")
+        row = db.get(Dataset, ds.id)
+        assert row is not None
+        row.config = {**(row.config or {}), "task_config": cfg.model_dump()}
+        db.add(row)
+    out.print(f"dataset {dataset!r} now uses task {cfg.name!r}", highlight=False)

@@ -1,0 +1,139 @@
+"""`anthropic:<model>` through the official `anthropic` SDK (Messages API).
+
+Images go as base64 image blocks; every part marked `cache=True` (the end of a
+stable prefix) and the system prompt carry `cache_control: ephemeral`, so a growing
+context is read from the prompt cache. Structured output: a forced tool
+(`tool_choice: {type: tool}`) whose input schema is the answer's. Retries and
+timeouts are the SDK's own (`max_retries`, `timeout`).
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import Any
+
+import anthropic
+
+from pxp.llm.base import (
+    Completion,
+    ImagePart,
+    LLMConfigError,
+    LLMError,
+    Prompt,
+    ProviderOptions,
+    Schema,
+    TextPart,
+)
+from pxp.llm.errors import describe_error
+from pxp.llm.keys import api_key
+from pxp.llm.pricing import cost_usd
+
+CACHE = {"type": "ephemeral"}
+#: Anthropic allows at most four cache breakpoints per request.
+MAX_BREAKPOINTS = 4
+
+
+class AnthropicProvider:
+    """The Messages API of Anthropic (or any server speaking its wire format)."""
+
+    name = "anthropic"
+
+    def __init__(self, model: str, options: ProviderOptions | None = None) -> None:
+        self.model = model
+        self.options = options or ProviderOptions()
+        kwargs: dict[str, Any] = {}
+        key = api_key("ANTHROPIC_API_KEY")
+        if key:
+            kwargs["api_key"] = key
+        elif not (api_key("ANTHROPIC_AUTH_TOKEN") or api_key("ANTHROPIC_PROFILE")):
+            raise LLMConfigError(
+                "anthropic: no API key; set ANTHROPIC_API_KEY in the environment or Streamlit secrets"
+            )
+        if self.options.base_url:
+            kwargs["base_url"] = self.options.base_url
+        if self.options.max_retries is not None:
+            kwargs["max_retries"] = self.options.max_retries
+        if self.options.timeout is not None:
+            kwargs["timeout"] = self.options.timeout
+        try:
+            self.client = anthropic.Anthropic(**kwargs)
+        except anthropic.AnthropicError as e:
+            raise LLMConfigError(f"anthropic: {e}") from None
+
+    # -- request ----------------------------------------------------------------------
+    def request(
+        self, prompt: Prompt, *, max_tokens: int, temperature: float | None, schema: Schema | None
+    ) -> dict[str, Any]:
+        """The Messages API request body for a prompt (also used by tests)."""
+        breakpoints = 0
+        system: list[dict[str, Any]] = [{"type": "text", "text": prompt.system}]
+        if prompt.cache_system:
+            system[0]["cache_control"] = CACHE
+            breakpoints += 1
+        cached = [p for t in prompt.turns for p in t.parts if p.cache]
+        # keep the last breakpoints when there are too many (the longest prefixes)
+        keep = set(map(id, cached[max(0, len(cached) - (MAX_BREAKPOINTS - breakpoints)):]))
+        messages: list[dict[str, Any]] = []
+        for turn in prompt.turns:
+            content: list[dict[str, Any]] = []
+            for part in turn.parts:
+                if isinstance(part, TextPart):
+                    block: dict[str, Any] = {"type": "text", "text": part.text}
+                else:
+                    block = _image_block(part)
+                if part.cache and id(part) in keep:
+                    block["cache_control"] = CACHE
+                content.append(block)
+            messages.append({"role": turn.role, "content": content})
+        body: dict[str, Any] = {
+            "model": self.model, "max_tokens": max_tokens, "system": system, "messages": messages,
+        }
+        if schema is not None:
+            body["tools"] = [{"name": schema.name, "description": schema.description,
+                              "input_schema": dict(schema.schema)}]
+            body["tool_choice"] = {"type": "tool", "name": schema.name}
+        if temperature is not None:
+            # the SDK no longer types `temperature`; the API still accepts it
+            body["extra_body"] = {"temperature": temperature}
+        return body
+
+    def complete(
+        self, prompt: Prompt, *, max_tokens: int, temperature: float | None = None,
+        schema: Schema | None = None,
+    ) -> Completion:
+        body = self.request(prompt, max_tokens=max_tokens, temperature=temperature, schema=schema)
+        t0 = time.perf_counter()
+        try:
+            msg = self.client.messages.create(**body)
+        except anthropic.AnthropicError as e:
+            status = getattr(e, "status_code", None)
+            raise LLMError(describe_error(self.name, self.model, e, self.options),
+                           status=status) from None
+        latency = (time.perf_counter() - t0) * 1000
+        text_parts: list[str] = []
+        data: dict[str, Any] | None = None
+        for block in msg.content:
+            if block.type == "text":
+                text_parts.append(block.text)
+            elif block.type == "tool_use" and schema is not None and block.name == schema.name:
+                data = dict(block.input) if isinstance(block.input, dict) else None
+        u = msg.usage
+        tokens_in, tokens_out = u.input_tokens or 0, u.output_tokens or 0
+        cache_read = u.cache_read_input_tokens or 0
+        cache_write = u.cache_creation_input_tokens or 0
+        return Completion(
+            text="".join(text_parts), data=data, tokens_in=tokens_in, tokens_out=tokens_out,
+            cache_read=cache_read, cache_write=cache_write, latency_ms=latency,
+            cost_usd=cost_usd(self.name, self.model, tokens_in=tokens_in, tokens_out=tokens_out,
+                              cache_read=cache_read, cache_write=cache_write),
+            stop_reason=msg.stop_reason,
+        )
+
+
+def _image_block(part: ImagePart) -> dict[str, Any]:
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": part.media_type,
+                   "data": base64.b64encode(part.data).decode("ascii")},
+    }

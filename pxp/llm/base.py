@@ -1,0 +1,192 @@
+"""The provider interface: one call to an LLM, provider-neutral (DESIGN §5).
+
+A `Prompt` is a system text and alternating turns of text and image parts; parts
+marked `cache=True` end a stable prefix (Anthropic puts `cache_control` there, the
+OpenAI API caches prefixes on its own). A provider returns a `Completion` with the
+text, the structured answer when it used the provider's structured output, and the
+accounting of the call. An API error that survives the SDK's own retries is an
+`LLMError` with one line for the user.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Role = Literal["user", "assistant"]
+
+
+class LLMError(RuntimeError):
+    """An API call failed after the SDK's retries (auth, rate limit, 5xx, timeout)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LLMConfigError(ValueError):
+    """A provider spec or setting that cannot work (unknown provider, missing key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+    cache: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """Image bytes already prepared for the provider (see pxp.llm.images)."""
+
+    data: bytes
+    media_type: str
+    sha256: str | None = None
+    width: int = 0
+    height: int = 0
+    cache: bool = False
+
+
+Part = TextPart | ImagePart
+
+
+@dataclass(slots=True)
+class Turn:
+    role: Role
+    parts: list[Part]
+
+    def text(self) -> str:
+        return "\n\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+@dataclass(slots=True)
+class Prompt:
+    """ASSEMBLE_PROMPT's result: the system prompt and the conversation so far."""
+
+    system: str
+    turns: list[Turn] = field(default_factory=list)
+    #: cache the system prompt itself (it is stable across every call of a role)
+    cache_system: bool = True
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-serialisable copy for the C table: images by sha256, never bytes."""
+        turns = []
+        for t in self.turns:
+            parts: list[dict[str, Any]] = []
+            for p in t.parts:
+                if isinstance(p, TextPart):
+                    parts.append({"type": "text", "text": p.text})
+                else:
+                    parts.append({"type": "image", "sha256": p.sha256, "media_type": p.media_type,
+                                  "width": p.width, "height": p.height})
+            turns.append({"role": t.role, "parts": parts})
+        return {"system": self.system, "turns": turns}
+
+
+@dataclass(frozen=True, slots=True)
+class Schema:
+    """A JSON schema for the provider's structured output (tool / response_format)."""
+
+    name: str
+    description: str
+    schema: Mapping[str, Any]
+
+
+@dataclass(slots=True)
+class Completion:
+    """What one call returned, with its accounting."""
+
+    text: str
+    data: dict[str, Any] | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    latency_ms: float = 0.0
+    cost_usd: float | None = None
+    stop_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderOptions:
+    """SDK settings: base URL, retries and timeout (None = the SDK's default)."""
+
+    base_url: str | None = None
+    max_retries: int | None = None
+    timeout: float | None = None
+
+    @classmethod
+    def from_env(cls, base_url: str | None = None, extra: Mapping[str, Any] | None = None) -> ProviderOptions:
+        """From a run's `extra` settings, else PXP_LLM_MAX_RETRIES / PXP_LLM_TIMEOUT."""
+        extra = extra or {}
+
+        def pick(key: str, env: str) -> Any:
+            value = extra.get(key)
+            return value if value is not None else os.environ.get(env)
+
+        retries = pick("max_retries", "PXP_LLM_MAX_RETRIES")
+        timeout = pick("timeout", "PXP_LLM_TIMEOUT")
+        try:
+            return cls(
+                base_url=base_url or None,
+                max_retries=int(retries) if retries not in (None, "") else None,
+                timeout=float(timeout) if timeout not in (None, "") else None,
+            )
+        except ValueError:
+            raise LLMConfigError(
+                f"max_retries/timeout must be numbers (got {retries!r}, {timeout!r})"
+            ) from None
+
+
+class Provider(Protocol):
+    """One LLM behind an SDK: `name` is the provider, `model` the model id."""
+
+    name: str
+    model: str
+
+    def complete(
+        self,
+        prompt: Prompt,
+        *,
+        max_tokens: int,
+        temperature: float | None = None,
+        schema: Schema | None = None,
+    ) -> Completion:
+        """Send the prompt; raise LLMError when the call fails after the SDK's retries."""
+        ...
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """'anthropic:claude-sonnet-4-5' -> ('anthropic', 'claude-sonnet-4-5')."""
+    provider, sep, model = spec.partition(":")
+    provider = provider.strip().lower()
+    model = model.strip()
+    if not sep or not provider or not model:
+        raise LLMConfigError(
+            f"{spec!r} is not a provider:model spec (e.g. anthropic:claude-sonnet-4-5, openai:gpt-4o)"
+        )
+    return provider, model
+
+
+PROVIDERS = ("anthropic", "openai")
+
+
+def is_llm_spec(spec: str) -> bool:
+    """Whether `spec` names a provider:model (rather than simulated / lexical)."""
+    return spec.partition(":")[0].strip().lower() in PROVIDERS and ":" in spec
+
+
+def make_provider(spec: str, options: ProviderOptions | None = None) -> Provider:
+    """The provider a `provider:model` spec names, built with the SDK's settings."""
+    name, model = parse_spec(spec)
+    options = options or ProviderOptions()
+    if name == "anthropic":
+        from pxp.llm.anthropic import AnthropicProvider
+
+        return AnthropicProvider(model, options)
+    if name == "openai":
+        from pxp.llm.openai import OpenAIProvider
+
+        return OpenAIProvider(model, options)
+    raise LLMConfigError(f"unknown provider {name!r} in {spec!r} (use {' or '.join(PROVIDERS)})")

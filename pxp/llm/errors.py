@@ -1,0 +1,47 @@
+"""One line for the user from an SDK error (both SDKs share the error shapes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_HINT = {
+    401: "authentication failed: check the API key ({env})",
+    403: "permission denied: the key cannot use this model",
+    404: "not found: check the model name and base URL",
+    429: "rate limited",
+    529: "the API is overloaded",
+}
+_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def _server_message(e: Any) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return str(err["message"])
+    return ""
+
+
+def describe_error(provider: str, model: str, e: Exception, options: Any) -> str:
+    """E.g. `anthropic:claude-x: API error 500 (overloaded) after 2 retries; the step was not taken`."""
+    retries = getattr(options, "max_retries", None)
+    tries = f" after {retries} retries" if retries else " after the SDK's retries"
+    status = getattr(e, "status_code", None)
+    who = f"{provider}:{model}"
+    tail = "; nothing was stored and the session can be resumed"
+    name = type(e).__name__
+    if status is not None:
+        hint = _HINT.get(status, "").format(env=_ENV.get(provider, "the key variable"))
+        detail = _server_message(e)
+        what = "; ".join(x for x in (hint, detail[:200]) if x)
+        return f"{who}: API error {status}{f' ({what})' if what else ''}{tries}{tail}"
+    if "Timeout" in name:
+        timeout = getattr(options, "timeout", None)
+        after = f" after {timeout:g}s" if timeout else ""
+        return f"{who}: the request timed out{after}{tries}{tail}"
+    if "Connection" in name:
+        base = getattr(options, "base_url", None)
+        where = f" {base}" if base else " the API"
+        return f"{who}: cannot connect to{where}{tries}{tail}"
+    return f"{who}: {name}: {str(e)[:200]}{tail}"

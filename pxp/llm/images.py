@@ -1,0 +1,89 @@
+"""Images downscaled to a provider's limits before sending (DESIGN §5).
+
+Claude: long edge at most 1568 px (and about 1.15 megapixels), at most 5 MB per
+image. OpenAI vision: fits 2048 px, short side 768 px at high detail. An image
+already within the limits and in an accepted format is sent unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import cast
+
+from PIL import Image
+
+from pxp.llm.base import ImagePart
+
+
+@dataclass(frozen=True, slots=True)
+class ImageLimits:
+    long_edge: int
+    short_edge: int | None = None
+    max_pixels: int | None = None
+    max_bytes: int = 5 * 1024 * 1024
+
+
+LIMITS: dict[str, ImageLimits] = {
+    "anthropic": ImageLimits(long_edge=1568, max_pixels=1_150_000, max_bytes=int(3.75 * 1024 * 1024)),
+    "openai": ImageLimits(long_edge=2048, short_edge=768, max_bytes=20 * 1024 * 1024),
+}
+
+_ACCEPTED = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
+
+
+class ImageError(ValueError):
+    """The instance's image cannot be read."""
+
+
+def _scale(w: int, h: int, lim: ImageLimits) -> float:
+    s = min(1.0, lim.long_edge / max(w, h))
+    if lim.short_edge is not None:
+        s = min(s, lim.short_edge / min(w, h))
+    if lim.max_pixels is not None and w * h * s * s > lim.max_pixels:
+        s = min(s, (lim.max_pixels / (w * h)) ** 0.5)
+    return s
+
+
+def _to_8bit(img: Image.Image) -> Image.Image:
+    if img.mode in ("L", "RGB", "RGBA", "LA", "P"):
+        return img
+    if img.mode in ("I", "I;16", "I;16B", "I;16L", "F"):
+        lo, hi = cast(tuple[float, float], img.getextrema())
+        span = (hi - lo) or 1
+        return img.point(lambda v: (v - lo) * 255.0 / span).convert("L")
+    return img.convert("RGB")
+
+
+@lru_cache(maxsize=64)
+def _prepare(data: bytes, provider: str) -> tuple[bytes, str, int, int]:
+    lim = LIMITS.get(provider, LIMITS["openai"])
+    try:
+        img: Image.Image = Image.open(io.BytesIO(data))
+        img.load()
+    except Exception as e:
+        raise ImageError(f"cannot read the image ({type(e).__name__})") from None
+    fmt = img.format or ""
+    w, h = img.size
+    s = _scale(w, h, lim)
+    if s >= 1.0 and fmt in _ACCEPTED and len(data) <= lim.max_bytes:
+        return data, _ACCEPTED[fmt], w, h
+    img = _to_8bit(img)
+    if s < 1.0:
+        w, h = max(1, round(w * s)), max(1, round(h * s))
+        img = img.resize((w, h), Image.Resampling.LANCZOS)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", optimize=True)
+    if buf.tell() <= lim.max_bytes:
+        return buf.getvalue(), "image/png", w, h
+    buf = io.BytesIO()
+    img.convert("RGB").save(buf, format="JPEG", quality=90)
+    return buf.getvalue(), "image/jpeg", w, h
+
+
+def prepare_image(data: bytes, provider: str, *, sha256: str | None = None) -> ImagePart:
+    """The image as an ImagePart within `provider`'s limits (cached per bytes)."""
+    out, mime, w, h = _prepare(data, provider)
+    return ImagePart(out, mime, sha256=sha256 or hashlib.sha256(data).hexdigest(), width=w, height=h)

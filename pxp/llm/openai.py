@@ -1,0 +1,154 @@
+"""`openai:<model>` through the official `openai` SDK (Chat Completions).
+
+With a base URL (`--base-url` or OPENAI_BASE_URL) this is any OpenAI-compatible
+server: Ollama, vLLM, llama.cpp, the private option for hospital data; such servers
+need no key. Images go as base64 data URLs. Structured output: `response_format`
+of type `json_schema` (strict); a server that refuses it gets the same prompt once
+without it and is then asked in text for the rest of the run. Prompt caching is the
+API's own automatic prefix caching; cached tokens are counted as cache reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from typing import Any
+
+import openai
+
+from pxp.llm.base import (
+    Completion,
+    ImagePart,
+    LLMConfigError,
+    LLMError,
+    Prompt,
+    ProviderOptions,
+    Schema,
+    TextPart,
+)
+from pxp.llm.errors import describe_error
+from pxp.llm.keys import api_key
+from pxp.llm.pricing import cost_usd
+
+#: the key sent to local OpenAI-compatible servers, which ignore it
+LOCAL_KEY = "not-needed"
+
+
+class OpenAIProvider:
+    """Chat Completions of OpenAI or an OpenAI-compatible server."""
+
+    name = "openai"
+
+    def __init__(self, model: str, options: ProviderOptions | None = None) -> None:
+        self.model = model
+        self.options = options or ProviderOptions()
+        base_url = self.options.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.local = base_url is not None
+        self.structured = True
+        key = api_key("OPENAI_API_KEY")
+        if not key:
+            if not self.local:
+                raise LLMConfigError(
+                    "openai: no API key; set OPENAI_API_KEY (or --base-url for a local "
+                    "OpenAI-compatible server)"
+                )
+            key = LOCAL_KEY
+        kwargs: dict[str, Any] = {"api_key": key}
+        if self.options.base_url:
+            kwargs["base_url"] = self.options.base_url
+        if self.options.max_retries is not None:
+            kwargs["max_retries"] = self.options.max_retries
+        if self.options.timeout is not None:
+            kwargs["timeout"] = self.options.timeout
+        try:
+            self.client = openai.OpenAI(**kwargs)
+        except openai.OpenAIError as e:
+            raise LLMConfigError(f"openai: {e}") from None
+
+    def request(
+        self, prompt: Prompt, *, max_tokens: int, temperature: float | None, schema: Schema | None
+    ) -> dict[str, Any]:
+        """The Chat Completions request body for a prompt (also used by tests)."""
+        messages: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}]
+        for turn in prompt.turns:
+            if turn.role == "assistant":
+                messages.append({"role": "assistant", "content": turn.text()})
+                continue
+            content: list[dict[str, Any]] = []
+            for part in turn.parts:
+                if isinstance(part, TextPart):
+                    content.append({"type": "text", "text": part.text})
+                else:
+                    content.append(_image_part(part))
+            messages.append({"role": "user", "content": content})
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        # local servers know max_tokens; the OpenAI API wants max_completion_tokens
+        body["max_tokens" if self.local else "max_completion_tokens"] = max_tokens
+        if temperature is not None:
+            body["temperature"] = temperature
+        if schema is not None and self.structured:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": schema.name, "description": schema.description,
+                                "schema": dict(schema.schema), "strict": True},
+            }
+        return body
+
+    def complete(
+        self, prompt: Prompt, *, max_tokens: int, temperature: float | None = None,
+        schema: Schema | None = None,
+    ) -> Completion:
+        body = self.request(prompt, max_tokens=max_tokens, temperature=temperature, schema=schema)
+        t0 = time.perf_counter()
+        try:
+            try:
+                resp = self.client.chat.completions.create(**body)
+            except openai.BadRequestError as e:
+                if "response_format" not in body or not _refuses_schema(e):
+                    raise
+                self.structured = False  # this server cannot do json_schema: ask in text
+                body.pop("response_format")
+                resp = self.client.chat.completions.create(**body)
+        except openai.OpenAIError as e:
+            status = getattr(e, "status_code", None)
+            raise LLMError(describe_error(self.name, self.model, e, self.options),
+                           status=status) from None
+        latency = (time.perf_counter() - t0) * 1000
+        text = ""
+        stop = None
+        if resp.choices:
+            choice = resp.choices[0]
+            text = choice.message.content or ""
+            stop = choice.finish_reason
+        data = None
+        if "response_format" in body and text:
+            try:
+                parsed = json.loads(text)
+                data = parsed if isinstance(parsed, dict) else None
+            except json.JSONDecodeError:
+                data = None
+        u = resp.usage
+        prompt_tokens = u.prompt_tokens if u else 0
+        tokens_out = u.completion_tokens if u else 0
+        details = u.prompt_tokens_details if u else None
+        cache_read = (details.cached_tokens or 0) if details else 0
+        tokens_in = max(0, prompt_tokens - cache_read)
+        return Completion(
+            text=text, data=data, tokens_in=tokens_in, tokens_out=tokens_out,
+            cache_read=cache_read, latency_ms=latency, stop_reason=stop,
+            cost_usd=None if self.local else cost_usd(
+                self.name, self.model, tokens_in=tokens_in, tokens_out=tokens_out,
+                cache_read=cache_read),
+        )
+
+
+def _refuses_schema(e: openai.BadRequestError) -> bool:
+    text = str(e).lower()
+    return "response_format" in text or "json_schema" in text
+
+
+def _image_part(part: ImagePart) -> dict[str, Any]:
+    url = f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"
+    return {"type": "image_url", "image_url": {"url": url, "detail": "high"}}

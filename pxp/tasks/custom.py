@@ -1,0 +1,150 @@
+"""Config-defined tasks: a TOML or JSON file, no code (DESIGN §6).
+
+A config names labels (or free text), prompt templates, the MATCH kind (label,
+smiles or text) and the AGREE kind (lexical or llm). It is stored with the dataset
+(Dataset.config["task_config"]) so a run needs nothing else. See
+pxp/tasks/examples/*.toml.
+
+    name = "adr-causality"
+    match = "label"            # label | smiles | text
+    agree = "llm"              # lexical | llm
+    labels = ["certain", "probable", "possible", "unlikely"]
+    image = false
+    max_tokens = 300
+    [prompts]
+    system = "You are a pharmacovigilance expert ... {format}"
+    instance = "Case report: {payload}"
+    checker = "... Respond only with Yes or No."
+    [fields]
+    prediction = "Causality"
+    explanation = "Explanation"
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pxp.tasks.base import DEFAULT_AGREE_THRESHOLD
+from pxp.tasks.spec import FewShot, TaskSpec
+
+EXAMPLES = Path(__file__).parent / "examples"
+
+
+class TaskConfigError(ValueError):
+    """A task config that cannot be used; the message names the problem."""
+
+
+class _Prompts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    system: str = "You are an expert. Adhere to the following output format strictly, no extra text:\n{format}"
+    instance: str = "{payload}"
+    instance_short: str | None = None
+    checker: str = (
+        "Your task is to check whether two explanations are consistent with each other. Your "
+        "answer must be the same if the two explanations are swapped. Respond only with Yes or No."
+    )
+
+
+class _Fields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prediction: str = "Prediction"
+    prediction_hint: str | None = None
+    explanation: str = "Explanation"
+    explanation_hint: str = "<your explanation>"
+
+
+class _Shot(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input: str
+    prediction: str
+    explanation: str = ""
+
+
+class TaskConfig(BaseModel):
+    """The schema of a task config file."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=64)
+    description: str = ""
+    match: Literal["label", "smiles", "text"] = "text"
+    agree: Literal["lexical", "llm"] = "llm"
+    labels: list[str] = Field(default_factory=list)
+    image: bool = False
+    max_tokens: int = Field(default=300, ge=1, le=32000)
+    agree_threshold: float = Field(default=DEFAULT_AGREE_THRESHOLD, ge=0.0, le=1.0)
+    expert: str = "the expert"
+    prompts: _Prompts = Field(default_factory=_Prompts)
+    fields: _Fields = Field(default_factory=_Fields)
+    few_shot: list[_Shot] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _labels_for_label_match(self) -> TaskConfig:
+        if self.match == "label" and not self.labels:
+            raise ValueError("match = 'label' needs a non-empty labels list")
+        if len({x.strip().lower() for x in self.labels}) != len(self.labels):
+            raise ValueError("labels must be distinct")
+        return self
+
+    def spec(self) -> TaskSpec:
+        hint = self.fields.prediction_hint or (
+            "<exactly one of: {labels}>" if self.match == "label"
+            else "<SMILES separated by '.'>" if self.match == "smiles" else "<your prediction>"
+        )
+        return TaskSpec(
+            name=self.name,
+            match_kind=self.match,
+            agree_kind=self.agree,
+            labels=tuple(self.labels),
+            system=self.prompts.system,
+            instance=self.prompts.instance,
+            instance_short=self.prompts.instance_short or self.prompts.instance,
+            prediction_field=self.fields.prediction,
+            prediction_hint=hint,
+            explanation_field=self.fields.explanation,
+            explanation_hint=self.fields.explanation_hint,
+            checker=self.prompts.checker,
+            image=self.image,
+            few_shot=tuple(FewShot(s.input, s.prediction, s.explanation) for s in self.few_shot),
+            max_tokens=self.max_tokens,
+            agree_threshold=self.agree_threshold,
+            expert=self.expert,
+        )
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    where = ".".join(str(x) for x in err.get("loc", ())) or "config"
+    return f"{where}: {err.get('msg', 'invalid')}"
+
+
+def task_config(data: Mapping[str, Any]) -> TaskConfig:
+    """Validate a config mapping (from a file or the dataset)."""
+    try:
+        return TaskConfig.model_validate(dict(data))
+    except ValidationError as e:
+        raise TaskConfigError(f"task config: {_first_error(e)}") from None
+
+
+def load_task_config(path: str | Path) -> TaskConfig:
+    """Read a .toml or .json task config file."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise TaskConfigError(f"cannot read {p}: {e.strerror or e}") from None
+    try:
+        data = json.loads(raw) if p.suffix.lower() == ".json" else tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TaskConfigError(f"{p.name}: not valid {p.suffix.lstrip('.') or 'TOML'}: {e}") from None
+    if not isinstance(data, dict):
+        raise TaskConfigError(f"{p.name}: the top level must be a table/object")
+    try:
+        return task_config(data)
+    except TaskConfigError as e:
+        raise TaskConfigError(f"{p.name}: {e}") from None

@@ -1,0 +1,29 @@
+"""The TaskSpec of a dataset: RAD, DRUG, or the custom config stored with it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pxp.tasks.custom import task_config
+from pxp.tasks.drug import drug_spec
+from pxp.tasks.rad import rad_spec
+from pxp.tasks.spec import TaskSpec
+
+
+def task_spec(task: str, config: Mapping[str, Any] | None = None,
+              labels: Sequence[str] = ()) -> TaskSpec:
+    """The spec for a dataset's task and config (config["task_config"] wins).
+
+    `labels` are the dataset's reference predictions, used by RAD when the config
+    names no labels.
+    """
+    config = config or {}
+    custom = config.get("task_config")
+    if isinstance(custom, Mapping):
+        return task_config(custom).spec()
+    if task == "rad":
+        return rad_spec(config, labels)
+    if task == "drug":
+        return drug_spec(config)
+    return TaskSpec(name=task or "text", match_kind="text", agree_kind="lexical")

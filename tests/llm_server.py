@@ -1,0 +1,224 @@
+"""A local HTTP server speaking the Anthropic Messages and OpenAI Chat Completions wire
+formats, so tests run the real SDKs end to end (no mocks of our code).
+
+Each test scripts it with a `handler(req) -> Reply`; it records every request. Start
+one with the `llm_server` fixture (tests/test_llm_*.py) or `FakeLLM()` as a context
+manager. Anthropic clients use `server.url`, OpenAI clients `server.url + "/v1"`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Request:
+    """One recorded request."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def api(self) -> str:
+        return "anthropic" if self.path.endswith("/messages") else "openai"
+
+    @property
+    def max_tokens(self) -> int | None:
+        b = self.body
+        return b.get("max_tokens", b.get("max_completion_tokens"))
+
+    @property
+    def is_checker(self) -> bool:
+        return self.max_tokens == 10
+
+    def system(self) -> str:
+        if self.api == "anthropic":
+            s = self.body.get("system", "")
+            return s if isinstance(s, str) else "".join(b.get("text", "") for b in s)
+        return next((m["content"] for m in self.body["messages"] if m["role"] == "system"), "")
+
+    def texts(self) -> list[str]:
+        """Every text block of the conversation (not the system prompt), in order."""
+        out = []
+        for m in self.body["messages"]:
+            if m["role"] == "system":
+                continue
+            c = m["content"]
+            if isinstance(c, str):
+                out.append(c)
+            else:
+                out.extend(b["text"] for b in c if b.get("type") == "text")
+        return out
+
+    def last_user_text(self) -> str:
+        for m in reversed(self.body["messages"]):
+            if m["role"] == "user":
+                c = m["content"]
+                return c if isinstance(c, str) else "\n".join(
+                    b["text"] for b in c if b.get("type") == "text")
+        return ""
+
+    def images(self) -> list[tuple[str, str]]:
+        """(media_type, base64 data) of every image in the request."""
+        out = []
+        for m in self.body["messages"]:
+            c = m["content"]
+            if isinstance(c, str):
+                continue
+            for b in c:
+                if b.get("type") == "image":
+                    out.append((b["source"]["media_type"], b["source"]["data"]))
+                elif b.get("type") == "image_url":
+                    url = b["image_url"]["url"]
+                    head, _, data = url.partition(",")
+                    out.append((head.removeprefix("data:").removesuffix(";base64"), data))
+        return out
+
+
+@dataclass
+class Reply:
+    """What the server sends back: an answer (text or structured) or an error status."""
+
+    text: str | None = None
+    data: dict[str, Any] | None = None
+    status: int = 200
+    error: str = "error"
+    headers: dict[str, str] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)
+    stop: str | None = None
+
+
+def answer(prediction: str, explanation: str, *, structured: bool = True) -> Reply:
+    """A generator answer: structured (tool / json) or as Prediction/Explanation text."""
+    if structured:
+        return Reply(data={"prediction": prediction, "explanation": explanation})
+    return Reply(text=f"Prediction: {prediction}\nExplanation: {explanation}")
+
+
+Handler = Callable[[Request], Reply]
+
+
+def _anthropic_body(req: Request, r: Reply) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    tool = (req.body.get("tool_choice") or {}).get("name")
+    if r.data is not None and tool:
+        content.append({"type": "tool_use", "id": "toolu_1", "name": tool, "input": r.data})
+        stop = "tool_use"
+    else:
+        text = r.text if r.text is not None else json.dumps(r.data)
+        content.append({"type": "text", "text": text})
+        stop = "end_turn"
+    usage = {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 0,
+             "cache_creation_input_tokens": 0, **r.usage}
+    return {"id": "msg_test", "type": "message", "role": "assistant",
+            "model": req.body.get("model", "m"), "content": content,
+            "stop_reason": r.stop or stop, "stop_sequence": None, "usage": usage}
+
+
+def _openai_body(req: Request, r: Reply) -> dict[str, Any]:
+    structured = "response_format" in req.body
+    if r.data is not None and structured:
+        text = json.dumps(r.data)
+    elif r.data is not None:
+        text = f"Prediction: {r.data['prediction']}\nExplanation: {r.data['explanation']}"
+    else:
+        text = r.text or ""
+    u = {"prompt_tokens": 100, "completion_tokens": 20, "cached_tokens": 0, **r.usage}
+    return {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": 0,
+        "model": req.body.get("model", "m"),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": r.stop or "stop", "logprobs": None}],
+        "usage": {"prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
+                  "total_tokens": u["prompt_tokens"] + u["completion_tokens"],
+                  "prompt_tokens_details": {"cached_tokens": u["cached_tokens"]}},
+    }
+
+
+class FakeLLM:
+    """The scriptable server; `handler` answers each request (default: an error 500)."""
+
+    def __init__(self, handler: Handler | None = None) -> None:
+        self.handler: Handler = handler or (lambda req: Reply(status=500, error="no handler"))
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        outer = self
+
+        class _H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                n = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(n) if n else b"{}"
+                req = Request(self.path, {k.lower(): v for k, v in self.headers.items()},
+                              json.loads(raw or b"{}"))
+                with outer._lock:
+                    outer.requests.append(req)
+                try:
+                    r = outer.handler(req)
+                except Exception as e:
+                    r = Reply(status=500, error=f"handler failed: {e!r}")
+                if r.status != 200:
+                    if req.api == "anthropic":
+                        body: dict[str, Any] = {"type": "error",
+                                                "error": {"type": "api_error", "message": r.error}}
+                    else:
+                        body = {"error": {"message": r.error, "type": "server_error", "code": None}}
+                else:
+                    body = _anthropic_body(req, r) if req.api == "anthropic" else _openai_body(req, r)
+                data = json.dumps(body).encode()
+                self.send_response(r.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                # the SDKs honour retry-after-ms: retries in tests take a millisecond
+                self.send_header("retry-after-ms", "1")
+                for k, v in r.headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.openai_url = self.url + "/v1"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> FakeLLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def generator_requests(self) -> list[Request]:
+        return [r for r in self.requests if not r.is_checker]
+
+    def checker_requests(self) -> list[Request]:
+        return [r for r in self.requests if r.is_checker]
+
+
+def sequence(*replies: Reply) -> Handler:
+    """Answer with the replies in order, then repeat the last one."""
+    it: Iterator[Reply] = iter(replies)
+    last: list[Reply] = [replies[-1]]
+
+    def handler(req: Request) -> Reply:
+        with contextlib.suppress(StopIteration):
+            last[0] = next(it)
+        return last[0]
+
+    return handler
