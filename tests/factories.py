@@ -54,3 +54,41 @@ def make_drug(engine: Engine, name: str = "toy-drug") -> int:
                 reference_prediction=reactants, reference_explanation=expl,
             ))
         return ds.id or 0
+
+
+def make_rad_images(
+    engine: Engine, name: str = "toy-rad-img", per_label: int = 1, size: tuple[int, int] = (2400, 2000),
+    labels: list[str] | None = None,
+) -> int:
+    """A RAD dataset whose instances carry a Pillow-made PNG (an Asset), larger than Claude's limit."""
+    import hashlib
+    import io
+
+    from PIL import Image, ImageDraw
+
+    from pxp.models import Asset
+
+    labels = labels or LABELS
+    with db_session(engine) as db:
+        ds = Dataset(name=name, task="rad", synthetic=True, config={"labels": list(labels)})
+        db.add(ds)
+        db.flush()
+        o = 0
+        for lab in labels:
+            for i in range(per_label):
+                o += 1
+                img = Image.new("L", size, color=20)
+                ImageDraw.Draw(img).ellipse((size[0] // 4, size[1] // 4, size[0] // 2 + o * 10, size[1] // 2), fill=200)
+                buf = io.BytesIO()
+                img.save(buf, format="PNG")
+                data = buf.getvalue()
+                sha = hashlib.sha256(data).hexdigest()
+                if db.get(Asset, sha) is None:
+                    db.add(Asset(sha256=sha, mime="image/png", width=size[0], height=size[1], size=len(data), data=data))
+                    db.flush()
+                db.add(Instance(
+                    dataset_id=ds.id or 0, key=f"img_{lab.lower().replace(' ', '_')}_{i}", ordinal=o,
+                    split=("train", "val", "test")[o % 3], label=lab, asset_sha256=sha,
+                    reference_prediction=lab, reference_explanation=f"Case {o}: {FINDINGS[lab]}.",
+                ))
+        return ds.id or 0
