@@ -1,0 +1,172 @@
+"""Safe image loading and content-addressed Asset storage (DESIGN §4, §6).
+
+Untrusted image files are bounded before anything is decoded: a file-size limit,
+formats restricted to PNG and JPEG (DICOM has its own reader, pxp.data.dicom),
+a pixel-count limit that also turns Pillow's decompression-bomb warning into a
+refusal, and a full decode so a corrupt or truncated file is a clear error. EXIF
+orientation is applied; a file that carries EXIF is re-encoded as PNG without it
+(EXIF can hold identifying data). Other files are stored byte for byte, keyed by
+their sha256, so one image shared by two rows is stored once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+from sqlalchemy import Engine
+from sqlmodel import Session as DB
+
+from pxp.models import Asset, Instance
+
+MAX_IMAGE_BYTES = 32 * 1024 * 1024
+"""Largest image file accepted (bytes)."""
+MAX_PIXELS = 50_000_000
+"""Largest image accepted (width × height); larger is treated as a decompression bomb."""
+ALLOWED_FORMATS = ("PNG", "JPEG")
+MIME = {"PNG": "image/png", "JPEG": "image/jpeg", "MPO": "image/jpeg"}
+
+
+class ImageRejected(ValueError):
+    """An image file that is refused: one line saying why."""
+
+
+@dataclass(frozen=True)
+class PreparedImage:
+    """Image bytes ready to store as an Asset (already validated and decoded once)."""
+
+    data: bytes
+    mime: str
+    width: int
+    height: int
+    mode: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    def asset(self) -> Asset:
+        return Asset(sha256=self.sha256, mime=self.mime, width=self.width, height=self.height,
+                     size=len(self.data), data=self.data, meta=dict(self.meta))
+
+
+def open_image(data: bytes, *, where: str = "image") -> Image.Image:
+    """Open and fully decode PNG/JPEG bytes within the limits; ImageRejected otherwise."""
+    if len(data) > MAX_IMAGE_BYTES:
+        raise ImageRejected(
+            f"{where}: file is {len(data) / 1e6:.1f} MB, more than the "
+            f"{MAX_IMAGE_BYTES // (1024 * 1024)} MB limit"
+        )
+    if not data:
+        raise ImageRejected(f"{where}: the file is empty")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            im = Image.open(io.BytesIO(data), formats=list(ALLOWED_FORMATS))
+            w, h = im.size
+            if w * h > MAX_PIXELS:
+                raise ImageRejected(
+                    f"{where}: {w}×{h} pixels is more than the {MAX_PIXELS:,} pixel limit "
+                    "(possible decompression bomb)"
+                )
+            im.load()
+    except ImageRejected:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
+        raise ImageRejected(f"{where}: refused as a decompression bomb ({err})") from None
+    except UnidentifiedImageError:
+        raise ImageRejected(f"{where}: not a PNG or JPEG image") from None
+    except (OSError, SyntaxError, ValueError) as err:
+        raise ImageRejected(f"{where}: corrupt or truncated image ({err})") from None
+    return im
+
+
+def prepare_image(data: bytes, *, where: str = "image") -> PreparedImage:
+    """Validate image bytes and return what to store (EXIF orientation applied)."""
+    im = open_image(data, where=where)
+    fmt = im.format or "PNG"
+    has_exif = bool(im.getexif()) or "exif" in im.info
+    if has_exif:
+        im = ImageOps.exif_transpose(im)
+        buf = io.BytesIO()
+        im.save(buf, format="PNG", optimize=False)
+        data, fmt = buf.getvalue(), "PNG"
+    return PreparedImage(data=data, mime=MIME.get(fmt, "image/png"), width=im.width,
+                         height=im.height, mode=im.mode,
+                         meta={"format": fmt, "mode": im.mode, "exif_removed": has_exif})
+
+
+def read_image_file(path: Path, *, where: str | None = None) -> PreparedImage:
+    """Read and validate one image file (size checked before reading it all)."""
+    label = where or path.name
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ImageRejected(f"{label}: image not found") from None
+    except OSError as err:
+        raise ImageRejected(f"{label}: cannot read ({err.strerror})") from None
+    if not path.is_file():
+        raise ImageRejected(f"{label}: not a file")
+    if size > MAX_IMAGE_BYTES:
+        raise ImageRejected(
+            f"{label}: file is {size / 1e6:.1f} MB, more than the "
+            f"{MAX_IMAGE_BYTES // (1024 * 1024)} MB limit"
+        )
+    return prepare_image(path.read_bytes(), where=label)
+
+
+def resolve_inside(root: Path, relative: str, *, where: str) -> Path:
+    """root/relative, refusing absolute paths and paths that escape root (.., symlinks)."""
+    rel = relative.strip().replace("\\", "/")
+    if not rel:
+        raise ImageRejected(f"{where}: empty image path")
+    if rel.startswith("/") or (len(rel) > 1 and rel[1] == ":"):
+        raise ImageRejected(f"{where}: absolute image path {relative!r} is not allowed")
+    base = root.resolve()
+    target = (base / rel).resolve()
+    if not target.is_relative_to(base):
+        raise ImageRejected(f"{where}: image path {relative!r} escapes the images root {root}")
+    return target
+
+
+def store_assets(db: DB, images: list[PreparedImage]) -> int:
+    """Add the images not stored yet (by sha256); returns how many were added."""
+    added = 0
+    seen: set[str] = set()
+    for img in images:
+        sha = img.sha256
+        if sha in seen:
+            continue
+        seen.add(sha)
+        if db.get(Asset, sha) is None:
+            db.add(img.asset())
+            added += 1
+    return added
+
+
+def instance_display_png(
+    engine: Engine, instance_id: int, *, window: float | None = None, level: float | None = None
+) -> bytes | None:
+    """The display PNG of an instance's image; window/level use the full-range asset if any."""
+    from pxp.render import xray_display_png
+
+    with DB(engine) as db:
+        inst = db.get(Instance, instance_id)
+        if inst is None or inst.asset_sha256 is None:
+            return None
+        meta = dict(inst.meta or {})
+        sha = inst.asset_sha256
+        win = meta.get("window")
+        if (window is not None or level is not None) and isinstance(win, dict):
+            sha = str(win.get("raw_sha256") or sha)
+        asset = db.get(Asset, sha)
+        if asset is None:
+            return None
+        data = asset.data
+    return xray_display_png(data, meta, window=window, level=level)

@@ -1,0 +1,134 @@
+"""Rendering helpers for the app: pure functions returning SVG or PNG bytes (DESIGN §6).
+
+Molecules are drawn with RDKit's rdMolDraw2D; a proposed retrosynthesis step is
+drawn as the reaction scheme reactants → target. X-ray images are shown as 8-bit
+grayscale PNGs; window/level (width/centre) applies to DICOM-derived images in the
+units recorded in the instance's meta["window"]. An invalid SMILES raises
+pxp.tasks.base.InvalidSmiles with the offending string, never a crash.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from pxp.data.images import open_image
+from pxp.tasks.base import InvalidSmiles
+
+
+def _mol(smiles: str) -> Any:
+    from rdkit import Chem, RDLogger
+
+    RDLogger.DisableLog("rdApp.*")  # type: ignore[attr-defined]
+    text = smiles.strip()
+    mol = Chem.MolFromSmiles(text) if text and len(text) <= 5000 else None
+    if mol is None:
+        raise InvalidSmiles(f"not a valid SMILES: {smiles[:200]!r}")
+    return mol
+
+
+def _svg(drawer: Any) -> bytes:
+    drawer.FinishDrawing()
+    return str(drawer.GetDrawingText()).encode("utf-8")
+
+
+def molecule_svg(smiles: str, size: tuple[int, int] = (320, 240)) -> bytes:
+    """SVG drawing of a molecule (or of each part of a dot-separated SMILES)."""
+    from rdkit.Chem.Draw import rdMolDraw2D
+
+    mol = _mol(smiles)
+    drawer = rdMolDraw2D.MolDraw2DSVG(int(size[0]), int(size[1]))
+    drawer.drawOptions().clearBackground = False  # type: ignore[assignment]
+    rdMolDraw2D.PrepareAndDrawMolecule(drawer, mol)
+    return _svg(drawer)
+
+
+def reaction_svg(reactants: str, target: str, size: tuple[int, int] = (640, 220)) -> bytes:
+    """SVG of the proposed step: the reactants (dot-separated SMILES) → the target."""
+    from rdkit.Chem import rdChemReactions
+    from rdkit.Chem.Draw import rdMolDraw2D
+
+    parts = [p for p in reactants.strip().split(".") if p]
+    if not parts:
+        raise InvalidSmiles("no reactant SMILES given")
+    for p in parts:
+        _mol(p)
+    _mol(target)
+    rxn = rdChemReactions.ReactionFromSmarts(f"{'.'.join(parts)}>>{target.strip()}",
+                                             useSmiles=True)
+    drawer = rdMolDraw2D.MolDraw2DSVG(int(size[0]), int(size[1]))
+    drawer.drawOptions().clearBackground = False  # type: ignore[assignment]
+    drawer.DrawReaction(rxn)
+    return _svg(drawer)
+
+
+def molecule_properties(smiles: str) -> dict[str, Any]:
+    """Formula, molecular weight, aromatic rings, H-bond donors and acceptors (Lipinski)."""
+    from rdkit.Chem import Descriptors, Lipinski, rdMolDescriptors
+
+    mol = _mol(smiles)
+    return {
+        "formula": rdMolDescriptors.CalcMolFormula(mol),
+        "mw": round(float(Descriptors.MolWt(mol)), 2),  # type: ignore[attr-defined]
+        "aromatic_rings": int(rdMolDescriptors.CalcNumAromaticRings(mol)),
+        "hbd": int(Lipinski.NumHDonors(mol)),  # type: ignore[attr-defined]
+        "hba": int(Lipinski.NumHAcceptors(mol)),  # type: ignore[attr-defined]
+        "heavy_atoms": int(mol.GetNumHeavyAtoms()),
+    }
+
+
+def _units(im: Image.Image, meta: Mapping[str, Any]) -> tuple[np.ndarray, bool]:
+    """Pixel values in the units of meta["window"], and whether to invert for display."""
+    win = meta.get("window") if isinstance(meta.get("window"), Mapping) else None
+    if im.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        arr = np.asarray(im.convert("F") if im.mode != "F" else im, dtype=np.float64)
+        if win is not None and "raw_min" in win and "raw_max" in win:
+            lo, hi = float(win["raw_min"]), float(win["raw_max"])
+            return lo + arr / 65535.0 * (hi - lo), bool(win.get("invert", False))
+        return arr, False
+    arr = np.asarray(im.convert("L"), dtype=np.float64)
+    if win is not None and "center" in win and "width" in win and not win.get("lut"):
+        c, w = float(win["center"]), float(win["width"])
+        lo, hi = c - w / 2, c + w / 2
+        if win.get("invert"):
+            arr = 255.0 - arr
+        return lo + arr / 255.0 * (hi - lo), bool(win.get("invert", False))
+    return arr, False
+
+
+def xray_display_png(
+    asset_bytes: bytes,
+    meta: Mapping[str, Any] | None = None,
+    window: float | None = None,
+    level: float | None = None,
+) -> bytes:
+    """An 8-bit grayscale PNG of an X-ray asset, with optional window (width) and level (centre).
+
+    Without window/level an 8-bit image is shown as stored; a 16-bit image (the
+    full-range asset of a DICOM import) gets its recorded default window, or its
+    full range. ImageRejected for bytes that are not a valid PNG/JPEG.
+    """
+    meta = meta or {}
+    im = ImageOps.exif_transpose(open_image(asset_bytes, where="X-ray image"))
+    deep = im.mode in ("I;16", "I;16B", "I;16L", "I", "F")
+    if window is None and level is None and not deep:
+        out = im.convert("L")
+    else:
+        units, invert = _units(im, meta)
+        win = meta.get("window") if isinstance(meta.get("window"), Mapping) else {}
+        assert isinstance(win, Mapping)
+        lo_all, hi_all = float(units.min()), float(units.max())
+        w = float(window) if window is not None else float(win.get("width", hi_all - lo_all))
+        c = float(level) if level is not None else float(win.get("center", (hi_all + lo_all) / 2))
+        w = max(w, 1e-6)
+        scaled = np.clip((units - (c - w / 2)) / w, 0.0, 1.0) * 255.0
+        if invert:
+            scaled = 255.0 - scaled
+        out = Image.fromarray(np.round(scaled).astype(np.uint8))
+    buf = io.BytesIO()
+    out.save(buf, format="PNG")
+    return buf.getvalue()
