@@ -1,0 +1,383 @@
+"""Annotate: the human agent of PXP in the browser (DESIGN §1, "The human in the browser").
+
+Render functions only: the session, claims and steps come from pxp.live, the tag
+preview from pxp.agents.browser. Session-state keys start with "annotate_".
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pxp.agents.base import AgentUnavailable, Answer
+from pxp.agents.browser import answer_changed, human_turn, label_options, predictions_match
+from pxp.app import resources, ui
+from pxp.app.prefs import load_prefs
+from pxp.live import (
+    LiveError,
+    LiveSession,
+    abandoned_sessions,
+    claim_next,
+    create_live_experiment,
+    ensure_annotator,
+    live_experiments,
+    load_session,
+    machine_name,
+    machine_step,
+    submit_human,
+    take_over,
+)
+from pxp.protocol import Sender, Tag
+from pxp.tasks.base import InvalidSmiles, smiles_set
+
+ROLES = ["Radiologist", "Chemist", "Other expert"]
+TAG_KEYS = {Tag.RATIFY: "Alt+1", Tag.REFUTE: "Alt+2", Tag.REVISE: "Alt+3", Tag.REJECT: "Alt+4"}
+SUBMIT_KEY = "Ctrl+Enter"
+S = st.session_state
+
+
+def identity() -> int | None:
+    """Who is annotating: OIDC login when configured, else a name and a role."""
+    with st.sidebar:
+        st.subheader("Who are you?")
+        if resources.auth_configured():
+            if not st.user.is_logged_in:
+                st.button("Log in", on_click=st.login, type="primary")
+                return None
+            name = str(st.user.get("name") or st.user.get("email") or "")
+            st.caption(f"Logged in as {ui.escape_md(name)}")
+            st.button("Log out", on_click=st.logout)
+        else:
+            name = st.text_input("Your name", key="annotate_name", placeholder="e.g. Dr. Rao")
+        role = st.selectbox("Your role", ROLES, key="annotate_role")
+    if not name.strip():
+        return None
+    try:
+        return ensure_annotator(resources.engine(), name=name, role=role)
+    except LiveError as err:
+        st.sidebar.error(str(err))
+        return None
+
+
+def choose_experiment() -> int | None:
+    """The dataset and live experiment to work on (a default one is made when none exists)."""
+    eng = resources.engine()
+    from pxp.app.data import dataset_choices
+
+    datasets = dataset_choices(eng)
+    if not datasets:
+        st.warning("There is no dataset yet. Import one on the Datasets page.")
+        return None
+    with st.sidebar:
+        st.subheader("What to annotate")
+        names = list(datasets)
+        ds = st.selectbox("Dataset", names, key="annotate_dataset",
+                          format_func=lambda n: f"{n} ({datasets[n]})")
+        exps = live_experiments(eng, dataset=ds)
+        if not exps:
+            prefs = load_prefs(eng)
+            try:
+                create_live_experiment(eng, dataset=ds, n=prefs.n, k=prefs.k,
+                                       machine=prefs.generator, checker=prefs.checker,
+                                       base_url=prefs.base_url or None)
+            except LiveError as err:
+                st.error(str(err))
+                return None
+            exps = live_experiments(eng, dataset=ds)
+        by_id = {e.id: e for e in exps}
+        eid = st.selectbox(
+            "Experiment", list(by_id), key=f"annotate_experiment_{ds}",
+            format_func=lambda i: f"{by_id[i].name} · {by_id[i].finished}/{by_id[i].instances} done",
+        )
+        info = by_id[eid]
+        st.caption(f"Machine: {ui.escape_md(machine_name(info.machine))} · n = {info.n}, k = {info.k}")
+        with st.expander("New live experiment"):
+            new_experiment_form(ds)
+    return int(eid)
+
+
+def new_experiment_form(dataset: str) -> None:
+    eng = resources.engine()
+    prefs = load_prefs(eng)
+    with st.form("annotate_new_exp", border=False):
+        name = st.text_input("Name (optional)")
+        c1, c2 = st.columns(2)
+        n = c1.number_input("n: messages per session", 2, 50, prefs.n)
+        k = c2.number_input("k: REJECT allowed after", 1, 50, prefs.k)
+        machine = st.text_input("Machine agent", prefs.generator,
+                                help="simulated, or provider:model such as anthropic:claude-sonnet-4-5")
+        shuffle = st.checkbox("Shuffle the cases")
+        if st.form_submit_button("Create"):
+            try:
+                eid = create_live_experiment(eng, dataset=dataset, name=name, n=int(n), k=int(k),
+                                             machine=machine.strip() or "simulated",
+                                             checker=prefs.checker, base_url=prefs.base_url or None,
+                                             shuffle=shuffle)
+            except LiveError as err:
+                st.error(str(err))
+                return
+            S[f"annotate_experiment_{dataset}"] = eid
+            S.pop("annotate_sid", None)
+            st.rerun()
+
+
+def show_abandoned(eid: int, annotator_id: int) -> None:
+    eng = resources.engine()
+    idle = abandoned_sessions(eng, experiment_id=eid, idle_minutes=30, exclude_annotator=annotator_id)
+    if not idle:
+        return
+    with st.sidebar.expander(f"Abandoned cases ({len(idle)})"):
+        for a in idle:
+            st.caption(f"Case {a.ordinal} ({ui.escape_md(a.instance_key)}), {a.messages} messages, "
+                       f"left by {ui.escape_md(a.annotator)} {a.idle_minutes} min ago")
+            if st.button("Resume this case", key=f"annotate_takeover_{a.session_id}"):
+                if take_over(eng, session_id=a.session_id, annotator_id=annotator_id):
+                    S["annotate_sid"] = a.session_id
+                    st.rerun()
+                st.warning("Someone else resumed it first.")
+
+
+def current_session(eid: int, annotator_id: int) -> int | None:
+    """The session on screen: kept across reruns; the next claim when it is done."""
+    sid = S.get("annotate_sid")
+    key = (eid, annotator_id)
+    if sid is not None and S.get("annotate_sid_for") == key:
+        s = load_session(resources.engine(), int(sid))
+        if s.status == "open" and s.experiment_id == eid:
+            return int(sid)
+    sid = claim_next(resources.engine(), experiment_id=eid, annotator_id=annotator_id)
+    S["annotate_sid"], S["annotate_sid_for"] = sid, key
+    return sid
+
+
+def machine_turn(s: LiveSession) -> bool:
+    """Produce the machine's message if it is its turn; False when it failed (retry shown)."""
+    err_key = f"annotate_machine_error_{s.id}_{s.j}"
+    if err_key in S:
+        st.error(f"The machine agent could not answer: {S[err_key]}")
+        st.button("Retry", key=f"annotate_retry_{s.id}_{s.j}", type="primary",
+                  on_click=lambda: S.pop(err_key, None), shortcut=SUBMIT_KEY)
+        return False
+    what = "The simulated agent is answering…" if s.is_simulated else "The machine is answering…"
+    try:
+        with st.spinner(what):
+            machine_step(resources.engine(), s.id, resources.machine(s.experiment_id))
+    except (AgentUnavailable, LiveError) as err:
+        S[err_key] = " ".join(str(err).split()) or "the service did not answer"
+        st.rerun()
+    return True
+
+
+def finished_note() -> None:
+    """The intelligibility of the case just finished, above the next case."""
+    last = S.get("annotate_last_finished")
+    if last is None:
+        return
+    try:
+        done = load_session(resources.engine(), int(last))
+    except LiveError:
+        return
+    why = {"ratified": "both agents ratified", "rejected": "it was rejected",
+           "bound": f"it reached n = {done.n} messages"}.get(done.stop_reason or "",
+                                                            done.abort_reason or done.status)
+    with st.container(border=True):
+        st.success(f"Case {done.ordinal} ({done.instance_key}) is finished: {why}.")
+        ui.show_flags(done.flags())
+        with st.expander("Its transcript"):
+            for m in done.messages:
+                ui.show_message(m, machine_label=done.machine_label, task_kind=done.match_kind,
+                                annotator=done.annotator)
+        st.button("Hide", key="annotate_hide_finished",
+                  on_click=lambda: S.pop("annotate_last_finished", None))
+
+
+def instance_panel(s: LiveSession) -> None:
+    eng = resources.engine()
+    head = st.container(horizontal=True, vertical_alignment="center")
+    with head:
+        st.markdown(f"**Case {s.ordinal} of {s.instances}** · {ui.escape_md(s.instance_key)}")
+        if s.synthetic:
+            ui.synthetic_badge()
+    if s.match_kind == "smiles":
+        st.markdown("**Target molecule**")
+        ui.molecule(s.payload)
+    elif s.asset_sha256:
+        ui.xray(eng, s.instance_id, s.meta, key=f"annotate_img_{s.instance_id}")
+    else:
+        ui.show_text(s.payload, empty="(this case has no image)")
+
+
+def transcript_panel(s: LiveSession) -> None:
+    head = st.container(horizontal=True, vertical_alignment="center")
+    with head:
+        st.markdown(f"**Conversation** · message {min(s.j, s.n)} of at most {s.n}")
+        if s.is_simulated:
+            ui.simulated_badge()
+    with st.container(height=420, border=False):
+        for m in s.messages[:-1]:
+            ui.show_message(m, machine_label=s.machine_label, task_kind=s.match_kind,
+                            annotator=s.annotator)
+    last = s.last_from(Sender.MACHINE)
+    if last is not None:
+        st.markdown(f"**The machine now says** (message {last.j}):")
+        ui.show_message(last, machine_label=s.machine_label, task_kind=s.match_kind)
+
+
+def _yes_no(label: str, key: str, hint: str | None) -> bool | None:
+    v = st.radio(label, ["Yes", "No"], index=None, horizontal=True, key=key, help=hint)
+    return None if v is None else v == "Yes"
+
+
+def answer_form(s: LiveSession) -> None:
+    """The human's turn: facts, my answer, the live tag preview, Send."""
+    j = s.j
+    key = f"annotate_{s.id}_{j}"
+    machine = s.last_from(Sender.MACHINE)
+    mine = s.last_from(Sender.HUMAN)
+    assert machine is not None
+    st.markdown(f"#### Your reply (message {j})")
+    c1, c2 = st.columns(2)
+    with c1:
+        match = _yes_no("Does the machine's prediction match yours?", f"{key}_match", None)
+    with c2:
+        agree = _yes_no("Does its explanation agree with yours?", f"{key}_agree", None)
+
+    prediction, valid = prediction_input(s, key, mine.prediction if mine else "")
+    explanation = st.text_area(
+        "My explanation", value=mine.explanation if mine else "", key=f"{key}_expl", height=110,
+        placeholder="What you see and why (your report or pathway)",
+    )
+    answer = Answer(prediction, explanation)
+    previous = Answer(mine.prediction, mine.explanation) if mine else None
+    changed = answer_changed(answer, previous, match_kind=s.match_kind)
+    auto = predictions_match(machine.prediction, prediction, match_kind=s.match_kind)
+    if auto is not None and match is not None and auto != match:
+        st.caption("Note: by the automatic check the two predictions are "
+                   f"{'the same' if auto else 'different'}.")
+
+    st.markdown("**Tag** — follows from your answers, or pick one yourself:")
+    chosen_key = f"{key}_tag"
+    chosen: Tag | None = S.get(chosen_key)
+    row = st.container(horizontal=True)
+    with row:
+        for tag, sc in TAG_KEYS.items():
+            st.button(tag.value, key=f"{key}_pick_{tag.value}", shortcut=sc,
+                      type="primary" if chosen is tag else "secondary", help=ui.TAG_HELP[tag.value],
+                      on_click=_pick, args=(chosen_key, tag))
+        st.button("Automatic", key=f"{key}_pick_auto", shortcut="Alt+0",
+                  type="primary" if chosen is None else "secondary",
+                  help="Let the AGENT rule choose the tag from your answers",
+                  on_click=_pick, args=(chosen_key, None))
+    turn = human_turn(j, s.k, match=match, agree=agree, changed=changed and mine is not None,
+                      chosen=chosen, new_prediction_matches=auto)
+    preview = st.container(border=True)
+    with preview:
+        if turn.refused:
+            st.error(f"Not allowed: {turn.refused}")
+        elif turn.tag is not None:
+            line = st.container(horizontal=True, vertical_alignment="center")
+            with line:
+                st.markdown("Your message will be tagged")
+                ui.tag_badge(turn.tag)
+            st.caption(ui.escape_md(turn.reason))
+    send = st.button("Send", key=f"{key}_send", type="primary", shortcut=SUBMIT_KEY,
+                     icon=":material/send:")
+    if send:
+        submit(s, answer, turn, valid)
+
+
+def _pick(state_key: str, tag: Tag | None) -> None:
+    S[state_key] = tag
+
+
+def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, bool]:
+    """The label picker (RAD) or SMILES field with live validation (DRUG); (value, valid)."""
+    if s.match_kind == "label":
+        machine = s.last_from(Sender.MACHINE)
+        options = label_options(s.labels, previous, machine.prediction if machine else "")
+        index = options.index(previous) if previous in options else None
+        value = st.selectbox("My prediction", options, index=index, key=f"{key}_pred",
+                             placeholder="Choose the finding")
+        return (value or ""), bool(value)
+    if s.match_kind == "smiles":
+        value = st.text_input("My prediction: reactant SMILES (separate with a dot)", value=previous,
+                              key=f"{key}_pred", placeholder="e.g. CC(=O)OC(C)=O.Nc1ccc(O)cc1")
+        if not value.strip():
+            return "", False
+        try:
+            canon = ".".join(sorted(smiles_set(value)))
+        except InvalidSmiles as err:
+            st.error(str(err))
+            return value, False
+        st.caption("Canonical form:")
+        st.code(canon, language=None, wrap_lines=True)
+        ui.reaction(value, s.payload)
+        return value, True
+    value = st.text_input("My prediction", value=previous, key=f"{key}_pred")
+    return value, bool(value.strip())
+
+
+def submit(s: LiveSession, answer: Answer, turn: object, valid: bool) -> None:
+    """Store message j once (token: session and j), then the machine's reply once."""
+    from pxp.agents.browser import HumanTurn
+
+    assert isinstance(turn, HumanTurn)
+    token = (s.id, s.j)
+    sent = S.setdefault("annotate_sent", set())
+    if token in sent:
+        return
+    if not valid:
+        st.error("Give your prediction first." if not answer.prediction.strip()
+                 else "Your prediction is not valid; correct it first.")
+        return
+    if not turn.ok or turn.facts is None:
+        st.error(f"Not sent: {turn.refused or 'the tag is not allowed'}")
+        return
+    out = submit_human(resources.engine(), s.id, j=s.j, answer=answer, facts=turn.facts)
+    if out.status == "refused":
+        st.error(f"Not sent: {out.message}")
+        return
+    sent.add(token)
+    st.rerun()
+
+
+def render() -> None:
+    st.title("Annotate")
+    annotator_id = identity()
+    if annotator_id is None:
+        st.info("Enter your name in the sidebar to start. Then read the case on the left, the "
+                "machine's answer on the right, and reply below it.")
+        return
+    eid = choose_experiment()
+    if eid is None:
+        return
+    show_abandoned(eid, annotator_id)
+    sid = current_session(eid, annotator_id)
+    finished_note()
+    if sid is None:
+        st.success("Every case of this experiment has been annotated. Thank you! "
+                   "Start a new live experiment in the sidebar to go on.")
+        return
+    s = load_session(resources.engine(), sid)
+    if s.turn is Sender.MACHINE and not machine_turn(s):
+        left, right = st.columns([5, 6], gap="large")
+        with left:
+            instance_panel(s)
+        with right:
+            transcript_panel(s)
+        return
+    s = load_session(resources.engine(), sid)
+    if s.turn is None:
+        S["annotate_last_finished"] = s.id
+        S.pop("annotate_sid", None)
+        st.rerun()
+    left, right = st.columns([5, 6], gap="large")
+    with left:
+        instance_panel(s)
+    with right:
+        transcript_panel(s)
+        answer_form(s)
+    st.caption(f"Keyboard: {', '.join(f'{k} {t.value}' for t, k in TAG_KEYS.items())}, "
+               f"Alt+0 automatic tag, {SUBMIT_KEY} send.")
+
+
+render()

@@ -1,0 +1,95 @@
+"""Datasets: import through pxp's importers, and browse instances with images or drawings."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pxp.app import imports, resources, ui
+from pxp.app.data import dataset_info, datasets_table, instances_page
+
+PAGE = 12
+S = st.session_state
+
+
+def import_panel() -> None:
+    eng = resources.engine()
+    kinds = [k for k in imports.KINDS if k.available()]
+    key = st.selectbox("What to import", [k.key for k in kinds], key="datasets_kind",
+                       format_func=lambda x: imports.kind(x).title)
+    k = imports.kind(key)
+    st.caption(k.help)
+    with st.form("datasets_import", clear_on_submit=False):
+        main = st.file_uploader("File", type=list(k.main_types), key="datasets_main")
+        extras = []
+        if k.needs_images:
+            extras = st.file_uploader("Images (files or a .zip)", accept_multiple_files=True,
+                                      type=["png", "jpg", "jpeg", "dcm", "zip"], key="datasets_extras")
+        name = st.text_input("Dataset / experiment name (optional)", key="datasets_name")
+        go = st.form_submit_button("Import", type="primary")
+    if go:
+        if main is None:
+            st.error("Choose a file first.")
+            return
+        with st.spinner("Checking and importing…"):
+            out = imports.run_import(eng, key, main, extras or [], name=name.strip() or None)
+        if out.ok:
+            st.success(out.messages[0])
+            for w in out.messages[1:]:
+                st.warning(w)
+        else:
+            st.error(f"Nothing was imported ({len(out.messages)} problem(s)):")
+            st.text("\n".join(out.messages[:50]))
+
+
+def browse() -> None:
+    eng = resources.engine()
+    table = datasets_table(eng)
+    if not len(table):
+        st.info("No dataset yet: import one above.")
+        return
+    st.dataframe(table, hide_index=True)
+    name = st.selectbox("Browse", list(table["name"]), key="datasets_browse")
+    info = dataset_info(eng, name)
+    if info is None:
+        return
+    head = st.container(horizontal=True, vertical_alignment="center")
+    with head:
+        st.markdown(f"**{ui.escape_md(info.name)}** · task {info.task} · {info.instances} instances · "
+                    + ", ".join(f"{s}: {c}" for s, c in sorted(info.splits.items())))
+        if info.synthetic:
+            ui.synthetic_badge()
+    pages = max(1, -(-info.instances // PAGE))
+    page = st.number_input("Page", 1, pages, 1, key=f"datasets_page_{name}") if pages > 1 else 1
+    rows = instances_page(eng, name, offset=(int(page) - 1) * PAGE, limit=PAGE)
+    cols = st.columns(3)
+    for i, r in enumerate(rows):
+        with cols[i % 3], st.container(border=True):
+            st.markdown(f"**{ui.escape_md(r.key)}** · {r.split or 'no split'}")
+            if info.task == "drug" or (r.payload and not r.has_image and info.task != "rad"):
+                if info.task == "drug":
+                    ui.molecule(r.payload, properties=False)
+                else:
+                    ui.show_text(r.payload)
+            elif r.has_image:
+                from pxp.data.images import ImageRejected, instance_display_png
+
+                try:
+                    png = instance_display_png(eng, r.id)
+                except ImageRejected as err:
+                    st.warning(str(err))
+                    png = None
+                if png is not None:
+                    st.image(png, width="stretch")
+            st.caption("Reference answer")
+            ui.show_prediction(r.reference_prediction, "smiles" if info.task == "drug" else "label")
+            ui.show_text(r.reference_explanation, empty="(no explanation)")
+
+
+def render() -> None:
+    st.title("Datasets")
+    with st.expander("Import a dataset", icon=":material/upload:"):
+        import_panel()
+    browse()
+
+
+render()

@@ -1,0 +1,116 @@
+"""Experiments: configure a controlled run, launch it in a background worker, watch it."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pxp import workers
+from pxp.app import resources
+from pxp.app.data import dataset_choices, dataset_info, experiments_table
+from pxp.app.prefs import load_prefs
+from pxp.runner import RunConfig, RunError, create_experiment
+
+S = st.session_state
+
+
+def launch_form() -> None:
+    eng = resources.engine()
+    prefs = load_prefs(eng)
+    datasets = dataset_choices(eng)
+    if not datasets:
+        st.warning("There is no dataset yet. Import one on the Datasets page.")
+        return
+    tasks = sorted(set(datasets.values()))
+    with st.form("experiments_new"):
+        c1, c2, c3 = st.columns(3)
+        task = c1.selectbox("Task", tasks, key="experiments_task")
+        names = [n for n, t in datasets.items() if t == task] or list(datasets)
+        ds = c2.selectbox("Dataset", names, key="experiments_dataset")
+        info = dataset_info(eng, ds) if ds else None
+        splits = ["all", *sorted((info.splits if info else {}).keys())]
+        split = c3.selectbox("Split", splits, key="experiments_split")
+        c1, c2 = st.columns(2)
+        machine = c1.text_input("Machine (generator)", prefs.generator, key="experiments_machine",
+                                help="simulated, or provider:model")
+        checker = c2.text_input("Checker (AGREE)", prefs.checker, key="experiments_checker",
+                                help="lexical, or provider:model")
+        c = st.columns(5)
+        n = c[0].number_input("n", 2, 50, prefs.n, key="experiments_n")
+        k = c[1].number_input("k", 1, 50, prefs.k, key="experiments_k")
+        reps = c[2].number_input("R (repetitions)", 1, 100, 1, key="experiments_reps")
+        seed = c[3].number_input("Seed", 0, 2**31 - 1, 0, key="experiments_seed")
+        learn = c[4].toggle("LEARN", value=True, key="experiments_learn",
+                            help="Keep a session's context only if validation accuracy does not drop")
+        name = st.text_input("Name (optional)", key="experiments_name")
+        go = st.form_submit_button("Create and start", type="primary", icon=":material/play_arrow:")
+    if go and ds:
+        cfg = RunConfig(
+            dataset=ds, split=None if split == "all" else split, machine=machine.strip() or "simulated",
+            checker=checker.strip() or "lexical", base_url=prefs.base_url or None, n=int(n), k=int(k),
+            reps=int(reps), seed=int(seed), learn=bool(learn),
+            temperature=prefs.generator_temperature if machine.strip() != "simulated" else None,
+            max_tokens=prefs.generator_max_tokens or None,
+        )
+        try:
+            exp = create_experiment(eng, cfg, name=name.strip() or None)
+            workers.start(eng, exp.id or 0, secrets=resources.secret_keys())
+        except (RunError, workers.WorkerError, ValueError) as err:
+            st.error(str(err))
+            return
+        st.success(f"Experiment {exp.name!r} started.")
+
+
+@st.fragment(run_every=2.0)
+def progress_panel() -> None:
+    eng = resources.engine()
+    table = experiments_table(eng, mode="controlled")
+    if not len(table):
+        st.caption("No controlled experiment yet.")
+        return
+    for row in table.itertuples():
+        eid = int(row.id)
+        p = workers.progress(eng, eid)
+        with st.container(border=True):
+            head = st.container(horizontal=True, vertical_alignment="center")
+            with head:
+                st.markdown(f"**{row.name}** · {row.dataset} · {row.machine} · n={row.n}, k={row.k}, "
+                            f"R={row.reps}")
+                st.badge(("running" if p.running else p.status),
+                         color="blue" if p.running else "green" if p.status == "finished" else "gray")
+            st.progress(p.fraction, text=f"{p.done}/{p.sessions} sessions · {p.messages} messages"
+                        + (f" · {p.aborted} aborted" if p.aborted else ""))
+            if p.error:
+                st.error(p.error)
+            b = st.container(horizontal=True)
+            with b:
+                if p.running:
+                    if st.button("Cancel", key=f"experiments_cancel_{eid}", icon=":material/stop:"):
+                        workers.cancel(eng, eid)
+                        st.rerun(scope="fragment")
+                elif p.done < p.sessions and st.button(
+                    "Resume", key=f"experiments_resume_{eid}", icon=":material/play_arrow:"
+                ):
+                    try:
+                        workers.start(eng, eid, secrets=resources.secret_keys())
+                    except workers.WorkerError as err:
+                        st.error(str(err))
+                    st.rerun(scope="fragment")
+
+
+def render() -> None:
+    st.title("Experiments")
+    st.caption("A controlled run: the machine talks with the database proxy of the expert "
+               "(the reference answers) over every case, R times.")
+    with st.expander("New controlled experiment", expanded=not S.get("experiments_seen", False)):
+        launch_form()
+    S["experiments_seen"] = True
+    st.subheader("Progress")
+    progress_panel()
+    live = experiments_table(resources.engine(), mode="live")
+    if len(live):
+        st.subheader("Live experiments (annotated in the browser)")
+        st.dataframe(live[["name", "dataset", "machine", "n", "k", "sessions", "finished"]],
+                     hide_index=True)
+
+
+render()

@@ -1,0 +1,106 @@
+"""Sessions: filter, then read a transcript in the papers' layout with its LLM calls."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pxp.app import resources, ui
+from pxp.app.data import STATUSES, TAGS, session_calls, session_filter_options, sessions_table
+from pxp.live import LiveError, LiveSession, load_session
+
+S = st.session_state
+
+
+def filters() -> dict[str, str | None]:
+    opts = session_filter_options(resources.engine())
+    c = st.columns(5)
+    return {
+        "dataset": c[0].selectbox("Dataset", opts.datasets, index=None, key="sessions_dataset",
+                                  placeholder="all"),
+        "experiment": c[1].selectbox("Experiment", opts.experiments, index=None,
+                                     key="sessions_experiment", placeholder="all"),
+        "annotator": c[2].selectbox("Annotator", opts.annotators, index=None,
+                                    key="sessions_annotator", placeholder="all"),
+        "status": c[3].selectbox("Status", STATUSES, index=None, key="sessions_status",
+                                 placeholder="all"),
+        "tag": c[4].selectbox("Has tag", TAGS, index=None, key="sessions_tag", placeholder="any"),
+    }
+
+
+def instance_thumb(s: LiveSession) -> None:
+    if s.synthetic:
+        ui.synthetic_badge()
+    st.caption(ui.escape_md(s.instance_key))
+    if s.match_kind == "smiles":
+        ui.molecule(s.payload, properties=False)
+    elif s.asset_sha256:
+        from pxp.data.images import ImageRejected, instance_display_png
+
+        try:
+            png = instance_display_png(resources.engine(), s.instance_id)
+        except ImageRejected as err:
+            st.warning(str(err))
+            return
+        if png is not None:
+            st.image(png, width="stretch")
+    else:
+        ui.show_text(s.payload, empty="")
+
+
+def detail(sid: int) -> None:
+    eng = resources.engine()
+    try:
+        s = load_session(eng, sid)
+    except LiveError as err:
+        st.error(str(err))
+        return
+    st.subheader(f"Session {s.id} · {s.experiment} · case {s.ordinal}")
+    meta = st.container(horizontal=True, vertical_alignment="center")
+    with meta:
+        st.markdown(f"Status **{s.status}**" + (f" ({s.stop_reason})" if s.stop_reason else ""))
+        if s.is_simulated:
+            ui.simulated_badge()
+        if s.annotator:
+            st.markdown(f"Annotator: {ui.escape_md(s.annotator)}")
+    if s.abort_reason:
+        st.warning(f"Aborted: {s.abort_reason}")
+    violations = s.violations()
+    if violations:
+        st.error("Not conformant to the protocol:\n\n" + "\n".join(f"- {ui.escape_md(v)}" for v in violations))
+    else:
+        st.success("Conformant to the protocol (DESIGN §1).", icon=":material/verified:")
+    ui.transcript_papers(s.messages, machine_label=s.machine_label, task_kind=s.match_kind,
+                         instance_render=lambda: instance_thumb(s))
+    st.markdown("**Intelligibility of this session**")
+    ui.show_flags(s.flags())
+    st.markdown("**LLM calls behind it**")
+    calls = session_calls(eng, sid)
+    if len(calls):
+        c = st.columns(3)
+        c[0].metric("Tokens in / out", f"{int(calls['tokens in'].sum())} / {int(calls['tokens out'].sum())}")
+        c[1].metric("Latency (total)", f"{calls['latency ms'].sum() / 1000:.2f} s")
+        cost = calls["cost $"].dropna()
+        c[2].metric("Cost", f"${cost.sum():.4f}" if len(cost) else "—")
+        st.dataframe(calls, hide_index=True)
+    else:
+        st.caption("No calls recorded (imported transcript, or a human-only turn).")
+
+
+def render() -> None:
+    st.title("Sessions")
+    f = filters()
+    table = sessions_table(resources.engine(), **f)
+    if not len(table):
+        st.info("No session matches. Annotate a case or run an experiment first.")
+        return
+    st.caption(f"{len(table)} session(s), newest first")
+    st.dataframe(table, hide_index=True, height=min(38 * (len(table) + 1), 320))
+    ids = [int(x) for x in table["session"]]
+    labels = {int(r.session): f"#{r.session} · {r.experiment} · {r.instance} · {r.status}"
+              for r in table.itertuples()}
+    sid = st.selectbox("Open session", ids, key="sessions_open", format_func=lambda i: labels[i])
+    if sid is not None:
+        detail(int(sid))
+
+
+render()

@@ -1,0 +1,63 @@
+"""Settings: provider and model per role, base URL, which keys are present, n and k."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from pxp.app import resources
+from pxp.app.prefs import load_prefs, save_prefs
+
+
+def render() -> None:
+    eng = resources.engine()
+    st.title("Settings")
+    prefs = load_prefs(eng)
+    with st.form("settings_form"):
+        st.subheader("Machine agent")
+        gen = st.text_input(
+            "Generator (answers the cases)", prefs.generator, key="settings_generator",
+            help="simulated (offline, no key), or provider:model such as "
+                 "anthropic:claude-sonnet-4-5 or openai:gpt-4o",
+        )
+        c1, c2 = st.columns(2)
+        temp = c1.number_input("Generator temperature", 0.0, 2.0, float(prefs.generator_temperature),
+                               0.1, key="settings_temperature")
+        max_tokens = c2.number_input("Generator max tokens (0 = task default)", 0, 32000,
+                                     int(prefs.generator_max_tokens), key="settings_max_tokens")
+        checker = st.text_input(
+            "Checker (AGREE between explanations)", prefs.checker, key="settings_checker",
+            help="lexical (offline word overlap), or provider:model; temperature 0, 10 tokens",
+        )
+        base_url = st.text_input(
+            "Base URL for an OpenAI-compatible server (optional)", prefs.base_url,
+            key="settings_base_url", placeholder="http://localhost:11434/v1",
+            help="Ollama, vLLM or llama.cpp on your own network: data need not leave the hospital",
+        )
+        st.subheader("Protocol defaults")
+        c1, c2 = st.columns(2)
+        n = c1.number_input("n: messages per session", 2, 50, prefs.n, key="settings_n")
+        k = c2.number_input("k: REJECT allowed after message", 1, 50, prefs.k, key="settings_k")
+        if st.form_submit_button("Save", type="primary"):
+            new = replace(prefs, generator=gen.strip() or "simulated",
+                          checker=checker.strip() or "lexical", base_url=base_url.strip(),
+                          generator_temperature=float(temp), generator_max_tokens=int(max_tokens),
+                          n=int(n), k=int(k))
+            try:
+                save_prefs(eng, new)
+            except ValueError as err:
+                st.error(str(err))
+            else:
+                st.success("Saved. New experiments use these settings.")
+    st.subheader("API keys")
+    st.caption("Keys are read from the environment or Streamlit secrets; pxp never stores or shows them.")
+    for name, where in resources.key_status().items():
+        if where:
+            st.markdown(f":material/check_circle: `{name}` is set ({where})")
+        else:
+            st.markdown(f":material/cancel: `{name}` is not set")
+    st.caption(f"Database: {resources.database_url().split('://')[0]}")
+
+
+render()

@@ -1,0 +1,181 @@
+"""The human agent in the browser (DESIGN §1, "The human in the browser").
+
+The expert supplies the three facts of AGENT(h, j) themselves: whether the machine's
+prediction matches theirs, whether its explanation agrees with theirs, and their own
+(possibly revised) answer; `changed` is whether they edited it. The tag follows from
+the AGENT rule, or the expert picks it directly (as the chemists of the DRUG study
+did); then the facts the tag implies are recorded and a tag the rule forbids is
+refused with a one-line reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pxp.agents.base import AgentBase, Answer, Facts, Query
+from pxp.protocol import ProtocolError, Tag, agent_tag, check_tag, implied_facts, tag_reason
+from pxp.tasks.base import (
+    DEFAULT_AGREE_THRESHOLD,
+    InvalidSmiles,
+    lexical_agree,
+    match_for,
+    normalise_label,
+)
+
+BROWSER_LABEL = "browser"
+
+
+class BrowserHuman(AgentBase):
+    """One turn of the human in the browser: the submitted answer and facts.
+
+    A new object is made for each submission; the engine's decide() checks a directly
+    chosen tag against the facts and raises TagRefused for a forbidden one.
+    """
+
+    label = BROWSER_LABEL
+
+    def __init__(
+        self, answer: Answer, facts: Facts, *, match_kind: str = "label",
+        agree_threshold: float = DEFAULT_AGREE_THRESHOLD,
+    ) -> None:
+        self.answer = answer
+        self._facts = facts
+        self.match_kind = match_kind
+        self.agree_threshold = agree_threshold
+
+    def ask(self, q: Query) -> Answer:
+        return self.answer
+
+    def facts(self, q: Query, answer: Answer) -> Facts | None:
+        return self._facts
+
+    def match(self, y1: str, y2: str, q: Query) -> bool:
+        try:
+            return match_for(self.match_kind)(y1, y2)
+        except InvalidSmiles:
+            return False
+
+    def agree(self, e1: str, e2: str, q: Query) -> bool:
+        return lexical_agree(e1, e2, self.agree_threshold)
+
+    def context(self, q: Query, answer: Answer, tag: Tag) -> dict[str, Any]:
+        return {
+            "agent": self.label,
+            "j": q.j,
+            "tag_chosen": self._facts.tag.value if self._facts.tag is not None else None,
+        }
+
+
+def answer_changed(
+    new: Answer, previous: Answer | None, *, match_kind: str = "label"
+) -> bool:
+    """Whether the expert edited their answer since their own previous message.
+
+    Predictions are compared with the task's MATCH (so re-typing a SMILES in another
+    order is no change); explanations by their text with spacing folded.
+    """
+    if previous is None:
+        return False
+    try:
+        same_prediction = match_for(match_kind)(new.prediction, previous.prediction)
+    except InvalidSmiles:
+        same_prediction = new.prediction.strip() == previous.prediction.strip()
+    same_explanation = " ".join(new.explanation.split()) == " ".join(previous.explanation.split())
+    return not (same_prediction and same_explanation)
+
+
+def predictions_match(y1: str, y2: str, *, match_kind: str = "label") -> bool | None:
+    """MATCH of two predictions for the form's hint; None when one does not parse."""
+    if not y1.strip() or not y2.strip():
+        return None
+    try:
+        return match_for(match_kind)(y1, y2)
+    except InvalidSmiles:
+        return None
+
+
+@dataclass(frozen=True)
+class HumanTurn:
+    """The live preview of the expert's message: its tag and why, or why it is refused."""
+
+    tag: Tag | None
+    reason: str
+    facts: Facts | None
+    refused: str | None = None
+    chosen: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.refused is None and self.facts is not None
+
+
+def human_turn(
+    j: int, k: int, *, match: bool | None, agree: bool | None, changed: bool,
+    chosen: Tag | None = None, new_prediction_matches: bool | None = None,
+) -> HumanTurn:
+    """AGENT(h, j) for the browser: the tag from the expert's facts, or their chosen tag.
+
+    A chosen tag is accepted when the stated facts give it, or when some facts
+    (implied_facts) give it with the same `changed`; otherwise it is refused with the
+    rule's one-line reason. RATIFY with an edited prediction that no longer matches the
+    machine's is refused too (`new_prediction_matches` is False).
+    """
+    changed = changed and j > 2
+    if chosen is None and (match is None or agree is None):
+        return HumanTurn(None, "", None,
+                         refused="answer both questions above, or pick a tag yourself")
+    if chosen is not None and (match is None or agree is None):
+        try:
+            m, a, c = implied_facts(chosen, j, k, match=match, agree=agree)
+        except ProtocolError:
+            reason = check_tag(chosen, j, k, bool(match), bool(agree), changed)
+            return HumanTurn(chosen, "", None, chosen=True,
+                             refused=reason or f"{chosen.value} is not allowed here")
+        if c != changed:
+            reason = check_tag(chosen, j, k, m, a, changed)
+            return HumanTurn(chosen, "", None, chosen=True,
+                             refused=reason or f"{chosen.value} is not allowed here")
+        match, agree = m, a
+    assert match is not None and agree is not None
+    if chosen is None:
+        try:
+            tag = agent_tag(j, k, match, agree, changed)
+        except ProtocolError as err:
+            return HumanTurn(None, "", None, refused=str(err))
+        return HumanTurn(tag, tag_reason(j, k, match, agree, changed), Facts(match, agree, changed))
+    if chosen is Tag.RATIFY and changed and new_prediction_matches is False:
+        return HumanTurn(
+            chosen, "", None, chosen=True,
+            refused="RATIFY needs your prediction to match the machine's; your edited "
+                    "prediction no longer does",
+        )
+    reason = check_tag(chosen, j, k, match, agree, changed)
+    if reason is None:
+        return HumanTurn(
+            chosen, f"you chose it; {tag_reason(j, k, match, agree, changed)}",
+            Facts(match, agree, changed, tag=chosen), chosen=True,
+        )
+    try:
+        m, a, c = implied_facts(chosen, j, k, match=match, agree=agree)
+    except ProtocolError:
+        return HumanTurn(chosen, "", None, refused=reason, chosen=True)
+    if c != changed:
+        return HumanTurn(chosen, "", None, refused=reason, chosen=True)
+    return HumanTurn(
+        chosen,
+        f"you chose it; recorded as: {tag_reason(j, k, m, a, c)}",
+        Facts(m, a, c, tag=chosen),
+        chosen=True,
+    )
+
+
+def label_options(labels: list[str], *extra: str) -> list[str]:
+    """The label picker's options: the dataset's labels plus any other label seen."""
+    out = list(labels)
+    seen = {normalise_label(x) for x in out}
+    for e in extra:
+        if e.strip() and normalise_label(e) not in seen:
+            out.append(e.strip())
+            seen.add(normalise_label(e))
+    return out

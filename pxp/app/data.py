@@ -1,0 +1,251 @@
+"""Data functions for the pages: plain dicts, dataclasses and DataFrames, no ORM objects.
+
+Pages never run a query themselves (DESIGN §7, the TruLens dashboard pattern).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, func
+from sqlalchemy import select as sa_select
+from sqlmodel import Session as DB
+from sqlmodel import col, select
+
+from pxp.intelligibility import session_flags
+from pxp.models import (
+    Annotator,
+    Dataset,
+    Experiment,
+    Instance,
+    LLMCall,
+    Message,
+    Run,
+    Session,
+)
+from pxp.protocol import Sender, Tag, conformance
+from pxp.store import session_msgs
+
+STATUSES = ["open", "finished", "aborted"]
+TAGS = [t.value for t in Tag]
+
+
+def dataset_choices(engine: Engine) -> dict[str, str]:
+    """Dataset name → task, in name order."""
+    with DB(engine) as db:
+        return {n: t for n, t in db.exec(select(Dataset.name, Dataset.task).order_by(Dataset.name)).all()}
+
+
+def datasets_table(engine: Engine) -> pd.DataFrame:
+    """One row per dataset with its instance count and splits."""
+    with DB(engine) as db:
+        counts: dict[int, int] = {
+            int(i): int(c)
+            for i, c in db.exec(
+                select(Instance.dataset_id, func.count()).group_by(col(Instance.dataset_id))
+            ).all()
+        }
+        rows = [
+            {
+                "name": d.name, "task": d.task, "instances": counts.get(d.id or 0, 0),
+                "synthetic": d.synthetic, "source": d.source, "description": d.description,
+            }
+            for d in db.exec(select(Dataset).order_by(Dataset.name)).all()
+        ]
+    return pd.DataFrame(rows, columns=["name", "task", "instances", "synthetic", "source", "description"])
+
+
+@dataclass(frozen=True)
+class InstanceRow:
+    """One instance for browsing."""
+
+    id: int
+    key: str
+    split: str | None
+    label: str
+    payload: str
+    reference_prediction: str
+    reference_explanation: str
+    has_image: bool
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    task: str
+    synthetic: bool
+    description: str
+    source: str
+    instances: int
+    splits: dict[str, int]
+
+
+def dataset_info(engine: Engine, name: str) -> DatasetInfo | None:
+    with DB(engine) as db:
+        d = db.exec(select(Dataset).where(Dataset.name == name)).first()
+        if d is None:
+            return None
+        splits = {
+            str(s or "none"): int(c)
+            for s, c in db.exec(
+                select(Instance.split, func.count()).where(Instance.dataset_id == d.id)
+                .group_by(col(Instance.split))
+            ).all()
+        }
+        return DatasetInfo(d.name, d.task, d.synthetic, d.description, d.source,
+                           sum(splits.values()), splits)
+
+
+def instances_page(
+    engine: Engine, name: str, *, offset: int = 0, limit: int = 12, split: str | None = None,
+) -> list[InstanceRow]:
+    """A page of a dataset's instances, in order."""
+    with DB(engine) as db:
+        d = db.exec(select(Dataset).where(Dataset.name == name)).first()
+        if d is None:
+            return []
+        q = select(Instance).where(Instance.dataset_id == d.id)
+        if split is not None:
+            q = q.where(Instance.split == (None if split == "none" else split))
+        q = q.order_by(col(Instance.ordinal), col(Instance.id)).offset(offset).limit(limit)
+        return [
+            InstanceRow(i.id or 0, i.key, i.split, i.label, i.payload, i.reference_prediction,
+                        i.reference_explanation, i.asset_sha256 is not None, dict(i.meta or {}))
+            for i in db.exec(q).all()
+        ]
+
+
+def experiments_table(engine: Engine, *, mode: str | None = None) -> pd.DataFrame:
+    """Experiments (newest first) with their sessions done."""
+    with DB(engine) as db:
+        q = select(Experiment).order_by(col(Experiment.id).desc())
+        if mode is not None:
+            q = q.where(Experiment.mode == mode)
+        exps = db.exec(q).all()
+        counts: dict[int, dict[str, int]] = defaultdict(dict)
+        for eid, status, c in db.exec(
+            select(Run.experiment_id, Session.status, func.count())
+            .join(Run, col(Run.id) == col(Session.run_id))
+            .group_by(col(Run.experiment_id), col(Session.status))
+        ).all():
+            counts[int(eid)][str(status)] = int(c)
+        rows = []
+        for e in exps:
+            cs = counts.get(e.id or 0, {})
+            rows.append({
+                "id": e.id, "name": e.name, "mode": e.mode, "task": e.task,
+                "dataset": str(e.config.get("dataset", "")),
+                "machine": _machine_label(str(e.config.get("machine", ""))),
+                "reps": int(e.config.get("reps", 1) or 1), "n": e.n, "k": e.k,
+                "status": e.status, "sessions": sum(cs.values()),
+                "finished": cs.get("finished", 0), "aborted": cs.get("aborted", 0),
+            })
+    return pd.DataFrame(rows, columns=["id", "name", "mode", "task", "dataset", "machine", "reps",
+                                       "n", "k", "status", "sessions", "finished", "aborted"])
+
+
+def _machine_label(machine: str) -> str:
+    from pxp.live import machine_name
+
+    return machine_name(machine) if machine else ""
+
+
+@dataclass(frozen=True)
+class SessionFilters:
+    datasets: list[str]
+    experiments: list[str]
+    annotators: list[str]
+
+
+def session_filter_options(engine: Engine) -> SessionFilters:
+    with DB(engine) as db:
+        return SessionFilters(
+            datasets=list(db.exec(select(Dataset.name).order_by(Dataset.name)).all()),
+            experiments=list(db.exec(select(Experiment.name).order_by(col(Experiment.id).desc())).all()),
+            annotators=list(db.exec(select(Annotator.name).order_by(Annotator.name)).all()),
+        )
+
+
+def sessions_table(
+    engine: Engine, *, dataset: str | None = None, experiment: str | None = None,
+    annotator: str | None = None, status: str | None = None, tag: str | None = None,
+    limit: int = 500,
+) -> pd.DataFrame:
+    """Sessions matching the filters, with their tags, stop reason and conformance."""
+    with DB(engine) as db:
+        q = (
+            sa_select(Session, Experiment.name, Experiment.config, Instance.key, Dataset.name,  # type: ignore[call-overload]
+                      Annotator.name)
+            .join(Run, col(Run.id) == col(Session.run_id))
+            .join(Experiment, col(Experiment.id) == col(Run.experiment_id))
+            .join(Instance, col(Instance.id) == col(Session.instance_id))
+            .join(Dataset, col(Dataset.id) == col(Instance.dataset_id))
+            .join(Annotator, col(Annotator.id) == col(Session.annotator_id), isouter=True)
+        )
+        if dataset:
+            q = q.where(Dataset.name == dataset)
+        if experiment:
+            q = q.where(Experiment.name == experiment)
+        if annotator:
+            q = q.where(Annotator.name == annotator)
+        if status:
+            q = q.where(Session.status == status)
+        if tag:
+            q = q.where(col(Session.id).in_(select(Message.session_id).where(Message.tag == tag)))
+        rows = list(db.execute(q.order_by(col(Session.id).desc()).limit(limit)).all())
+        sids = [r[0].id for r in rows]
+        msgs: dict[int, list[Any]] = defaultdict(list)
+        if sids:
+            for m in db.execute(
+                sa_select(  # type: ignore[call-overload]
+                    Message.session_id, Message.j, Message.sender, Message.tag, Message.match,
+                    Message.agree, Message.changed, Message.prediction, Message.explanation,
+                )
+                .where(col(Message.session_id).in_(sids)).order_by(Message.session_id, Message.j)
+            ).all():
+                msgs[int(m[0])].append(m)
+    out = []
+    from pxp.protocol import Msg
+
+    for s, exp_name, cfg, key, ds_name, who in rows:
+        ms = [Msg(m[1], Sender(m[2]), Tag(m[3]), m[7], m[8], m[4], m[5], m[6]) for m in msgs.get(s.id or 0, [])]
+        flags = session_flags([(m.sender, m.tag) for m in ms], aborted=s.status == "aborted")
+        out.append({
+            "session": s.id, "experiment": exp_name, "dataset": ds_name, "instance": key,
+            "annotator": who or ("proxy" if cfg.get("human", "proxy") == "proxy" else ""),
+            "machine": _machine_label(str(cfg.get("machine", ""))), "status": s.status,
+            "stop": s.stop_reason or (s.abort_reason or ""), "messages": len(ms),
+            "tags": " ".join(f"{'m' if m.sender is Sender.MACHINE else 'h'}:{m.tag.value}" for m in ms),
+            "two-way": flags["two_way"],
+            "conformant": not conformance(ms, s.n, s.k, status=s.status),
+        })
+    return pd.DataFrame(out, columns=["session", "experiment", "dataset", "instance", "annotator",
+                                      "machine", "status", "stop", "messages", "tags", "two-way",
+                                      "conformant"])
+
+
+def session_calls(engine: Engine, session_id: int) -> pd.DataFrame:
+    """The LLM (or simulated) calls behind a session: tokens, latency, cost, errors."""
+    with DB(engine) as db:
+        rows = db.exec(select(LLMCall).where(LLMCall.session_id == session_id).order_by(col(LLMCall.id))).all()
+        data = [
+            {
+                "message": c.j, "provider": c.provider, "model": c.model, "purpose": c.purpose,
+                "attempt": c.attempt, "tokens in": c.tokens_in, "tokens out": c.tokens_out,
+                "cached": c.cache_read, "latency ms": round(c.latency_ms, 1),
+                "cost $": c.cost_usd, "error": c.error or "",
+            }
+            for c in rows
+        ]
+    return pd.DataFrame(data, columns=["message", "provider", "model", "purpose", "attempt",
+                                       "tokens in", "tokens out", "cached", "latency ms", "cost $",
+                                       "error"])
+
+
+def session_message_count(engine: Engine, session_id: int) -> int:
+    with DB(engine) as db:
+        return len(session_msgs(db, session_id=session_id))

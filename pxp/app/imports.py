@@ -1,0 +1,157 @@
+"""Uploads on the Datasets page handed to pxp's importers (pxp.data.*).
+
+Uploaded files are written to a private temporary folder (a zip is extracted with
+every member checked to stay inside it), the importer validates everything and
+stores nothing on error, and the outcome is a list of one-line messages.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+
+from sqlalchemy import Engine
+
+MAX_UNZIPPED = 2 * 1024**3
+
+
+class Upload(Protocol):
+    """What st.file_uploader returns (name and bytes)."""
+
+    name: str
+
+    def getvalue(self) -> bytes: ...
+
+
+@dataclass
+class ImportOutcome:
+    ok: bool
+    messages: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ImportKind:
+    """One kind of import the page offers."""
+
+    key: str
+    title: str
+    help: str
+    main_types: tuple[str, ...]
+    needs_images: bool = False
+    module: str = ""
+    function: str = ""
+
+    def available(self) -> bool:
+        try:
+            mod = importlib.import_module(self.module)
+        except ImportError:
+            return False
+        return hasattr(mod, self.function)
+
+
+KINDS: tuple[ImportKind, ...] = (
+    ImportKind("study_rad", "Chest X-ray study CSV (RAD)",
+               "The study's CSV (case, label, report, img_path) plus its images as a zip or files.",
+               ("csv",), True, "pxp.data.study", "import_study_rad"),
+    ImportKind("study_drug", "Retrosynthesis study CSV (DRUG)",
+               "The study's CSV of targets, reactant SMILES and explanations.",
+               ("csv",), False, "pxp.data.study", "import_study_drug"),
+    ImportKind("generic", "Generic CSV or JSONL",
+               "One instance per row: key, payload or image, reference prediction and explanation.",
+               ("csv", "jsonl"), True, "pxp.data.generic", "import_generic"),
+    ImportKind("dicom", "DICOM folder (zip)",
+               "A zip of DICOM files and a CSV of labels; identifying tags are stripped.",
+               ("csv",), True, "pxp.data.dicom", "import_dicom"),
+    ImportKind("task", "Custom task config (TOML)",
+               "A task defined by a config: labels or free text, prompts, MATCH and AGREE kinds.",
+               ("toml",), False, "pxp.tasks.custom", "import_task_config"),
+    ImportKind("transcripts", "Transcripts (JSONL)",
+               "One message per line: session, instance, j, sender, tag, prediction, explanation.",
+               ("jsonl",), False, "pxp.data.transcripts", "import_transcripts"),
+)
+
+
+def kind(key: str) -> ImportKind:
+    for k in KINDS:
+        if k.key == key:
+            return k
+    raise KeyError(key)
+
+
+def _safe_extract(zf: zipfile.ZipFile, root: Path) -> int:
+    total = 0
+    n = 0
+    for info in zf.infolist():
+        name = PurePosixPath(info.filename.replace("\\", "/"))
+        if info.is_dir() or name.is_absolute() or ".." in name.parts:
+            continue
+        total += info.file_size
+        if total > MAX_UNZIPPED:
+            raise ValueError("the zip is too large once extracted (2 GB at most)")
+        dest = root.joinpath(*name.parts)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with zf.open(info) as src, dest.open("wb") as out:
+            shutil.copyfileobj(src, out)
+        n += 1
+    return n
+
+
+def stage(main: Upload, extras: Sequence[Upload], root: Path) -> Path:
+    """Write the main file and the extra files (zips extracted) under `root`."""
+    main_path = root / Path(main.name).name
+    main_path.write_bytes(main.getvalue())
+    for up in extras:
+        name = Path(up.name).name
+        data = up.getvalue()
+        if name.lower().endswith(".zip"):
+            import io
+
+            try:
+                with zipfile.ZipFile(io.BytesIO(data)) as zf:
+                    _safe_extract(zf, root)
+            except zipfile.BadZipFile:
+                raise ValueError(f"{name} is not a valid zip file") from None
+        else:
+            (root / name).write_bytes(data)
+    return main_path
+
+
+def _problems(err: Exception) -> list[str]:
+    probs = getattr(err, "problems", None)
+    if isinstance(probs, list) and probs:
+        return [str(p) for p in probs]
+    return [" ".join(str(err).split()) or type(err).__name__]
+
+
+def run_import(
+    engine: Engine, key: str, main: Upload, extras: Sequence[Upload] = (), *,
+    name: str | None = None, options: dict[str, Any] | None = None,
+) -> ImportOutcome:
+    """Stage the uploads and call the importer; every problem is one line."""
+    k = kind(key)
+    try:
+        fn: Callable[..., Any] = getattr(importlib.import_module(k.module), k.function)
+    except (ImportError, AttributeError):
+        return ImportOutcome(False, [f"{k.title}: this importer is not installed yet"])
+    opts = dict(options or {})
+    with tempfile.TemporaryDirectory(prefix="pxp-upload-") as tmp:
+        root = Path(tmp)
+        try:
+            path = stage(main, extras, root)
+            if key == "transcripts":
+                result = fn(engine, path, name=name or Path(main.name).stem, **opts)
+            elif key == "study_rad":
+                result = fn(engine, path, images_root=root if extras else None, name=name or None, **opts)
+            else:
+                result = fn(engine, path, name=name or None, **opts)
+        except Exception as err:
+            return ImportOutcome(False, _problems(err))
+    summary = result.summary() if hasattr(result, "summary") else str(result)
+    warnings = [str(w) for w in getattr(result, "warnings", [])]
+    return ImportOutcome(True, [summary, *warnings])

@@ -1,0 +1,114 @@
+"""Cached resources of the app: the database engine, first start, machine agents.
+
+The engine and the machine agents (which hold the LLM SDK clients) are Streamlit
+cached resources, shared by every browser session of the server process.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+from sqlalchemy import Engine
+
+from pxp.agents.base import Agent
+from pxp.app.prefs import KEY_NAMES
+from pxp.settings import get_settings
+from pxp.store import get_engine, is_empty
+
+
+def _secret(name: str) -> str | None:
+    try:
+        value = st.secrets.get(name)
+    except Exception:
+        return None
+    return str(value) if value else None
+
+
+def database_url() -> str:
+    """PXP_DATABASE_URL, else the Streamlit secret of that name, else ./pxp.db."""
+    return (
+        os.environ.get("PXP_DATABASE_URL")
+        or _secret("PXP_DATABASE_URL")
+        or _secret("database_url")
+        or get_settings().database_url
+    )
+
+
+@dataclass(frozen=True)
+class Started:
+    """The engine and what first start did (migrations, demo data)."""
+
+    engine: Engine
+    notice: str | None = None
+
+
+@st.cache_resource(show_spinner="Opening the database…")  # type: ignore[misc]
+def _start(url: str) -> Started:
+    engine = get_engine(url)
+    if not is_empty(engine):
+        return Started(engine)
+    try:
+        from pxp.data.demo import ensure_demo
+    except ImportError:
+        return Started(engine, "No demo data is installed yet: import a dataset on the Datasets page.")
+    try:
+        ensure_demo(engine)
+    except Exception as err:
+        return Started(engine, f"The demo data could not be loaded: {' '.join(str(err).split())}")
+    return Started(engine, "Demo data loaded: a synthetic chest X-ray set and a drug-synthesis set.")
+
+
+def start() -> Started:
+    """The app's database: migrated to the latest schema, with demo data on first start."""
+    return _start(database_url())  # type: ignore[no-any-return]
+
+
+def engine() -> Engine:
+    return start().engine
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)  # type: ignore[misc]
+def _machine(url: str, experiment_id: int) -> Agent:
+    from pxp.live import machine_for
+
+    return machine_for(get_engine(url), experiment_id)
+
+
+def machine(experiment_id: int) -> Agent:
+    """The machine agent of a live experiment (simulated or an LLM), built once."""
+    return _machine(database_url(), experiment_id)  # type: ignore[no-any-return]
+
+
+def key_status() -> dict[str, str | None]:
+    """Where each provider key is present ("environment", "Streamlit secrets") — never the key."""
+    out: dict[str, str | None] = {}
+    for name in KEY_NAMES:
+        if os.environ.get(name):
+            out[name] = "environment"
+        elif _secret(name):
+            out[name] = "Streamlit secrets"
+        else:
+            out[name] = None
+    return out
+
+
+def secret_keys() -> dict[str, str]:
+    """Keys present only in Streamlit secrets, to hand to a worker's environment."""
+    out = {}
+    for name in KEY_NAMES:
+        value = _secret(name)
+        if value and not os.environ.get(name):
+            out[name] = value
+    return out
+
+
+def auth_configured() -> bool:
+    """Whether OIDC login is configured in secrets ([auth]) so st.login can be used."""
+    try:
+        auth: Any = st.secrets.get("auth")
+    except Exception:
+        return False
+    return bool(auth)

@@ -1,0 +1,204 @@
+"""Rendering helpers: tag badges, messages, transcripts, instances (X-ray or molecule).
+
+Untrusted text (LLM and human) is always shown as text: every ASCII punctuation mark
+is backslash-escaped before st.markdown, so no HTML, image, link or autolink can come
+out of it (DESIGN §3; issue 6 item 7). No unsafe_allow_html anywhere.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import streamlit as st
+
+from pxp.intelligibility import METRIC_LABELS
+from pxp.protocol import Msg, Sender, Tag
+
+TAG_COLORS: dict[str, str] = {
+    "INIT": "gray",
+    "RATIFY": "green",
+    "REFUTE": "orange",
+    "REVISE": "blue",
+    "REJECT": "red",
+}
+TAG_HELP: dict[str, str] = {
+    "INIT": "the machine's first answer",
+    "RATIFY": "I agree with the prediction and the explanation",
+    "REFUTE": "I disagree and keep my answer",
+    "REVISE": "I changed my answer",
+    "REJECT": "I disagree with both and stop (only after message k)",
+}
+_PUNCT = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def escape_md(text: str) -> str:
+    """Text that st.markdown shows literally: all ASCII punctuation backslash-escaped.
+
+    Breaks every markdown construct (links, images, autolinks such as http\\://…,
+    HTML tags, emphasis, LaTeX $…$, Streamlit :color[...] directives); line breaks
+    are kept as hard breaks.
+    """
+    escaped = _PUNCT.sub(r"\\\1", text.replace("\r\n", "\n"))
+    return "  \n".join(escaped.split("\n"))
+
+
+def show_text(text: str, *, empty: str = "(empty)") -> None:
+    """Untrusted text rendered as plain text."""
+    if text.strip():
+        st.markdown(escape_md(text))
+    else:
+        st.caption(empty)
+
+
+def tag_badge(tag: str | Tag) -> None:
+    t = str(tag.value if isinstance(tag, Tag) else tag)
+    st.badge(t, color=TAG_COLORS.get(t, "gray"))  # type: ignore[arg-type]
+
+
+def sender_name(sender: Sender, machine_label: str, annotator: str | None = None) -> str:
+    if sender is Sender.MACHINE:
+        return f"Machine ({machine_label})"
+    return f"Human ({annotator})" if annotator else "Human"
+
+
+def show_prediction(prediction: str, task_kind: str) -> None:
+    if not prediction.strip():
+        st.caption("(no prediction)")
+    elif task_kind == "smiles":
+        st.code(prediction, language=None, wrap_lines=True)
+    else:
+        st.markdown("**" + escape_md(prediction) + "**")
+
+
+def show_message(m: Msg, *, machine_label: str, task_kind: str, annotator: str | None = None) -> None:
+    """One message: number, sender, tag badge, prediction, explanation."""
+    with st.container(border=True):
+        head = st.container(horizontal=True, vertical_alignment="center")
+        with head:
+            st.markdown(f"**#{m.j}** · {escape_md(sender_name(m.sender, machine_label, annotator))}")
+            tag_badge(m.tag)
+        show_prediction(m.prediction, task_kind)
+        show_text(m.explanation, empty="(no explanation)")
+
+
+def show_flags(flags: Mapping[str, bool]) -> None:
+    """The session's intelligibility (Definitions 1 and 2) as yes/no lines."""
+    rows = [f"{'✅' if v else '⬜'} {METRIC_LABELS.get(k, k)}" for k, v in flags.items()]
+    st.markdown("  \n".join(rows))
+
+
+def synthetic_badge() -> None:
+    st.badge("synthetic", icon=":material/science:", color="violet",
+             help="A synthetic phantom made for demos, not a real patient image")
+
+
+def simulated_badge() -> None:
+    st.badge("Simulated agent", icon=":material/smart_toy:", color="gray",
+             help="An offline stand-in for an LLM: no API key, no network")
+
+
+def molecule(smiles: str, *, caption: str | None = None, properties: bool = True) -> None:
+    """The molecule drawing and, below it, its properties; a bad SMILES is one line."""
+    from pxp.render import molecule_properties, molecule_svg
+    from pxp.tasks.base import InvalidSmiles
+
+    try:
+        svg = molecule_svg(smiles, size=(420, 300))
+        props = molecule_properties(smiles) if properties else {}
+    except InvalidSmiles as err:
+        st.warning(str(err))
+        return
+    st.image(svg.decode("utf-8"), caption=caption, width=420)
+    st.code(smiles, language=None, wrap_lines=True)
+    if props:
+        cols = st.columns(4)
+        cols[0].metric("Formula", str(props["formula"]))
+        cols[1].metric("Mol. weight", f"{props['mw']:.1f}")
+        cols[2].metric("Aromatic rings", str(props["aromatic_rings"]))
+        cols[3].metric("H-donors / acceptors", f"{props['hbd']} / {props['hba']}")
+
+
+def reaction(reactants: str, target: str) -> None:
+    """The proposed step reactants → target, or one line why it cannot be drawn."""
+    from pxp.render import reaction_svg
+    from pxp.tasks.base import InvalidSmiles
+
+    try:
+        svg = reaction_svg(reactants, target, size=(640, 200))
+    except InvalidSmiles as err:
+        st.warning(str(err))
+        return
+    st.image(svg.decode("utf-8"), caption="Proposed step: reactants → target", width=640)
+
+
+def _crop(png: bytes, zoom: float, cx: float, cy: float) -> bytes:
+    from PIL import Image
+
+    im = Image.open(io.BytesIO(png))
+    w, h = im.size
+    cw, ch = max(1, int(w / zoom)), max(1, int(h / zoom))
+    left = int(min(max(cx * w - cw / 2, 0), w - cw))
+    top = int(min(max(cy * h - ch / 2, 0), h - ch))
+    out = im.crop((left, top, left + cw, top + ch)).resize((w, h), Image.Resampling.LANCZOS)
+    buf = io.BytesIO()
+    out.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) -> None:
+    """The X-ray, zoomable, with window/level sliders for DICOM-derived images."""
+    from pxp.data.images import ImageRejected, instance_display_png
+
+    win = meta.get("window") if isinstance(meta.get("window"), Mapping) else None
+    window = level = None
+    if win is not None and "center" in win and "width" in win:
+        lo = float(win.get("raw_min", float(win["center"]) - float(win["width"])))
+        hi = float(win.get("raw_max", float(win["center"]) + float(win["width"])))
+        span = max(hi - lo, 1.0)
+        with st.expander("Window / level", icon=":material/contrast:"):
+            window = st.slider("Window (width)", 1.0, float(span), float(min(float(win["width"]), span)),
+                               key=f"{key}_window")
+            level = st.slider("Level (centre)", float(lo), float(hi),
+                              float(min(max(float(win["center"]), lo), hi)), key=f"{key}_level")
+    try:
+        png = instance_display_png(engine, instance_id, window=window, level=level)
+    except ImageRejected as err:
+        st.warning(str(err))
+        return
+    if png is None:
+        st.info("This case has no image.")
+        return
+    zoom = st.slider("Zoom", 1.0, 4.0, 1.0, 0.25, key=f"{key}_zoom")
+    if zoom > 1.0:
+        c1, c2 = st.columns(2)
+        cx = c1.slider("Left ↔ right", 0.0, 1.0, 0.5, 0.05, key=f"{key}_cx")
+        cy = c2.slider("Top ↕ bottom", 0.0, 1.0, 0.5, 0.05, key=f"{key}_cy")
+        png = _crop(png, zoom, cx, cy)
+    st.image(png, width="stretch")
+
+
+def transcript_papers(
+    messages: Sequence[Msg], *, machine_label: str, task_kind: str, instance_render: Any = None,
+) -> None:
+    """A transcript in the papers' layout: Human | instance | Machine, numbered and tagged."""
+    left, mid, right = st.columns([5, 3, 5])
+    left.markdown("#### Human")
+    right.markdown(f"#### Machine ({escape_md(machine_label)})")
+    with mid:
+        st.markdown("#### Instance")
+        if instance_render is not None:
+            instance_render()
+    for m in messages:
+        lcol, mcol, rcol = st.columns([5, 3, 5])
+        target = lcol if m.sender is Sender.HUMAN else rcol
+        with mcol:
+            st.markdown(f"**message {m.j}**")
+            tag_badge(m.tag)
+        with target, st.container(border=True):
+            show_prediction(m.prediction, task_kind)
+            show_text(m.explanation, empty="(no explanation)")
+            if m.match is not None:
+                st.caption(f"match={m.match} · agree={m.agree} · changed={m.changed}")
