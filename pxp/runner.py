@@ -142,9 +142,9 @@ class RunConfig:
 
 
 def rep_seed(seed: int, repetition: int) -> int:
-    """The seed of repetition r, derived from the experiment seed."""
+    """The seed of repetition r, derived from the experiment seed (31 bits: a signed INTEGER column)."""
     digest = hashlib.sha256(f"pxp|{seed}|{repetition}".encode()).digest()
-    return int.from_bytes(digest[:4], "big")
+    return int.from_bytes(digest[:4], "big") >> 1
 
 
 def unique_name(engine: Engine, base: str) -> str:
