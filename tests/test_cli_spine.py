@@ -151,7 +151,8 @@ def test_run_twice_with_the_same_seed_gives_identical_reports(db_url: str) -> No
         rep.pop("experiment")
         reports.append(rep)
     assert reports[0] == reports[1]
-    assert reports[0]["total_sessions"] == 10 and reports[0]["repetitions"] == 3
+    # the agents interact on the train split (3 of 10); val and test serve LEARN and evaluation
+    assert reports[0]["total_sessions"] == 3 and reports[0]["repetitions"] == 3
     other = json.loads(
         pxp(db_url, "run", "--dataset", "toy-rad", "--reps", "3", "--seed", "8", "--format", "json").stdout
     )
