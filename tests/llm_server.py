@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -220,5 +221,43 @@ def sequence(*replies: Reply) -> Handler:
         with contextlib.suppress(StopIteration):
             last[0] = next(it)
         return last[0]
+
+    return handler
+
+
+# --- a fake model that learns from feedback --------------------------------------------------
+
+_AB = re.compile(r"Explanation A:\n(?P<a>.*?)\n\nExplanation B:\n(?P<b>.*?)\n\nAre these", re.S)
+
+
+def checker_reply(req: Request) -> Reply:
+    """The checker: Yes when the two explanations are lexically alike (a stand-in judgement)."""
+    from pxp.tasks.base import lexical_agree
+
+    m = _AB.search(req.last_user_text())
+    if m is None:
+        return Reply(text="Maybe")
+    return Reply(text="Yes" if lexical_agree(m.group("a"), m.group("b")) else "No")
+
+
+def adopting_model(first: Callable[[Request], Reply]) -> Handler:
+    """A generator that answers `first(req)` at message 1, adopts the other agent's answer
+    when it is disputed, keeps its own when ratified; and a lexical checker."""
+    from pxp.tasks.spec import parse_fields
+
+    def handler(req: Request) -> Reply:
+        if req.is_checker:
+            return checker_reply(req)
+        last = req.last_user_text()
+        if "answer is:" in last:
+            f = parse_fields(last.split("answer is:", 1)[1].split("\n\nReply with")[0])
+            return Reply(data={"prediction": f["prediction"], "explanation": f["explanation"]})
+        if "ratifies your answer" in last:
+            msgs = [m for m in req.body["messages"] if m["role"] == "assistant"]
+            c = msgs[-1]["content"]
+            text = c if isinstance(c, str) else c[0]["text"]
+            f = parse_fields(text)
+            return Reply(data={"prediction": f["prediction"], "explanation": f["explanation"]})
+        return first(req)
 
     return handler

@@ -1,6 +1,6 @@
 """Prices of known models (USD per million tokens) for the cost of an LLMCall.
 
-Matched by the longest model-id prefix; an unknown model has no cost (None), which
+Matched by model id (a date or `-latest` suffix allowed); an unknown model has no cost (None), which
 is the honest answer for local OpenAI-compatible servers. Anthropic cache writes
 (5-minute) cost 1.25x input and cache reads 0.1x input; OpenAI cached input has
 its own price. Update the table when list prices change.
@@ -8,6 +8,7 @@ its own price. Update the table when list prices change.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -28,9 +29,12 @@ def _gpt(inp: float, out: float, cached: float) -> Price:
 
 
 PRICES: dict[tuple[str, str], Price] = {
+    ("anthropic", "claude-opus-4-6"): _claude(5.0, 25.0),
     ("anthropic", "claude-opus-4-5"): _claude(5.0, 25.0),
     ("anthropic", "claude-opus-4-1"): _claude(15.0, 75.0),
     ("anthropic", "claude-opus-4"): _claude(15.0, 75.0),
+    ("anthropic", "claude-sonnet-4-6"): _claude(3.0, 15.0),
+    ("anthropic", "claude-sonnet-4-5"): _claude(3.0, 15.0),
     ("anthropic", "claude-sonnet-4"): _claude(3.0, 15.0),
     ("anthropic", "claude-3-7-sonnet"): _claude(3.0, 15.0),
     ("anthropic", "claude-3-5-sonnet"): _claude(3.0, 15.0),
@@ -44,14 +48,15 @@ PRICES: dict[tuple[str, str], Price] = {
     ("openai", "gpt-4.1"): _gpt(2.0, 8.0, 0.50),
 }
 
+_SUFFIX = re.compile(r"(-\d{4}-?\d{2}-?\d{2}|-\d{8}|-latest)?")
+
 
 def price_of(provider: str, model: str) -> Price | None:
-    """The price of a model, by the longest matching prefix; None when unknown."""
-    best: tuple[int, Price] | None = None
-    for (p, prefix), price in PRICES.items():
-        if p == provider and model.startswith(prefix) and (best is None or len(prefix) > best[0]):
-            best = (len(prefix), price)
-    return best[1] if best else None
+    """The price of a model id, also with a date or `-latest` suffix; None when unknown."""
+    for (p, name), price in PRICES.items():
+        if p == provider and model.startswith(name) and _SUFFIX.fullmatch(model[len(name):]):
+            return price
+    return None
 
 
 def cost_usd(
