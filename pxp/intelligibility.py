@@ -209,3 +209,124 @@ def aggregate(reps: Sequence[RepetitionCounts], n: int) -> Table1:
 def table1(runs: Mapping[object, Iterable[SessionTags]], n: int) -> Table1:
     """Table 1 and the by-bound curves for the sessions of each repetition."""
     return aggregate([count_repetition(sessions, n) for sessions in runs.values()], n)
+
+
+# --- Signatures: the same definitions as intervals over the message bound j ---------------
+#
+# Each property of a session truncated to its first j messages is true exactly on an
+# interval lo <= j < hi, where lo and hi are "first message number at which agent a sent
+# a tag of some kind". pxp.analytics computes these firsts in SQL (one GROUP BY), so the
+# table and the curves need no message in Python; the functions below are the pure
+# reference for that path and are tested against session_flags / flags_by_bound.
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFirsts:
+    """First message position (1-based, None = never) at which an agent sent each kind of tag.
+
+    positive: RATIFY or REVISE; reject: REJECT; negative: any non-INIT tag that is not
+    RATIFY or REVISE (REFUTE, REJECT); any: any non-INIT tag; revise: REVISE.
+    """
+
+    positive: int | None = None
+    reject: int | None = None
+    negative: int | None = None
+    any: int | None = None
+    revise: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """What Definitions 1–2 need of a session at every message bound: each agent's firsts."""
+
+    human: AgentFirsts
+    machine: AgentFirsts
+
+
+def _firsts(positions: Sequence[tuple[int, Tag]]) -> AgentFirsts:
+    def first(pred: frozenset[Tag]) -> int | None:
+        return next((j for j, t in positions if t in pred), None)
+
+    return AgentFirsts(
+        positive=first(_POSITIVE),
+        reject=first(frozenset({Tag.REJECT})),
+        negative=first(frozenset(Tag) - _POSITIVE - {Tag.INIT}),
+        any=first(frozenset(Tag) - {Tag.INIT}),
+        revise=first(frozenset({Tag.REVISE})),
+    )
+
+
+def signature(messages: TagSeq) -> Signature:
+    """The session's signature; positions are 1-based places in the ordered list (= j)."""
+    pos = list(enumerate((t for _, t in messages), start=1))
+    senders = [s for s, _ in messages]
+    return Signature(
+        human=_firsts([(j, t) for (j, t), s in zip(pos, senders, strict=True) if s is Sender.HUMAN]),
+        machine=_firsts([(j, t) for (j, t), s in zip(pos, senders, strict=True) if s is Sender.MACHINE]),
+    )
+
+
+Interval = tuple[int | None, int | None]
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else max(a, b)
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def metric_intervals(sig: Signature) -> dict[str, Interval]:
+    """For each Table 1 property, [lo, hi): true at bound j iff lo <= j < hi (None: never / ∞).
+
+    one-way(a): first positive <= j < first REJECT; strong(a): first tag <= j < first
+    negative; ultra-strong(a): first REVISE <= j < first negative; two-way: both one-ways.
+    """
+    h, m = sig.human, sig.machine
+    return {
+        "one_way_human": (h.positive, h.reject),
+        "one_way_machine": (m.positive, m.reject),
+        "two_way": (_max(h.positive, m.positive), _min(h.reject, m.reject)),
+        "strong_human": (h.any, h.negative),
+        "strong_machine": (m.any, m.negative),
+        "ultra_strong_human": (h.revise, h.negative),
+        "ultra_strong_machine": (m.revise, m.negative),
+    }
+
+
+def in_interval(iv: Interval, j: int | None = None) -> bool:
+    """Whether the property holds at bound j (None: the whole session)."""
+    lo, hi = iv
+    if lo is None:
+        return False
+    if j is None:
+        return hi is None
+    return lo <= j and (hi is None or j < hi)
+
+
+def signature_flags(sig: Signature, j: int | None = None) -> dict[str, bool]:
+    """session_flags computed from a signature (whole session, or truncated to j messages)."""
+    return {name: in_interval(iv, j) for name, iv in metric_intervals(sig).items()}
+
+
+# --- Agreement between annotators -----------------------------------------------------------
+
+
+def cohen_kappa(pairs: Sequence[tuple[str, str]]) -> float | None:
+    """Cohen's κ for two raters' labels on the same items; None when undefined.
+
+    κ = (p_o − p_e) / (1 − p_e), with p_e from each rater's marginal frequencies.
+    Undefined for no items, and when p_e = 1 (both raters always gave the same one label).
+    """
+    n = len(pairs)
+    if n == 0:
+        return None
+    p_o = sum(a == b for a, b in pairs) / n
+    cats = {a for a, _ in pairs} | {b for _, b in pairs}
+    p_e = sum(
+        (sum(a == c for a, _ in pairs) / n) * (sum(b == c for _, b in pairs) / n) for c in cats
+    )
+    if p_e >= 1.0:
+        return None
+    return (p_o - p_e) / (1.0 - p_e)

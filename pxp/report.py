@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from pxp.intelligibility import METRIC_LABELS, METRICS, SessionTags, Table1, table1
+from pxp.intelligibility import METRIC_LABELS, METRICS, Table1
 from pxp.models import Experiment
-from pxp.store import db_session, experiment_session_tags, find_experiment
+from pxp.store import db_session, find_experiment
 
 FORMATS = ("table", "json", "markdown", "csv")
 
@@ -24,18 +24,13 @@ class ReportError(LookupError):
 
 
 def experiment_table(engine: Engine, exp: Experiment) -> Table1:
-    """Table 1 over the experiment's repetitions; open sessions are left out."""
-    with db_session(engine) as db:
-        runs, sessions, tags = experiment_session_tags(db, experiment_id=exp.id or 0)
-    per_run: dict[object, list[SessionTags]] = {}
-    for run in runs:
-        rows = []
-        for s in sessions.get(run.id or 0, []):
-            if s.status == "open":
-                continue
-            rows.append(SessionTags(tuple(tags.get(s.id or 0, ())), aborted=s.status == "aborted"))
-        per_run[run.id] = rows
-    return table1(per_run, exp.n)
+    """Table 1 over the experiment's repetitions (pxp.analytics, the page's code path).
+
+    Open sessions are left out; a repetition counts once it has a finished or aborted session.
+    """
+    from pxp.analytics import Selection, table1
+
+    return table1(engine, Selection(experiments=(exp.id or 0,)), n=exp.n)
 
 
 def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
@@ -64,32 +59,63 @@ def render(report: dict[str, Any], fmt: str) -> str:
     """Render a JSON report as table (plain text), json, markdown or csv."""
     if fmt == "json":
         return json.dumps(report, indent=2)
-    body = rows(report)
-    note = (
-        f"{report['experiment']}: median of {report['repetitions']} repetition(s); "
-        f"aborted sessions (not intelligible): {report['aborted_sessions']}"
-    )
+    return render_many([report], fmt)
+
+
+def _md(text: str) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def render_many(reports: list[dict[str, Any]], fmt: str) -> str:
+    """Several reports side by side in the papers' layout (one column per experiment or group).
+
+    Each column is `count (proportion)`, median over its repetitions; min–max follows in
+    its own column when a report has more than one repetition. Aborted sessions are apart.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    if fmt == "json":
+        return json.dumps(reports if len(reports) != 1 else reports[0], indent=2)
+    bodies = [rows(r) for r in reports]
+    labels = [a for a, _, _ in bodies[0]] if bodies else []
+    header = ["Count"]
+    cols: list[list[str]] = []
+    for r, body in zip(reports, bodies, strict=True):
+        header.append(str(r["experiment"]))
+        cols.append([b for _, b, _ in body])
+        if fmt == "csv" or r["repetitions"] > 1:
+            header.append(f"{r['experiment']} min–max" if len(reports) > 1 else "min–max")
+            cols.append([c for _, _, c in body])
+    table = [[lab, *(c[i] for c in cols)] for i, lab in enumerate(labels)]
+    aborted = ["Aborted sessions (apart)"]
+    for r in reports:
+        aborted.append(str(r["aborted_sessions"]))
+        if fmt == "csv" or r["repetitions"] > 1:
+            aborted.append("")
+    notes = [
+        f"{r['experiment']}: median of {r['repetitions']} repetition(s); "
+        f"aborted sessions (not intelligible, counted in the total): {r['aborted_sessions']}"
+        for r in reports
+    ]
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerow(["Count", report["experiment"], "min-max"])
-        w.writerows(body)
-        w.writerow(["Aborted sessions", str(report["aborted_sessions"]), ""])
+        w.writerow([h.replace("–", "-") for h in header])
+        w.writerows(table)
+        w.writerow(aborted)
         return buf.getvalue()
     if fmt == "markdown":
         lines = [
-            f"| Count | {report['experiment']} | min–max |",
-            "| :-- | :-: | :-: |",
-            *[f"| {a} | {b} | {c} |" for a, b, c in body],
+            "| " + " | ".join(_md(h) for h in header) + " |",
+            "| :-- |" + " :-: |" * (len(header) - 1),
+            *["| " + " | ".join(_md(c) for c in row) + " |" for row in table],
             "",
-            f"_{note}_",
+            *[f"_{_md(n)}_  " for n in notes],
         ]
-        return "\n".join(lines)
-    if fmt == "table":
-        w0 = max(len(a) for a, _, _ in body)
-        w1 = max(len(b) for _, b, _ in body)
-        lines = [f"{'Count':<{w0}}  {report['experiment']}"]
-        lines += [f"{a:<{w0}}  {b:>{w1}}  {c}".rstrip() for a, b, c in body]
-        lines.append(note)
-        return "\n".join(lines)
-    raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+        return "\n".join(lines).rstrip()
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *table, aborted, strict=True)]
+    lines = ["  ".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}" for i, (c, w) in enumerate(zip(row, widths,
+                                                                                               strict=True))).rstrip()
+             for row in [header, *table, aborted]]
+    lines += notes
+    return "\n".join(lines)

@@ -1,0 +1,779 @@
+"""Intelligibility analytics at scale: the papers' Table 1, Figures 1–2 and the views
+researchers ask for (DESIGN §2; follow-up paper, Tab. 1 and Figs. 1–2).
+
+Aggregation happens in SQL. One GROUP BY reduces each session's messages to its
+*signature* (pxp.intelligibility.Signature): the first message number j at which each
+agent sent a positive tag (RATIFY/REVISE), a REJECT, a negative tag, any non-INIT tag,
+and a REVISE. Every Definition 1–2 property of the session truncated to its first j
+messages is true exactly on an interval of j (intelligibility.metric_intervals), so a
+second GROUP BY counts sessions per distinct signature and Table 1 (whole sessions) and
+Figure 1 (j = 1..n) follow from a few hundred rows, never from the messages themselves.
+The repetitions are then aggregated by intelligibility.aggregate, the same function the
+pure reference path uses.
+
+Results are cached per database and selection, keyed by a data version (row counts and
+the largest ids / update times of the tables read), so new messages invalidate them.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Hashable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from itertools import accumulate
+from typing import Any, TypeVar, cast
+
+import pandas as pd
+from sqlalchemy import BigInteger, Engine, Table, and_, case, func, literal_column, or_, select
+from sqlalchemy import cast as cast_
+from sqlalchemy.sql.elements import ColumnElement
+
+from pxp.intelligibility import (
+    METRIC_LABELS,
+    METRICS,
+    RepetitionCounts,
+    Table1,
+    aggregate,
+    cohen_kappa,
+    in_interval,
+    metric_intervals,
+    signature,
+    signature_flags,
+)
+from pxp.models import (
+    Annotator,
+    Dataset,
+    Evaluation,
+    Experiment,
+    Instance,
+    LLMCall,
+    Message,
+    Run,
+    Session,
+)
+from pxp.protocol import Sender, Tag
+
+
+def _t(model: type[Any]) -> Table:
+    return cast(Table, model.__table__)
+
+
+S, M, R, IN, A, E, D = (_t(x) for x in (Session, Message, Run, Instance, Annotator, Experiment, Dataset))
+EV, LC = _t(Evaluation), _t(LLMCall)
+
+#: Group keys for side-by-side tables and breakdowns.
+GROUP_BY = ("experiment", "annotator", "label", "dataset")
+
+
+# --- Selection (the page's filters) --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which sessions to count: empty tuples mean "all". Open sessions are never counted.
+
+    Dates filter on the session's creation day, both ends inclusive. Several experiments in
+    one selection are pooled repetition by repetition (repetition r = the union of their runs r).
+    """
+
+    experiments: tuple[int, ...] = ()
+    datasets: tuple[int, ...] = ()
+    repetitions: tuple[int, ...] = ()
+    annotators: tuple[int, ...] = ()
+    labels: tuple[str, ...] = ()
+    since: date | None = None
+    until: date | None = None
+
+    def needs_instance(self) -> bool:
+        return bool(self.datasets or self.labels)
+
+
+def _where(sel: Selection) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = [S.c.status != "open"]
+    if sel.experiments:
+        conds.append(R.c.experiment_id.in_(sel.experiments))
+    if sel.repetitions:
+        conds.append(R.c.repetition.in_(sel.repetitions))
+    if sel.annotators:
+        conds.append(S.c.annotator_id.in_(sel.annotators))
+    if sel.datasets:
+        conds.append(IN.c.dataset_id.in_(sel.datasets))
+    if sel.labels:
+        conds.append(IN.c.label.in_(sel.labels))
+    if sel.since is not None:
+        conds.append(S.c.created_at >= datetime.combine(sel.since, time.min, tzinfo=UTC))
+    if sel.until is not None:
+        conds.append(S.c.created_at < datetime.combine(sel.until + timedelta(days=1), time.min, tzinfo=UTC))
+    return conds
+
+
+def _key_col(by: str | None) -> ColumnElement[Any]:
+    if by is None:
+        return literal_column("''").label("grp")
+    if by == "experiment":
+        return E.c.name.label("grp")
+    if by == "annotator":
+        return func.coalesce(A.c.name, "").label("grp")
+    if by == "label":
+        return IN.c.label.label("grp")
+    if by == "dataset":
+        return D.c.name.label("grp")
+    raise ValueError(f"unknown grouping {by!r} (one of {', '.join(GROUP_BY)})")
+
+
+def _sessions_from(sel: Selection, by: str | None = None, *, instance: bool = False) -> Any:
+    """session JOIN run, plus the tables the filters and the grouping need."""
+    frm = S.join(R, R.c.id == S.c.run_id)
+    if instance or sel.needs_instance() or by in ("label", "dataset"):
+        frm = frm.join(IN, IN.c.id == S.c.instance_id)
+    if by == "dataset":
+        frm = frm.join(D, D.c.id == IN.c.dataset_id)
+    if by == "experiment":
+        frm = frm.join(E, E.c.id == R.c.experiment_id)
+    if by == "annotator":
+        frm = frm.outerjoin(A, A.c.id == S.c.annotator_id)
+    return frm
+
+
+# --- Cache keyed by data version -------------------------------------------------------------
+
+_CACHE: OrderedDict[Hashable, tuple[tuple[Any, ...], Any]] = OrderedDict()
+_CACHE_SIZE = 128
+_lock = threading.Lock()
+T = TypeVar("T")
+
+
+def data_version(engine: Engine) -> tuple[Any, ...]:
+    """The data version analytics results are cached under (one cheap query).
+
+    Messages are append-only, so the largest message id tells when new ones arrive; a
+    session's status change (finished, aborted) moves session.updated_at; the other
+    tables are small. Counts catch deletions of experiments, runs and sessions.
+    """
+    def sub(*cols: Any) -> Any:
+        return select(*cols).scalar_subquery()
+
+    q = select(
+        sub(func.max(M.c.id)),
+        sub(func.count(S.c.id)), sub(func.max(S.c.updated_at)), sub(func.max(S.c.id)),
+        sub(func.count(EV.c.id)), sub(func.max(EV.c.id)),
+        sub(func.count(LC.c.id)), sub(func.max(LC.c.id)),
+        sub(func.count(R.c.id)), sub(func.count(E.c.id)), sub(func.max(E.c.id)),
+        sub(func.count(A.c.id)), sub(func.max(IN.c.id)), sub(func.count(IN.c.id)),
+    )
+    with engine.connect() as c:
+        return tuple(c.execute(q).one())
+
+
+def _engine_key(engine: Engine) -> Hashable:
+    url = engine.url.render_as_string(hide_password=True)
+    return (url, id(engine)) if engine.url.database in (None, "", ":memory:") else url
+
+
+_current: ContextVar[tuple[Any, ...] | None] = ContextVar("pxp_analytics_version", default=None)
+
+
+def cached(engine: Engine, name: str, args: Hashable, compute: Callable[[], T]) -> T:
+    """compute() once per (database, name, args) and data version.
+
+    Nested cached calls reuse the outer call's version, so one call costs one version query.
+    """
+    key = (_engine_key(engine), name, args)
+    outer = _current.get()
+    version = outer if outer is not None else data_version(engine)
+    with _lock:
+        hit = _CACHE.get(key)
+        if hit is not None and hit[0] == version:
+            _CACHE.move_to_end(key)
+            return cast(T, hit[1])
+    token = _current.set(version)
+    try:
+        value = compute()
+    finally:
+        _current.reset(token)
+    with _lock:
+        _CACHE[key] = (version, value)
+        _CACHE.move_to_end(key)
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return value
+
+
+def clear_cache() -> None:
+    with _lock:
+        _CACHE.clear()
+
+
+# --- Tag sequences packed in SQL ----------------------------------------------------------
+#
+# Each message becomes a 4-bit code (tag × 2 + 1 if the human sent it; INIT and unknown
+# tags are 0) shifted to its place j, and SUM packs a session's messages into one BIGINT
+# per 15 messages (bits never overlap, so SUM is an exact bitwise OR, on any database).
+# Sessions are then counted per distinct packed sequence: a few thousand rows at most.
+
+_CODES = {"RATIFY": 1, "REFUTE": 2, "REVISE": 3, "REJECT": 4}
+_TAG_OF = {v: Tag(k) for k, v in _CODES.items()}
+_PER_WORD = 15
+
+
+def _packed_cols(words: int) -> list[Any]:
+    tag = case(*((M.c.tag == k, v) for k, v in _CODES.items()), else_=0)
+    code = cast_(tag * 2 + case((M.c.sender == "human", 1), else_=0), BigInteger)
+    cols = []
+    for w in range(words):
+        shifted: Any = code.op("<<")(4 * (M.c.j - 1 - _PER_WORD * w))
+        if words > 1:
+            shifted = case((and_(M.c.j > _PER_WORD * w, M.c.j <= _PER_WORD * (w + 1)), shifted), else_=0)
+        cols.append(func.coalesce(func.sum(shifted), 0).label(f"w{w}"))
+    return cols
+
+
+def _words_for(n: int) -> int:
+    return max(1, -(-n // _PER_WORD))
+
+
+def unpack(words: Sequence[int], length: int) -> tuple[tuple[Sender, Tag], ...]:
+    """The (sender, tag) list of a session from its packed words and its number of messages."""
+    out = []
+    for j in range(1, length + 1):
+        w, pos = divmod(j - 1, _PER_WORD)
+        code = (int(words[w]) >> (4 * pos)) & 15 if w < len(words) else 0
+        sender = Sender.HUMAN if code & 1 else Sender.MACHINE
+        out.append((sender, _TAG_OF.get(code >> 1, Tag.INIT)))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class SigRow:
+    """Sessions of one group and repetition sharing status, stop reason and tag sequence."""
+
+    group: str
+    repetition: int
+    status: str
+    stop_reason: str | None
+    tags: tuple[tuple[Sender, Tag], ...]
+    sessions: int
+
+    @property
+    def length(self) -> int:
+        return len(self.tags)
+
+
+def signature_rows(engine: Engine, sel: Selection, by: str | None = None) -> list[SigRow]:
+    """Per (group, repetition, status, stop reason, tag sequence): the number of sessions."""
+    return cached(engine, "signature_rows", (sel, by), lambda: _signature_rows(engine, sel, by))
+
+
+def _signature_rows(engine: Engine, sel: Selection, by: str | None) -> list[SigRow]:
+    words = _words_for(bound(engine, sel))
+    while True:
+        rows = _signature_query(engine, sel, by, words)
+        longest = max((r[-2] for r in rows), default=0)
+        if longest <= words * _PER_WORD:
+            break
+        words = _words_for(longest)  # a session longer than its bound (imported non-conformant)
+    out = []
+    memo: dict[tuple[Any, ...], tuple[tuple[Sender, Tag], ...]] = {}
+    for v in rows:
+        key = v[4:-1]
+        tags = memo.get(key)
+        if tags is None:
+            tags = memo[key] = unpack(v[4:4 + words], int(v[-2]))
+        out.append(SigRow(
+            group=str(v[0] if v[0] is not None else ""), repetition=int(v[1]), status=str(v[2]),
+            stop_reason=v[3], tags=tags, sessions=int(v[-1]),
+        ))
+    return out
+
+
+def _signature_query(engine: Engine, sel: Selection, by: str | None, words: int) -> list[tuple[Any, ...]]:
+    grp = _key_col(by)
+    per_session = (
+        select(
+            grp, R.c.repetition.label("rep"), S.c.status.label("status"), S.c.stop_reason.label("stop"),
+            *_packed_cols(words), func.coalesce(func.max(M.c.j), 0).label("length"),
+        )
+        .select_from(_sessions_from(sel, by).outerjoin(M, M.c.session_id == S.c.id))
+        .where(*_where(sel))
+        .group_by(S.c.id, *([grp] if by else []), R.c.repetition, S.c.status, S.c.stop_reason)
+        .subquery()
+    )
+    keys = [per_session.c[x] for x in ("grp", "rep", "status", "stop", *(f"w{w}" for w in range(words)), "length")]
+    q = select(*keys, func.count().label("sessions")).group_by(*keys)
+    with engine.connect() as c:
+        return [tuple(r) for r in c.execute(q)]
+
+
+# --- Table 1 and Figure 1 --------------------------------------------------------------------
+
+
+def repetition_counts(rows: Sequence[SigRow], n: int) -> dict[str, dict[int, RepetitionCounts]]:
+    """RepetitionCounts per group and repetition from signature rows (aborted: never intelligible).
+
+    A property true on [lo, hi) adds the sessions at lo and removes them at hi in a difference
+    array; a running sum then gives the count at every bound j = 1..n.
+    """
+    acc: dict[tuple[str, int], tuple[list[int], dict[str, int], dict[str, list[int]]]] = {}
+    memo: dict[tuple[tuple[Sender, Tag], ...], list[tuple[str, int, int, bool]]] = {}
+    for r in rows:
+        a = acc.get((r.group, r.repetition))
+        if a is None:
+            a = acc[(r.group, r.repetition)] = ([0, 0], dict.fromkeys(METRICS, 0),
+                                                {name: [0] * (n + 2) for name in METRICS})
+        a[0][0] += r.sessions
+        if r.status == "aborted":
+            a[0][1] += r.sessions
+            continue
+        spans = memo.get(r.tags)
+        if spans is None:
+            spans = memo[r.tags] = _spans(r.tags, n)
+        for name, lo, hi, whole in spans:
+            if whole:
+                a[1][name] += r.sessions
+            if lo < hi:
+                a[2][name][lo] += r.sessions
+                a[2][name][hi] -= r.sessions
+    out: dict[str, dict[int, RepetitionCounts]] = defaultdict(dict)
+    for (group, rep), (tot, metrics, diff) in acc.items():
+        by_message = {name: list(accumulate(d))[1:n + 1] for name, d in diff.items()}
+        out[group][rep] = RepetitionCounts(tot[0], tot[1], metrics, by_message)
+    return dict(out)
+
+
+def _spans(tags: tuple[tuple[Sender, Tag], ...], n: int) -> list[tuple[str, int, int, bool]]:
+    """(metric, lo, hi, whole-session flag) with lo..hi clipped to the bounds 1..n+1."""
+    out = []
+    for name, iv in metric_intervals(signature(tags)).items():
+        lo, hi = iv
+        whole = in_interval(iv)
+        if lo is None:
+            out.append((name, 0, 0, whole))
+            continue
+        out.append((name, min(max(lo, 1), n + 1), min(hi if hi is not None else n + 1, n + 1), whole))
+    return out
+
+
+def bound(engine: Engine, sel: Selection) -> int:
+    """The message bound n for the selection: the largest n of its experiments (10 if none)."""
+    def compute() -> int:
+        q = select(func.max(E.c.n))
+        if sel.experiments:
+            q = q.where(E.c.id.in_(sel.experiments))
+        with engine.connect() as c:
+            v = c.execute(q).scalar()
+        return int(v) if v else 10
+
+    return cached(engine, "bound", sel, compute)
+
+
+def table1(engine: Engine, sel: Selection, *, n: int | None = None) -> Table1:
+    """Table 1 and the Figure 1 curves for the selection, median over its repetitions."""
+    return table1_by(engine, sel, None, n=n).get("", aggregate([], n or bound(engine, sel)))
+
+
+def table1_by(engine: Engine, sel: Selection, by: str | None, *, n: int | None = None) -> dict[str, Table1]:
+    """Table 1 per group (experiment, annotator, label or dataset), each over its repetitions.
+
+    A repetition counts for a group when the group has at least one finished or aborted
+    session in it.
+    """
+    n = n or bound(engine, sel)
+
+    def compute() -> dict[str, Table1]:
+        reps = repetition_counts(signature_rows(engine, sel, by), n)
+        return {g: aggregate([rc[r] for r in sorted(rc)], n) for g, rc in sorted(reps.items())}
+
+    return cached(engine, "table1_by", (sel, by, n), compute)
+
+
+def figure1_frame(t: Table1, name: str = "") -> pd.DataFrame:
+    """Figure 1's data: per metric and bound j, the median, min and max over repetitions."""
+    recs = []
+    for metric in METRICS:
+        for j, med in enumerate(t.by_message.get(metric, []), start=1):
+            recs.append({
+                "group": name, "metric": metric, "j": j, "median": med,
+                "min": t.by_message_min[metric][j - 1], "max": t.by_message_max[metric][j - 1],
+            })
+    return pd.DataFrame(recs, columns=["group", "metric", "j", "median", "min", "max"])
+
+
+def figure1(frames: dict[str, Table1], metrics: Sequence[str] = ("one_way_human", "one_way_machine", "two_way")) -> Any:
+    """Figure 1: cumulative intelligible sessions against the message bound, min/max error bars."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for name, t in frames.items():
+        df = figure1_frame(t, name)
+        for metric in metrics:
+            d = df[df.metric == metric]
+            label = METRIC_LABELS[metric].replace(" intelligible sessions", "")
+            fig.add_trace(go.Scatter(
+                x=d.j, y=d["median"], mode="lines+markers", name=f"{name} {label}".strip(),
+                error_y={"type": "data", "symmetric": False,
+                         "array": (d["max"] - d["median"]).tolist(),
+                         "arrayminus": (d["median"] - d["min"]).tolist()},
+            ))
+    fig.update_layout(xaxis_title="message bound j", yaxis_title="sessions (median over repetitions)",
+                      legend_title="", margin={"t": 30})
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def table1_frame(tables: dict[str, Table1]) -> pd.DataFrame:
+    """The papers' Table 1 layout: rows = counts, one column per group, `count (proportion)`."""
+    from pxp.report import rows
+
+    cols: dict[str, list[str]] = {}
+    ranges: dict[str, list[str]] = {}
+    labels: list[str] = []
+    for name, t in tables.items():
+        body = rows(t.as_json(name))
+        labels = [a for a, _, _ in body] + ["Aborted sessions (apart)"]
+        cols[name] = [b for _, b, _ in body] + [str(t.as_json(name)["aborted_sessions"])]
+        ranges[name] = [c for _, _, c in body] + [""]
+    df = pd.DataFrame({"Count": labels})
+    for name in tables:
+        df[name] = cols[name]
+        if any(ranges[name]):
+            df[f"{name} min–max"] = ranges[name]
+    return df
+
+
+def session_lengths(engine: Engine, sel: Selection) -> pd.DataFrame:
+    """Session length distribution: sessions per (messages, status, stop reason)."""
+    agg: dict[tuple[int, str, str], int] = defaultdict(int)
+    for r in signature_rows(engine, sel):
+        agg[(r.length, r.status, r.stop_reason or "")] += r.sessions
+    return pd.DataFrame(
+        [{"messages": k[0], "status": k[1], "stop_reason": k[2], "sessions": v} for k, v in sorted(agg.items())],
+        columns=["messages", "status", "stop_reason", "sessions"],
+    )
+
+
+# --- Per-session flags (downloads) ------------------------------------------------------------
+
+
+def session_frame(engine: Engine, sel: Selection) -> pd.DataFrame:
+    """One row per finished or aborted session with its seven Table 1 flags (vectorised)."""
+    return cached(engine, "session_frame", sel, lambda: _session_frame(engine, sel)).copy()
+
+
+def _session_frame(engine: Engine, sel: Selection) -> pd.DataFrame:
+    words = _words_for(bound(engine, sel))
+    frm = (
+        _sessions_from(sel, instance=True)
+        .join(E, E.c.id == R.c.experiment_id)
+        .outerjoin(A, A.c.id == S.c.annotator_id)
+        .outerjoin(M, M.c.session_id == S.c.id)
+    )
+    cols = [
+        S.c.id.label("session_id"), E.c.name.label("experiment"), R.c.repetition, S.c.ordinal,
+        IN.c.key.label("instance"), IN.c.label, A.c.name.label("annotator"), S.c.status,
+        S.c.stop_reason, S.c.created_at,
+    ]
+    names = [x.name for x in cols]
+    wnames = [f"w{w}" for w in range(words)]
+    while True:
+        q = (
+            select(*cols, *_packed_cols(words), func.coalesce(func.max(M.c.j), 0).label("messages"))
+            .select_from(frm).where(*_where(sel)).group_by(*cols)
+            .order_by(E.c.name, R.c.repetition, S.c.ordinal)
+        )
+        with engine.connect() as c:
+            df = pd.DataFrame([tuple(r) for r in c.execute(q)], columns=[*names, *wnames, "messages"])
+        longest = int(df["messages"].max()) if len(df) else 0
+        if longest <= words * _PER_WORD:
+            break
+        words = _words_for(longest)
+        wnames = [f"w{w}" for w in range(words)]
+    memo: dict[tuple[Any, ...], dict[str, bool]] = {}
+    flags: list[dict[str, bool]] = []
+    for key in zip(*(df[w] for w in wnames), df["messages"], strict=True):
+        f = memo.get(key)
+        if f is None:
+            f = memo[key] = signature_flags(signature(unpack(key[:-1], int(key[-1]))))
+        flags.append(f)
+    fl = pd.DataFrame(flags, columns=list(METRICS), index=df.index, dtype=bool)
+    live = (df["status"] != "aborted").to_numpy()
+    for name in METRICS:
+        df[name] = fl[name].to_numpy() & live
+    return df.drop(columns=wnames)
+
+
+def to_parquet(df: pd.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+# --- Tag transitions --------------------------------------------------------------------------
+
+
+def tag_transitions(engine: Engine, sel: Selection) -> pd.DataFrame:
+    """Which tag answers which: counts of (message j−1 sender and tag) → (message j tag)."""
+
+    def compute() -> pd.DataFrame:
+        prev = M.alias("prev")
+        frm = _sessions_from(sel).join(M, M.c.session_id == S.c.id).join(
+            prev, and_(prev.c.session_id == M.c.session_id, prev.c.j == M.c.j - 1)
+        )
+        keys = [prev.c.sender.label("from_sender"), prev.c.tag.label("from_tag"),
+                M.c.sender.label("to_sender"), M.c.tag.label("to_tag")]
+        q = select(*keys, func.count().label("count")).select_from(frm).where(*_where(sel)).group_by(*keys)
+        with engine.connect() as c:
+            return pd.DataFrame(c.execute(q).mappings().all(),
+                                columns=["from_sender", "from_tag", "to_sender", "to_tag", "count"])
+
+    return cached(engine, "tag_transitions", sel, compute).copy()
+
+
+def transition_matrix(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows "sender TAG" of message j−1, columns the tag that answered it (message j)."""
+    order = ["INIT", "RATIFY", "REFUTE", "REVISE", "REJECT"]
+    if df.empty:
+        return pd.DataFrame(0, index=[], columns=order[1:])
+    d = df.assign(answered=df.from_sender + " " + df.from_tag)
+    mat = d.pivot_table(index="answered", columns="to_tag", values="count", aggfunc="sum", fill_value=0)
+    cols = [c for c in order if c in mat.columns] + [c for c in mat.columns if c not in order]
+    idx = sorted(mat.index, key=lambda s: (s.split(" ")[0], order.index(s.split(" ")[1])
+                                          if s.split(" ")[1] in order else 99))
+    return mat.loc[idx, cols].astype(int)
+
+
+# --- Figure 2: machine performance ------------------------------------------------------------
+
+
+def evaluations(engine: Engine, sel: Selection, split: str = "test") -> pd.DataFrame:
+    """Evaluation rows (machine performance after each session) for the selection's runs."""
+
+    def compute() -> pd.DataFrame:
+        frm = EV.join(R, R.c.id == EV.c.run_id).join(E, E.c.id == R.c.experiment_id)
+        conds = [EV.c.split == split]
+        if sel.experiments:
+            conds.append(R.c.experiment_id.in_(sel.experiments))
+        if sel.repetitions:
+            conds.append(R.c.repetition.in_(sel.repetitions))
+        q = (
+            select(E.c.name.label("experiment"), R.c.repetition, EV.c.after_session,
+                   EV.c.prediction_accuracy.label("prediction"),
+                   EV.c.explanation_accuracy.label("explanation"), EV.c.both_accuracy.label("both"),
+                   EV.c.instances)
+            .select_from(frm).where(*conds).order_by(E.c.name, R.c.repetition, EV.c.after_session)
+        )
+        with engine.connect() as c:
+            return pd.DataFrame(c.execute(q).mappings().all(), columns=[
+                "experiment", "repetition", "after_session", "prediction", "explanation", "both", "instances"])
+
+    return cached(engine, "evaluations", (sel, split), compute).copy()
+
+
+PERFORMANCE = ("prediction", "explanation", "both")
+
+
+def performance_median(df: pd.DataFrame) -> pd.DataFrame:
+    """Median (and min/max) over repetitions of each accuracy, per experiment and sessions processed."""
+    if df.empty:
+        return pd.DataFrame(columns=["experiment", "after_session", *PERFORMANCE])
+    g = df.groupby(["experiment", "after_session"])[list(PERFORMANCE)]
+    med = g.median()
+    lo, hi = g.min().add_suffix("_min"), g.max().add_suffix("_max")
+    return pd.concat([med, lo, hi], axis=1).reset_index()
+
+
+def figure2(df: pd.DataFrame, metrics: Sequence[str] = PERFORMANCE) -> Any:
+    """Figure 2: machine performance against sessions processed, per repetition and median."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    med = performance_median(df)
+    dash = {"prediction": "solid", "explanation": "dash", "both": "dot"}
+    for exp, d in df.groupby("experiment"):
+        for rep, dr in d.groupby("repetition"):
+            for mname in metrics:
+                fig.add_trace(go.Scatter(
+                    x=dr.after_session, y=dr[mname], mode="lines", opacity=0.3, showlegend=False,
+                    line={"dash": dash[mname], "width": 1}, name=f"{exp} r{rep} {mname}",
+                ))
+        dm = med[med.experiment == exp]
+        for mname in metrics:
+            fig.add_trace(go.Scatter(x=dm.after_session, y=dm[mname], mode="lines+markers",
+                                     line={"dash": dash[mname], "width": 3}, name=f"{exp} {mname} (median)"))
+    fig.update_layout(xaxis_title="sessions processed", yaxis_title="accuracy on the test split",
+                      yaxis_range=[0, 1.02], margin={"t": 30})
+    return fig
+
+
+# --- LLM cost and latency ---------------------------------------------------------------------
+
+
+def llm_costs(engine: Engine, sel: Selection) -> pd.DataFrame:
+    """Per session: LLM calls, tokens, cost and latency (sums over its calls)."""
+
+    def compute() -> pd.DataFrame:
+        frm = _sessions_from(sel).join(E, E.c.id == R.c.experiment_id).join(LC, LC.c.session_id == S.c.id)
+        keys = [S.c.id.label("session_id"), E.c.name.label("experiment"), R.c.repetition, S.c.ordinal]
+        q = (
+            select(*keys, func.count(LC.c.id).label("calls"),
+                   func.sum(LC.c.tokens_in).label("tokens_in"), func.sum(LC.c.tokens_out).label("tokens_out"),
+                   func.sum(LC.c.cache_read).label("cache_read"),
+                   func.sum(LC.c.cost_usd).label("cost_usd"), func.sum(LC.c.latency_ms).label("latency_ms"),
+                   func.max(LC.c.latency_ms).label("max_call_latency_ms"),
+                   func.sum(case((LC.c.error.is_not(None), 1), else_=0)).label("errors"))
+            .select_from(frm).where(*_where(sel)).group_by(*keys).order_by(E.c.name, R.c.repetition, S.c.ordinal)
+        )
+        with engine.connect() as c:
+            df = pd.DataFrame(c.execute(q).mappings().all(), columns=[
+                "session_id", "experiment", "repetition", "ordinal", "calls", "tokens_in", "tokens_out",
+                "cache_read", "cost_usd", "latency_ms", "max_call_latency_ms", "errors"])
+        return df
+
+    return cached(engine, "llm_costs", sel, compute).copy()
+
+
+def llm_summary(engine: Engine, sel: Selection) -> pd.DataFrame:
+    """Totals per provider, model and purpose for the selection's experiments (all calls)."""
+
+    def compute() -> pd.DataFrame:
+        frm = LC.outerjoin(R, R.c.id == LC.c.run_id)
+        conds: list[ColumnElement[bool]] = []
+        if sel.experiments:
+            conds.append(LC.c.experiment_id.in_(sel.experiments))
+        if sel.repetitions:
+            conds.append(or_(R.c.repetition.in_(sel.repetitions), LC.c.run_id.is_(None)))
+        keys = [LC.c.provider, LC.c.model, LC.c.purpose]
+        q = (
+            select(*keys, func.count(LC.c.id).label("calls"), func.sum(LC.c.tokens_in).label("tokens_in"),
+                   func.sum(LC.c.tokens_out).label("tokens_out"), func.sum(LC.c.cost_usd).label("cost_usd"),
+                   func.avg(LC.c.latency_ms).label("mean_latency_ms"),
+                   func.sum(case((LC.c.error.is_not(None), 1), else_=0)).label("errors"))
+            .select_from(frm).where(*conds).group_by(*keys).order_by(*keys)
+        )
+        with engine.connect() as c:
+            return pd.DataFrame(c.execute(q).mappings().all(), columns=[
+                "provider", "model", "purpose", "calls", "tokens_in", "tokens_out", "cost_usd",
+                "mean_latency_ms", "errors"])
+
+    return cached(engine, "llm_summary", sel, compute).copy()
+
+
+# --- Annotators: intelligibility and agreement ------------------------------------------------
+
+
+@dataclass
+class Agreement:
+    """Cohen's κ between two annotators on the instances both saw."""
+
+    annotator_a: str
+    annotator_b: str
+    instances: int
+    observed: float
+    kappa: float | None
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+
+
+def annotator_tags(engine: Engine, sel: Selection) -> pd.DataFrame:
+    """Each annotated session's first and last human tag (earliest session per instance and annotator)."""
+
+    def compute() -> pd.DataFrame:
+        frm = _sessions_from(sel).join(A, A.c.id == S.c.annotator_id).join(M, M.c.session_id == S.c.id)
+        q = (
+            select(S.c.id.label("session_id"), S.c.instance_id, A.c.name.label("annotator"),
+                   M.c.j, M.c.tag)
+            .select_from(frm).where(*_where(sel), M.c.sender == "human")
+            .order_by(S.c.id, M.c.j)
+        )
+        with engine.connect() as c:
+            df = pd.DataFrame(c.execute(q).mappings().all(),
+                              columns=["session_id", "instance_id", "annotator", "j", "tag"])
+        if df.empty:
+            return pd.DataFrame(columns=["instance_id", "annotator", "session_id", "first", "last"])
+        g = df.groupby(["session_id", "instance_id", "annotator"])["tag"]
+        per = pd.concat([g.first().rename("first"), g.last().rename("last")], axis=1).reset_index()
+        per = per.sort_values("session_id").drop_duplicates(["instance_id", "annotator"], keep="first")
+        return per[["instance_id", "annotator", "session_id", "first", "last"]].reset_index(drop=True)
+
+    return cached(engine, "annotator_tags", sel, compute).copy()
+
+
+def agreement(engine: Engine, sel: Selection, which: str = "first") -> list[Agreement]:
+    """Cohen's κ on the human tags ("first": the reply to INIT; "last": the final verdict)
+    for every pair of annotators, over the instances both annotated."""
+    if which not in ("first", "last"):
+        raise ValueError("which must be 'first' or 'last'")
+    per = annotator_tags(engine, sel)
+    out: list[Agreement] = []
+    names = sorted(per["annotator"].unique()) if not per.empty else []
+    by = {a: dict(zip(d.instance_id, d[which], strict=True)) for a, d in per.groupby("annotator")} if names else {}
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            shared = sorted(set(by[a]) & set(by[b]))
+            if not shared:
+                continue
+            pairs = [(str(by[a][x]), str(by[b][x])) for x in shared]
+            observed = sum(x == y for x, y in pairs) / len(pairs)
+            out.append(Agreement(a, b, len(pairs), observed, cohen_kappa(pairs), pairs))
+    return out
+
+
+# --- Filter options ---------------------------------------------------------------------------
+
+
+@dataclass
+class Options:
+    """What the page's filters can offer."""
+
+    experiments: list[dict[str, Any]]
+    datasets: list[dict[str, Any]]
+    annotators: list[dict[str, Any]]
+    labels: list[str]
+    repetitions: list[int]
+    first_day: date | None
+    last_day: date | None
+
+
+def options(engine: Engine) -> Options:
+    """Experiments, datasets, annotators, labels, repetitions and the date range in the database."""
+
+    def compute() -> Options:
+        with engine.connect() as c:
+            exps = [dict(r) for r in c.execute(
+                select(E.c.id, E.c.name, E.c.task, E.c.mode, E.c.status, E.c.n, E.c.k).order_by(E.c.id)
+            ).mappings()]
+            dss = [dict(r) for r in c.execute(select(D.c.id, D.c.name, D.c.task).order_by(D.c.name)).mappings()]
+            anns = [dict(r) for r in c.execute(select(A.c.id, A.c.name).order_by(A.c.name)).mappings()]
+            labels = [str(x) for x in c.execute(
+                select(IN.c.label).where(IN.c.label != "").distinct().order_by(IN.c.label)).scalars()]
+            reps = [int(x) for x in c.execute(select(R.c.repetition).distinct().order_by(R.c.repetition)).scalars()]
+            lo, hi = c.execute(select(func.min(S.c.created_at), func.max(S.c.created_at))).one()
+        return Options(exps, dss, anns, labels, reps, _day(lo), _day(hi))
+
+    return cached(engine, "options", (), compute)
+
+
+def _day(v: Any) -> date | None:
+    if v is None:
+        return None
+    if isinstance(v, datetime):
+        return v.date()
+    if isinstance(v, date):
+        return v
+    return datetime.fromisoformat(str(v)).date()
+
+
+def find_experiments(engine: Engine, names: Sequence[str]) -> list[dict[str, Any]]:
+    """Experiments by name or numeric id, in the order asked; raises LookupError naming the missing."""
+    exps = options(engine).experiments
+    out = []
+    for name in names:
+        hit = next((e for e in exps if e["name"] == name), None)
+        if hit is None and name.isdigit():
+            hit = next((e for e in exps if e["id"] == int(name)), None)
+        if hit is None:
+            raise LookupError(f"no experiment named {name!r}")
+        out.append(hit)
+    return out
