@@ -1,0 +1,324 @@
+"""Import a folder of DICOM images (DESIGN §6).
+
+Each file is read with pydicom and de-identified in memory before anything is kept:
+the attributes of the DICOM Basic Application Level Confidentiality Profile
+(PS3.15 Annex E, Table E.1-1) are removed, as are every person-name (PN) element,
+private tags, overlays and curves. The DICOM file itself is never stored; only a
+whitelist of technical attributes goes to the database. Pixels pass through the
+modality LUT (rescale) and the first VOI LUT or window; MONOCHROME1 is inverted
+for display. Two assets are stored: the 8-bit display image (what agents see) and
+a 16-bit full-range image for window/level in the app. A BurnedInAnnotation flag
+of YES yields a warning: the pixels themselves may show identifying text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from PIL import Image
+from sqlalchemy import Engine
+
+from pxp.data.common import (
+    ImportResult,
+    NewInstance,
+    check_split,
+    read_csv,
+    store_instances,
+)
+from pxp.data.images import MAX_PIXELS, PreparedImage
+from pxp.data.transcripts import ImportProblems
+
+MAX_DICOM_BYTES = 256 * 1024 * 1024
+"""Largest DICOM file accepted (bytes)."""
+
+# PS3.15 Table E.1-1, Basic Profile: attributes to remove or replace (by keyword).
+_BASIC_PROFILE_TEXT = """
+AccessionNumber AcquisitionComments AcquisitionContextSequence AcquisitionDate
+AcquisitionDateTime AcquisitionDeviceProcessingDescription AcquisitionProtocolDescription
+AcquisitionTime ActualHumanPerformersSequence AdditionalPatientHistory AdmissionID
+AdmittingDate AdmittingDiagnosesCodeSequence AdmittingDiagnosesDescription AdmittingTime
+AffectedSOPInstanceUID Allergies Arbitrary AuthorObserverSequence BranchOfService
+CassetteID CommentsOnThePerformedProcedureStep ConcatenationUID ConfidentialityConstraintOnPatientDataDescription
+ContentCreatorName ContentCreatorIdentificationCodeSequence ContentDate ContentSequence
+ContentTime ContextGroupExtensionCreatorUID ContrastBolusAgent ContributionDescription
+CountryOfResidence CreatorVersionUID CurrentPatientLocation CurveDate CurveTime
+CustodialOrganizationSequence DataSetTrailingPadding DerivationDescription DetectorID
+DeviceSerialNumber DeviceUID DigitalSignatureUID DigitalSignaturesSequence
+DischargeDiagnosisDescription DistributionAddress DistributionName DoseReferenceUID
+EthnicGroup FailedSOPInstanceUIDList FiducialUID FillerOrderNumberImagingServiceRequest
+FrameComments FrameOfReferenceUID GantryID GeneratorID GraphicAnnotationSequence
+HumanPerformerName HumanPerformerOrganization IconImageSequence IdentifyingComments
+ImageComments ImagePresentationComments ImagingServiceRequestComments Impressions
+InstanceCoercionDateTime InstanceCreationDate InstanceCreationTime InstanceCreatorUID
+InstitutionAddress InstitutionCodeSequence InstitutionName InstitutionalDepartmentName
+InsurancePlanIdentification IntendedRecipientsOfResultsIdentificationSequence
+InterpretationApproverSequence InterpretationAuthor InterpretationDiagnosisDescription
+InterpretationIDIssuer InterpretationRecorder InterpretationText InterpretationTranscriber
+IrradiationEventUID IssuerOfAdmissionID IssuerOfPatientID IssuerOfServiceEpisodeID
+LastMenstrualDate MAC MediaStorageSOPInstanceUID MedicalAlerts MedicalRecordLocator
+MilitaryRank ModifiedAttributesSequence ModifiedImageDescription ModifyingDeviceID
+NameOfPhysiciansReadingStudy NamesOfIntendedRecipientsOfResults Occupation
+OperatorIdentificationSequence OperatorsName OriginalAttributesSequence
+OrderCallbackPhoneNumber OrderEnteredBy OrderEntererLocation OtherPatientIDs
+OtherPatientIDsSequence OtherPatientNames OverlayComments OverlayDate OverlayTime
+ParticipantSequence PatientAddress PatientAge PatientBirthDate PatientBirthName
+PatientBirthTime PatientComments PatientID PatientInsurancePlanCodeSequence
+PatientMotherBirthName PatientName PatientPrimaryLanguageCodeSequence
+PatientReligiousPreference PatientSex PatientSexNeutered PatientSize PatientState
+PatientTelephoneNumbers PatientTransportArrangements PatientWeight
+PatientAdditionalPosition PerformedLocation PerformedProcedureStepDescription
+PerformedProcedureStepEndDate PerformedProcedureStepEndTime PerformedProcedureStepID
+PerformedProcedureStepStartDate PerformedProcedureStepStartTime
+PerformingPhysicianIdentificationSequence PerformingPhysicianName
+PersonAddress PersonIdentificationCodeSequence PersonName PersonTelephoneNumbers
+PhysicianApprovingInterpretation PhysiciansOfRecord PhysiciansOfRecordIdentificationSequence
+PhysiciansReadingStudyIdentificationSequence PlacerOrderNumberImagingServiceRequest
+PlateID PreMedication PregnancyStatus ProtocolName ReasonForTheImagingServiceRequest
+ReasonForStudy ReferencedDigitalSignatureSequence ReferencedFrameOfReferenceUID
+ReferencedGeneralPurposeScheduledProcedureStepTransactionUID ReferencedImageSequence
+ReferencedPatientAliasSequence ReferencedPatientPhotoSequence ReferencedPatientSequence
+ReferencedPerformedProcedureStepSequence ReferencedSOPInstanceMACSequence
+ReferencedSOPInstanceUID ReferencedStudySequence ReferringPhysicianAddress
+ReferringPhysicianIdentificationSequence ReferringPhysicianName
+ReferringPhysicianTelephoneNumbers RegionOfResidence RelatedFrameOfReferenceUID
+RequestAttributesSequence RequestedContrastAgent RequestedProcedureComments
+RequestedProcedureDescription RequestedProcedureID RequestedProcedureLocation
+RequestedSOPInstanceUID RequestingPhysician RequestingService ResponsibleOrganization
+ResponsiblePerson ResultsComments ResultsDistributionListSequence ResultsIDIssuer
+ReviewerName ScheduledHumanPerformersSequence ScheduledPatientInstitutionResidence
+ScheduledPerformingPhysicianIdentificationSequence ScheduledPerformingPhysicianName
+ScheduledProcedureStepEndDate ScheduledProcedureStepEndTime ScheduledProcedureStepDescription
+ScheduledProcedureStepLocation ScheduledProcedureStepStartDate ScheduledProcedureStepStartTime
+ScheduledStationAETitle ScheduledStationGeographicLocationCodeSequence ScheduledStationName
+ScheduledStationNameCodeSequence ScheduledStudyLocation ScheduledStudyLocationAETitle
+SeriesDate SeriesDescription SeriesInstanceUID SeriesTime ServiceEpisodeDescription
+ServiceEpisodeID SmokingStatus SOPInstanceUID SourceImageSequence SpecialNeeds
+StationName StorageMediaFileSetUID StudyComments StudyDate StudyDescription StudyID
+StudyIDIssuer StudyInstanceUID StudyTime SynchronizationFrameOfReferenceUID
+TemplateExtensionCreatorUID TemplateExtensionOrganizationUID TextComments TextString
+TimezoneOffsetFromUTC TopicAuthor TopicKeywords TopicSubject TopicTitle
+TransactionUID UID VerifyingObserverIdentificationCodeSequence VerifyingObserverName
+VerifyingObserverSequence VerifyingOrganization VisitComments
+"""
+BASIC_PROFILE = frozenset(_BASIC_PROFILE_TEXT.split())
+
+# the only attributes kept in the database (technical, not identifying)
+KEEP = ("Modality", "PhotometricInterpretation", "Rows", "Columns", "BitsStored",
+        "BodyPartExamined", "ViewPosition", "ImageLaterality", "Laterality",
+        "PixelSpacing", "ImagerPixelSpacing", "SOPClassUID", "BurnedInAnnotation",
+        "RescaleSlope", "RescaleIntercept", "WindowCenter", "WindowWidth")
+
+Array = NDArray[np.float64]
+
+
+def deidentify(ds: Any) -> Any:
+    """Remove the Basic Profile attributes, person names, private tags, overlays and curves."""
+
+    def strip(d: Any) -> None:
+        for elem in list(d):
+            group = elem.tag.group
+            if (elem.tag.is_private or elem.keyword in BASIC_PROFILE or elem.VR == "PN"
+                    or 0x5000 <= group <= 0x50FF or 0x6000 <= group <= 0x60FF):
+                del d[elem.tag]
+            elif elem.VR == "SQ":
+                for item in elem.value:
+                    strip(item)
+
+    strip(ds)
+    ds.PatientIdentityRemoved = "YES"
+    ds.DeidentificationMethod = "pxp: PS3.15 Basic Confidentiality Profile"
+    return ds
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, (int, float, str)):
+        return value
+    try:
+        return [float(v) for v in value]
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _first(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value[0]) if not isinstance(value, (int, float, str)) else float(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _png(arr: NDArray[Any]) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _image(data: bytes, meta: dict[str, Any]) -> PreparedImage:
+    im = Image.open(io.BytesIO(data))
+    return PreparedImage(data=data, mime="image/png", width=im.width, height=im.height,
+                         mode=im.mode, meta=meta)
+
+
+def dicom_images(ds: Any, where: str, warns: list[str]) -> tuple[PreparedImage, PreparedImage,
+                                                                   dict[str, Any]]:
+    """The display (8-bit) and full-range (16-bit) images of a de-identified dataset."""
+    from pydicom.pixels.processing import apply_modality_lut, apply_voi_lut
+
+    rows, cols = int(ds.get("Rows", 0) or 0), int(ds.get("Columns", 0) or 0)
+    frames = int(ds.get("NumberOfFrames", 1) or 1)
+    if rows * cols * frames > MAX_PIXELS:
+        raise ImportProblems([f"{where}: {cols}×{rows}×{frames} pixels is more than the "
+                              f"{MAX_PIXELS:,} pixel limit"])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pixels = np.asarray(ds.pixel_array)
+    except Exception as err:  # any decoder failure is one line for the user
+        ts = getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", None)
+        name = getattr(ts, "name", str(ts))
+        raise ImportProblems([f"{where}: cannot decode the pixel data ({name}): {err}"]) from None
+    photometric = str(ds.get("PhotometricInterpretation", "MONOCHROME2"))
+    if frames > 1:
+        warns.append(f"{where}: {frames} frames; only the first is imported")
+        pixels = pixels[0]
+    if pixels.ndim == 3:  # colour: luminance
+        pixels = pixels[..., :3].astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+        photometric = "MONOCHROME2"
+        values: Array = pixels
+    else:
+        values = np.asarray(apply_modality_lut(pixels, ds), dtype=np.float64)
+    invert = photometric == "MONOCHROME1"
+    lo_all, hi_all = float(values.min()), float(values.max())
+    center, width = _first(ds.get("WindowCenter")), _first(ds.get("WindowWidth"))
+    lut = "VOILUTSequence" in ds and pixels.ndim == 2
+    if lut:
+        voi = np.asarray(apply_voi_lut(pixels, ds, prefer_lut=True), dtype=np.float64)
+        vlo, vhi = float(voi.min()), float(voi.max())
+        scaled = (voi - vlo) / ((vhi - vlo) or 1.0)
+        center, width = (hi_all + lo_all) / 2, (hi_all - lo_all) or 1.0
+    else:
+        if center is None or width is None or width <= 0:
+            center, width = (hi_all + lo_all) / 2, (hi_all - lo_all) or 1.0
+        scaled = np.clip((values - (center - width / 2)) / width, 0.0, 1.0)
+    if invert:
+        scaled = 1.0 - scaled
+    display = np.round(scaled * 255).astype(np.uint8)
+    span = (hi_all - lo_all) or 1.0
+    raw = np.round((values - lo_all) / span * 65535).astype(np.uint16)
+    full = _image(_png(raw), {"format": "PNG", "mode": "I;16", "dicom_full_range": True})
+    window = {"center": float(center), "width": float(width), "invert": invert, "lut": lut,
+              "raw_sha256": full.sha256, "raw_min": lo_all, "raw_max": hi_all}
+    shown = _image(_png(display), {"format": "PNG", "mode": "L", "from_dicom": True})
+    return shown, full, window
+
+
+def _labels_file(path: Path) -> dict[str, dict[str, str]]:
+    _, rows = read_csv(path, required=("file", "label"), label="labels CSV")
+    return {r["file"].strip().replace("\\", "/"): r for _, r in rows}
+
+
+def _dicom_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")
+                  and p.name.upper() != "DICOMDIR")
+
+
+def import_dicom(
+    engine: Engine,
+    folder: Path,
+    *,
+    name: str,
+    label: str | None = None,
+    labels: Path | None = None,
+    report: str = "",
+    split: str | None = None,
+    task: str = "rad",
+) -> ImportResult:
+    """Import every DICOM image under `folder` as RAD instances (de-identified first).
+
+    Labels: `label` for all files, or `labels`, a CSV with columns file,label and
+    optional report and split (file relative to the folder). Without either the
+    instances are unlabelled (for live sessions with a human in the browser).
+    """
+    import pydicom
+    from pydicom.errors import InvalidDicomError
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ImportProblems([f"{folder}: not a folder"])
+    problems: list[str] = []
+    warns: list[str] = []
+    fixed_split = check_split(split, "--split", problems)
+    table = _labels_file(labels) if labels is not None else {}
+    items: list[NewInstance] = []
+    seen: dict[str, str] = {}
+    found = 0
+    names: list[str] = []
+    for path in _dicom_files(folder):
+        rel = path.relative_to(folder).as_posix()
+        where = rel
+        if path.stat().st_size > MAX_DICOM_BYTES:
+            problems.append(f"{where}: larger than the {MAX_DICOM_BYTES // (1024 * 1024)} MB limit")
+            continue
+        try:
+            ds = pydicom.dcmread(path)
+        except InvalidDicomError:
+            warns.append(f"{where}: not a DICOM file; skipped")
+            continue
+        except Exception as err:  # corrupt files: one line each
+            problems.append(f"{where}: corrupt or truncated DICOM ({err})")
+            continue
+        found += 1
+        if "PixelData" not in ds:
+            problems.append(f"{where}: no pixel data")
+            continue
+        uid = str(ds.get("SOPInstanceUID", "")) or hashlib.sha256(path.read_bytes()).hexdigest()
+        burned = str(ds.get("BurnedInAnnotation", "")).upper() == "YES"
+        photometric = str(ds.get("PhotometricInterpretation", ""))
+        deidentify(ds)
+        try:
+            shown, full, window = dicom_images(ds, where, warns)
+        except ImportProblems as err:
+            problems.extend(err.problems)
+            continue
+        if burned:
+            warns.append(f"{where}: BurnedInAnnotation is YES: the pixels may show identifying "
+                         "text; review the image before sharing it")
+        key = "dcm-" + hashlib.sha256(uid.encode()).hexdigest()[:20]
+        if key in seen:
+            warns.append(f"{where}: same image (SOP instance) as {seen[key]}; skipped")
+            continue
+        seen[key] = where
+        row: Mapping[str, str] = table.get(rel, {})
+        if labels is not None and not row:
+            problems.append(f"{where}: no row for this file in {Path(labels).name}")
+            continue
+        lab = (row.get("label") or label or "").strip()
+        text = (row.get("report") or report or "").strip()
+        row_split = fixed_split if split else check_split(row.get("split"), where, problems)
+        dicom_meta = {k: _json(ds.get(k)) for k in KEEP if ds.get(k) is not None}
+        dicom_meta["PhotometricInterpretation"] = photometric
+        meta: dict[str, Any] = {"window": window, "dicom": dicom_meta}
+        if burned:
+            meta["burned_in_annotation"] = True
+        if lab and lab not in names:
+            names.append(lab)
+        items.append(NewInstance(key=key, split=row_split, image=shown, label=lab,
+                                 reference_prediction=lab, reference_explanation=text,
+                                 meta=meta, extra_assets=[full]))
+    if not found and not problems:
+        problems.append(f"{folder}: no DICOM files found")
+    if problems:
+        raise ImportProblems(problems)
+    return store_instances(
+        engine, name=name, task=task, items=items, warnings=warns,
+        description=f"de-identified DICOM images from {folder.name}",
+        source=folder.name, config={"labels": names} if names else {},
+    )
