@@ -413,7 +413,7 @@ def figure1(frames: dict[str, Table1], metrics: Sequence[str] = ("one_way_human"
             d = df[df.metric == metric]
             label = METRIC_LABELS[metric].replace(" intelligible sessions", "")
             fig.add_trace(go.Scatter(
-                x=d.j, y=d["median"], mode="lines+markers", name=f"{name} {label}".strip(),
+                x=d.j, y=d["median"], mode="lines+markers", name=plain(f"{name} {label}".strip()),
                 error_y={"type": "data", "symmetric": False,
                          "array": (d["max"] - d["median"]).tolist(),
                          "arrayminus": (d["median"] - d["min"]).tolist()},
@@ -442,6 +442,38 @@ def table1_frame(tables: dict[str, Table1]) -> pd.DataFrame:
         if any(ranges[name]):
             df[f"{name} min–max"] = ranges[name]
     return df
+
+
+def repetition_frame(engine: Engine, sel: Selection, by: str | None = None) -> pd.DataFrame:
+    """Per group and repetition: total, aborted and the seven counts (what the medians are of)."""
+    rows = signature_rows(engine, sel, by)
+    n = bound(engine, sel)
+    recs = []
+    for group, reps in sorted(repetition_counts(rows, n).items()):
+        for rep, rc in sorted(reps.items()):
+            recs.append({"group": group, "repetition": rep, "total_sessions": rc.total_sessions,
+                         "aborted_sessions": rc.aborted_sessions, **rc.metrics})
+    return pd.DataFrame(recs, columns=["group", "repetition", "total_sessions", "aborted_sessions", *METRICS])
+
+
+def breakdown_frame(tables: dict[str, Table1], name: str = "group") -> pd.DataFrame:
+    """One row per group (label, annotator...): median total, aborted, and each metric's count and proportion."""
+    recs = []
+    for g, t in tables.items():
+        rec: dict[str, Any] = {name: g, "repetitions": t.repetitions, "total_sessions": t.total_sessions,
+                               "aborted_sessions": t.aborted_sessions}
+        for m in METRICS:
+            rec[m] = t.metrics[m].count
+            rec[f"{m} (proportion)"] = round(t.metrics[m].proportion, 4)
+        recs.append(rec)
+    cols = [name, "repetitions", "total_sessions", "aborted_sessions",
+            *[c for m in METRICS for c in (m, f"{m} (proportion)")]]
+    return pd.DataFrame(recs, columns=cols)
+
+
+def plain(text: str) -> str:
+    """A name safe for plotly, which reads <b>, <a href> ... in trace names as markup."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def session_lengths(engine: Engine, sel: Selection) -> pd.DataFrame:
@@ -597,12 +629,13 @@ def figure2(df: pd.DataFrame, metrics: Sequence[str] = PERFORMANCE) -> Any:
             for mname in metrics:
                 fig.add_trace(go.Scatter(
                     x=dr.after_session, y=dr[mname], mode="lines", opacity=0.3, showlegend=False,
-                    line={"dash": dash[mname], "width": 1}, name=f"{exp} r{rep} {mname}",
+                    line={"dash": dash[mname], "width": 1}, name=plain(f"{exp} r{rep} {mname}"),
                 ))
         dm = med[med.experiment == exp]
         for mname in metrics:
             fig.add_trace(go.Scatter(x=dm.after_session, y=dm[mname], mode="lines+markers",
-                                     line={"dash": dash[mname], "width": 3}, name=f"{exp} {mname} (median)"))
+                                     line={"dash": dash[mname], "width": 3},
+                                     name=plain(f"{exp} {mname} (median)")))
     fig.update_layout(xaxis_title="sessions processed", yaxis_title="accuracy on the test split",
                       yaxis_range=[0, 1.02], margin={"t": 30})
     return fig

@@ -95,19 +95,20 @@ def import_transcripts_cmd(
 
 @app.command("report")
 def report_cmd(
-    experiment: Annotated[str, typer.Option("--experiment", help="Experiment name or id.")],
+    experiment: Annotated[list[str], typer.Option(
+        "--experiment", help="Experiment name or id; repeat it for experiments side by side.")],
     fmt: Annotated[str, typer.Option("--format", help="table, json, markdown or csv.")] = "table",
 ) -> None:
-    """Print the papers' Table 1 for an experiment."""
-    from pxp.report import FORMATS, ReportError, render, report_json
+    """Print the papers' Table 1 for an experiment (or several side by side)."""
+    from pxp.report import FORMATS, ReportError, render_many, report_json
 
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     try:
-        rep = report_json(state.engine(), experiment)
+        reps = [report_json(state.engine(), e) for e in experiment]
     except ReportError as e:
         fail(str(e))
-    typer.echo(render(rep, fmt))
+    typer.echo(render_many(reps, fmt))
 
 
 @app.command("validate")
