@@ -1,0 +1,110 @@
+"""`pxp export`: D, M, C, evaluations and calls in jsonl, csv and parquet; JSONL round-trips."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from sqlalchemy import Engine
+from sqlmodel import Session as DB
+from sqlmodel import func, select
+from typer.testing import CliRunner
+
+from pxp.cli import _register_commands, app
+from pxp.data.transcripts import import_transcripts
+from pxp.export import TABLES, export_experiment
+from pxp.models import Context, Evaluation, Experiment, LLMCall, Message, Session
+from pxp.report import report_json
+from pxp.runner import RunConfig, create_experiment, run_experiment
+from pxp.store import find_experiment, get_engine
+from tests.factories import make_rad
+from tests.test_runner import HARSH, m_table
+
+_register_commands()
+
+
+@pytest.fixture
+def done(engine: Engine) -> Experiment:
+    make_rad(engine, per_label=4)
+    cfg = RunConfig(dataset="toy-rad", split="train", reps=2, seed=2, learn=True, eval_at_start=True,
+                    simulated=dict(HARSH))
+    exp = create_experiment(engine, cfg, name="X")
+    assert run_experiment(engine, exp.id or 0).status == "finished"
+    return exp
+
+
+def _count(engine: Engine, model: Any) -> int:
+    with DB(engine) as db:
+        return int(db.exec(select(func.count()).select_from(model)).one())
+
+
+def test_jsonl_layout_and_round_trip_through_import_transcripts(engine: Engine, done: Experiment,
+                                                                tmp_path: Path) -> None:
+    res = export_experiment(engine, "X", tmp_path / "out", "jsonl")
+    assert res.rows == {
+        "sessions": _count(engine, Session), "messages": _count(engine, Message), "contexts": _count(engine, Context),
+        "evaluations": _count(engine, Evaluation), "calls": _count(engine, LLMCall),
+    }
+    meta = json.loads((tmp_path / "out" / "experiment.json").read_text())
+    assert meta["name"] == "X" and meta["config"]["learn"] is True and meta["n"] == 10
+    assert set(meta["files"]) == set(TABLES)
+    lines = [json.loads(x) for x in (tmp_path / "out" / "messages.jsonl").read_text().splitlines()]
+    assert len(lines) == res.rows["messages"]
+    assert {"session", "instance", "j", "sender", "tag", "prediction", "explanation", "repetition"} <= set(lines[0])
+    sessions = [json.loads(x) for x in (tmp_path / "out" / "sessions.jsonl").read_text().splitlines()]
+    assert all(s["context_kept"] in (True, False) for s in sessions)
+    assert any(s["learn_val_after"] is not None for s in sessions)
+    contexts = [json.loads(x) for x in (tmp_path / "out" / "contexts.jsonl").read_text().splitlines()]
+    assert isinstance(contexts[0]["content"], dict)
+
+    imported = import_transcripts(engine, tmp_path / "out" / "messages.jsonl", name="back", n=10, k=3, task="rad")
+    assert imported.sessions == len(sessions) and imported.messages == len(lines)
+    a, b = report_json(engine, "X"), report_json(engine, "back")
+    for r in (a, b):
+        r.pop("experiment")
+        r.pop("performance", None)
+    assert a == b
+    with DB(engine) as db:
+        x, back = find_experiment(db, name_or_id="X"), find_experiment(db, name_or_id="back")
+    assert x is not None and back is not None
+    assert m_table(engine, x) == m_table(engine, back)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_csv_and_parquet_hold_the_same_rows(engine: Engine, done: Experiment, tmp_path: Path, fmt: str) -> None:
+    res = export_experiment(engine, "X", tmp_path / fmt, fmt)
+    read = pd.read_csv if fmt == "csv" else pd.read_parquet
+    for name in TABLES:
+        df = read(tmp_path / fmt / f"{name}.{fmt}")
+        assert len(df) == res.rows[name], name
+    m = read(tmp_path / fmt / f"messages.{fmt}")
+    with DB(engine) as db:
+        rows = db.exec(select(Message).order_by(Message.session_id, Message.j)).all()
+    assert list(m["tag"]) == [r.tag for r in rows]
+    assert list(m["prediction"]) == [r.prediction for r in rows]
+    c = read(tmp_path / fmt / f"contexts.{fmt}")
+    assert isinstance(json.loads(c["content"].iloc[0]), dict)
+    e = read(tmp_path / fmt / f"evaluations.{fmt}")
+    assert set(e["split"]) == {"val", "test"}
+
+
+def test_export_command_and_its_errors(db_url: str, tmp_path: Path) -> None:
+    engine = get_engine(db_url)
+    make_rad(engine)
+    cli = CliRunner()
+    res = cli.invoke(app, ["--db", db_url, "run", "--dataset", "toy-rad", "--name", "E", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    out = str(tmp_path / "o")
+    res = cli.invoke(app, ["--db", db_url, "export", "--experiment", "E", "--format", "csv", "--out", out])
+    assert res.exit_code == 0 and "exported 'E'" in res.output
+    assert (tmp_path / "o" / "sessions.csv").exists() and (tmp_path / "o" / "experiment.json").exists()
+    res = cli.invoke(app, ["--db", db_url, "export", "--experiment", "nope", "--out", str(tmp_path / "p")])
+    assert res.exit_code == 1 and "no experiment named 'nope'" in res.output and "Traceback" not in res.output
+    res = cli.invoke(app, ["--db", db_url, "export", "--experiment", "E", "--format", "xml", "--out", str(tmp_path)])
+    assert res.exit_code == 1 and "unknown format 'xml'" in res.output
+    (tmp_path / "file").write_text("x")
+    res = cli.invoke(app, ["--db", db_url, "export", "--experiment", "E", "--out", str(tmp_path / "file")])
+    assert res.exit_code == 1 and "not a directory" in res.output
