@@ -185,3 +185,11 @@ def test_refusals_write_nothing(engine: Engine, tmp_path: Path) -> None:
     with DB(engine) as db:
         assert db.exec(select(Instance)).first() is None
         assert db.exec(select(Asset)).first() is None
+
+
+def test_labels_csv_as_the_path_names_its_folder(engine: Engine, src: Path) -> None:
+    make_dicom(src / "a.dcm")
+    (src / "labels.csv").write_text("file,label\na.dcm,Pneumothorax\n")
+    res = import_dicom(engine, src / "labels.csv")
+    assert (res.dataset, res.added, res.warnings) == ("in", 1, [])
+    assert display(engine)[0].shape == (32, 64)

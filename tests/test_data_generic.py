@@ -116,3 +116,12 @@ def _ok(tmp_path: Path) -> Path:
     f = tmp_path / "ok.csv"
     f.write_text("input,prediction,explanation\nWhat is 2+2?,4,arithmetic\n")
     return f
+
+
+def test_mapping_as_strings_and_app_alias(engine: Engine, tmp_path: Path) -> None:
+    from pxp.data.generic import import_generic
+
+    f = tmp_path / "t.csv"
+    f.write_text("q,a\nWhy?,Because.\n")
+    res = import_generic(engine, f, task="text", mapping=["q=input", "a=explanation"], name="t")
+    assert res.added == 1 and instances(engine)[0].reference_explanation == "Because."

@@ -234,7 +234,7 @@ def import_dicom(
     engine: Engine,
     folder: Path,
     *,
-    name: str,
+    name: str | None = None,
     label: str | None = None,
     labels: Path | None = None,
     report: str = "",
@@ -246,11 +246,15 @@ def import_dicom(
     Labels: `label` for all files, or `labels`, a CSV with columns file,label and
     optional report and split (file relative to the folder). Without either the
     instances are unlabelled (for live sessions with a human in the browser).
+    Given a CSV file instead of a folder, it is the labels file and its folder is
+    imported. The dataset name defaults to the folder's name.
     """
     import pydicom
     from pydicom.errors import InvalidDicomError
 
     folder = Path(folder)
+    if folder.is_file() and folder.suffix.lower() == ".csv" and labels is None:
+        folder, labels = folder.parent, folder
     if not folder.is_dir():
         raise ImportProblems([f"{folder}: not a folder"])
     problems: list[str] = []
@@ -261,7 +265,10 @@ def import_dicom(
     seen: dict[str, str] = {}
     found = 0
     names: list[str] = []
+    skip = Path(labels).resolve() if labels is not None else None
     for path in _dicom_files(folder):
+        if skip is not None and path.resolve() == skip:
+            continue
         rel = path.relative_to(folder).as_posix()
         where = rel
         if path.stat().st_size > MAX_DICOM_BYTES:
@@ -318,7 +325,7 @@ def import_dicom(
     if problems:
         raise ImportProblems(problems)
     return store_instances(
-        engine, name=name, task=task, items=items, warnings=warns,
+        engine, name=name or folder.resolve().name, task=task, items=items, warnings=warns,
         description=f"de-identified DICOM images from {folder.name}",
         source=folder.name, config={"labels": names} if names else {},
     )

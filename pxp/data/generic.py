@@ -76,14 +76,19 @@ def import_table(
     engine: Engine,
     path: Path,
     *,
-    task: str,
-    mapping: Mapping[str, str] | None = None,
+    task: str = "text",
+    mapping: Mapping[str, str] | Sequence[str] | None = None,
     name: str | None = None,
     split: str | None = None,
     images_root: Path | None = None,
 ) -> ImportResult:
-    """Validate a CSV/JSONL file under a column mapping, then store it as dataset `name`."""
+    """Validate a CSV/JSONL file under a column mapping, then store it as dataset `name`.
+
+    `mapping` is {column: field} or a list of "column=field" strings.
+    """
     path = Path(path)
+    if mapping is not None and not isinstance(mapping, Mapping):
+        mapping = parse_mapping([str(m) for m in mapping])
     task = task.strip().lower()
     if not task:
         raise ImportProblems(["--task is required (rad, drug, or a custom task name)"])
@@ -173,3 +178,7 @@ def import_table(
         description=f"imported from {path.name}", source=str(path),
         config={"labels": labels} if labels else {},
     )
+
+
+import_generic = import_table
+"""The name the app's Datasets page calls."""
