@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from pxp.cli import app, dump, fail, out, state
@@ -39,7 +40,7 @@ def calls_cmd(
     t = Table(title=f"LLM calls of {exp.name}")
     for c in ("rep", "provider:model", "purpose", "calls", "errors", "in", "out", "cache read",
               "cache write", "cost $", "mean ms"):
-        t.add_column(c, justify="left" if c in ("provider:model", "purpose") else "right")
+        t.add_column(c, justify="left" if c in ("provider:model", "purpose") else "right", no_wrap=True)
 
     def cost(v: float | None) -> str:
         return "—" if v is None else f"{v:.4f}"
@@ -52,7 +53,8 @@ def calls_cmd(
     t.add_row("all", "", "", str(total["calls"]), str(total["errors"]), str(total["tokens_in"]),
               str(total["tokens_out"]), str(total["cache_read"]), str(total["cache_write"]),
               cost(total["cost_usd"]), "")
-    out.print(t)
+    # the table is wider than 80 columns: print it whole rather than fold model names
+    Console(width=max(out.width, 140), force_terminal=out.is_terminal).print(t)
 
 
 @task_app.command("check")

@@ -240,24 +240,29 @@ def checker_reply(req: Request) -> Reply:
     return Reply(text="Yes" if lexical_agree(m.group("a"), m.group("b")) else "No")
 
 
+def _two_fields(text: str) -> dict[str, str]:
+    """`<Field>: y` then `<Field>: e` (the task's answer format, whatever the field names)."""
+    head, _, rest = text.strip().partition("\n")
+    return {"prediction": head.partition(":")[2].strip(), "explanation": rest.partition(":")[2].strip()}
+
+
 def adopting_model(first: Callable[[Request], Reply]) -> Handler:
     """A generator that answers `first(req)` at message 1, adopts the other agent's answer
     when it is disputed, keeps its own when ratified; and a lexical checker."""
-    from pxp.tasks.spec import parse_fields
 
     def handler(req: Request) -> Reply:
         if req.is_checker:
             return checker_reply(req)
-        last = req.last_user_text()
+        has_turns = any(m["role"] == "assistant" for m in req.body["messages"])
+        # this session's latest message from the other agent (not the carried context)
+        last = req.body["messages"][-1]["content"] if has_turns else ""
+        last = last if isinstance(last, str) else last[-1].get("text", "")
         if "answer is:" in last:
-            f = parse_fields(last.split("answer is:", 1)[1].split("\n\nReply with")[0])
-            return Reply(data={"prediction": f["prediction"], "explanation": f["explanation"]})
+            return Reply(data=_two_fields(last.split("answer is:", 1)[1].split("\n\nReply with")[0]))
         if "ratifies your answer" in last:
             msgs = [m for m in req.body["messages"] if m["role"] == "assistant"]
             c = msgs[-1]["content"]
-            text = c if isinstance(c, str) else c[0]["text"]
-            f = parse_fields(text)
-            return Reply(data={"prediction": f["prediction"], "explanation": f["explanation"]})
+            return Reply(data=_two_fields(c if isinstance(c, str) else c[0]["text"]))
         return first(req)
 
     return handler
