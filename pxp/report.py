@@ -39,7 +39,13 @@ def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
         exp = find_experiment(db, name_or_id=name_or_id)
     if exp is None:
         raise ReportError(f"no experiment named {name_or_id!r}")
-    return experiment_table(engine, exp).as_json(exp.name)
+    rep = experiment_table(engine, exp).as_json(exp.name)
+    from pxp.evaluate import performance_series
+
+    perf = performance_series(engine, exp.id or 0)  # machine performance (Figure 2), when evaluated
+    if perf:
+        rep["performance"] = perf
+    return rep
 
 
 def _cell(m: dict[str, Any]) -> str:
@@ -59,7 +65,12 @@ def render(report: dict[str, Any], fmt: str) -> str:
     """Render a JSON report as table (plain text), json, markdown or csv."""
     if fmt == "json":
         return json.dumps(report, indent=2)
-    return render_many([report], fmt)
+    text = render_many([report], fmt)
+    if report.get("performance") and fmt in ("table", "markdown"):
+        from pxp.evaluate import render_series
+
+        text += "\n" + "\n".join(render_series(report["performance"], fmt))
+    return text
 
 
 def _md(text: str) -> str:
