@@ -98,7 +98,7 @@ def _drug_first(req: Request) -> Reply:
 def test_pxp_run_openai_drug_with_base_url(engine: Engine, db_url: str, server: FakeLLM) -> None:
     make_drug(engine, "drug")
     server.handler = adopting_model(_drug_first)
-    code, out, err = _pxp(db_url, "run", "--dataset", "drug", "--machine", "openai:llama3.1",
+    code, _out, err = _pxp(db_url, "run", "--dataset", "drug", "--machine", "openai:llama3.1",
                           "--checker", "openai:llama3.1", "--base-url", server.openai_url,
                           "--name", "drug-local", "--no-progress", "--format", "json")
     assert code == 0, err
@@ -154,7 +154,7 @@ def test_garbage_answers_abort_the_session_and_run_goes_on(engine: Engine, db_ur
         return good(req)
 
     server.handler = handler
-    code, out, err = _pxp(db_url, "run", "--dataset", "drug", "--machine", CLAUDE, "--no-progress")
+    code, _out, err = _pxp(db_url, "run", "--dataset", "drug", "--machine", CLAUDE, "--no-progress")
     assert code == 0, err
     with db_session(engine) as db:
         statuses = [s.status for s in db.exec(select(Session).order_by(col(Session.ordinal))).all()]
