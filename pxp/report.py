@@ -65,12 +65,7 @@ def render(report: dict[str, Any], fmt: str) -> str:
     """Render a JSON report as table (plain text), json, markdown or csv."""
     if fmt == "json":
         return json.dumps(report, indent=2)
-    text = render_many([report], fmt)
-    if report.get("performance") and fmt in ("table", "markdown"):
-        from pxp.evaluate import render_series
-
-        text += "\n" + "\n".join(render_series(report["performance"], fmt))
-    return text
+    return render_many([report], fmt)
 
 
 def _md(text: str) -> str:
@@ -122,6 +117,7 @@ def render_many(reports: list[dict[str, Any]], fmt: str) -> str:
             *["| " + " | ".join(_md(c) for c in row) + " |" for row in table],
             "",
             *[f"_{_md(n)}_  " for n in notes],
+            *_performance(reports, fmt),
         ]
         return "\n".join(lines).rstrip()
     widths = [max(len(str(x)) for x in col) for col in zip(header, *table, aborted, strict=True)]
@@ -129,4 +125,18 @@ def render_many(reports: list[dict[str, Any]], fmt: str) -> str:
                                                                                                strict=True))).rstrip()
              for row in [header, *table, aborted]]
     lines += notes
+    lines += _performance(reports, fmt)
     return "\n".join(lines)
+
+
+def _performance(reports: list[dict[str, Any]], fmt: str) -> list[str]:
+    """The machine performance series of each report that has one (pxp.evaluate)."""
+    from pxp.evaluate import render_series
+
+    out: list[str] = []
+    for r in reports:
+        if r.get("performance"):
+            if len(reports) > 1:
+                out += ["", f"{r['experiment']}:"]
+            out += render_series(r["performance"], fmt)
+    return out
