@@ -247,6 +247,8 @@ def store_instances(
                 "meta": item.meta,
             }
             row = existing.get(item.key)
+            if row is not None and item.split is None:
+                values["split"] = row.split  # a file without splits keeps the ones assigned
             if row is None:
                 ordinal += 1
                 row = Instance(dataset_id=ds.id or 0, key=item.key, ordinal=ordinal, **values)

@@ -1,0 +1,148 @@
+"""Data commands: `pxp import study-rad|study-drug|csv|jsonl|dicom` and `pxp demo`.
+
+Every importer validates the whole input before writing; on any problem each is
+printed on its own line (file:line: reason) and nothing is stored (exit 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from pxp.cli import app, err, import_app, out, state
+
+
+def _run(call: Callable[[], Any]) -> None:
+    """Run an importer; print its summary and warnings, or its problems one per line."""
+    from pxp.data.transcripts import ImportProblems
+
+    try:
+        res = call()
+    except ImportProblems as e:
+        for p in e.problems:
+            err.print(f"[red]error:[/red] {p}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    out.print(f"imported {res.summary()}", highlight=False, markup=False, soft_wrap=True)
+    for w in res.warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+
+
+Split = Annotated[str | None, typer.Option("--split", help="train, val or test for every row.")]
+Name = Annotated[str | None, typer.Option("--name", help="Dataset name (default: the file name).")]
+
+
+@import_app.command("study-rad")
+def import_study_rad_cmd(
+    csv: Annotated[Path, typer.Argument(help="The study's X-ray CSV.")],
+    images_root: Annotated[Path | None, typer.Option(
+        "--images-root", help="Folder img_path is relative to (default: the archive's root).")
+    ] = None,
+    name: Name = None,
+    split: Split = None,
+) -> None:
+    """Import the study's X-ray CSV (case,label,label_short,img_path,report,link)."""
+    from pxp.data.study import import_study_rad
+
+    _run(lambda: import_study_rad(state.engine(), csv, images_root=images_root, name=name,
+                                  split=split))
+
+
+@import_app.command("study-drug")
+def import_study_drug_cmd(
+    csv: Annotated[Path, typer.Argument(help="The study's retrosynthesis CSV.")],
+    few_shot: Annotated[Path | None, typer.Option(
+        "--few-shot", help="Few-shot examples CSV (output,input,explanation).")] = None,
+    name: Name = None,
+    split: Split = None,
+) -> None:
+    """Import the study's retrosynthesis CSV (output = reactants, input = target, explanation)."""
+    from pxp.data.study import import_study_drug
+
+    _run(lambda: import_study_drug(state.engine(), csv, few_shot=few_shot, name=name,
+                                   split=split))
+
+
+def _table(file: Path, task: str, mapping: list[str] | None, name: str | None,
+           split: str | None, images_root: Path | None) -> None:
+    from pxp.data.generic import import_table
+
+    _run(lambda: import_table(state.engine(), file, task=task, mapping=mapping or [],
+                              name=name, split=split, images_root=images_root))
+
+
+Task = Annotated[str, typer.Option("--task", help="rad, drug, text or a custom task name.")]
+Map = Annotated[list[str] | None, typer.Option(
+    "--map", help="COLUMN=FIELD (key, input, image, prediction, label, explanation, split); "
+    "repeat for each column.")]
+ImagesRoot = Annotated[Path | None, typer.Option(
+    "--images-root", help="Folder image paths are relative to (default: the file's folder).")]
+
+
+@import_app.command("csv")
+def import_csv_cmd(
+    file: Annotated[Path, typer.Argument(help="A CSV file, one instance per row.")],
+    task: Task = "text",
+    mapping: Map = None,
+    name: Name = None,
+    split: Split = None,
+    images_root: ImagesRoot = None,
+) -> None:
+    """Import a CSV file with a column mapping."""
+    _table(file, task, mapping, name, split, images_root)
+
+
+@import_app.command("jsonl")
+def import_jsonl_cmd(
+    file: Annotated[Path, typer.Argument(help="A JSONL file, one instance per line.")],
+    task: Task = "text",
+    mapping: Map = None,
+    name: Name = None,
+    split: Split = None,
+    images_root: ImagesRoot = None,
+) -> None:
+    """Import a JSONL file with a field mapping."""
+    _table(file, task, mapping, name, split, images_root)
+
+
+@import_app.command("dicom")
+def import_dicom_cmd(
+    folder: Annotated[Path, typer.Argument(help="Folder of DICOM files (searched recursively).")],
+    name: Name = None,
+    label: Annotated[str | None, typer.Option("--label", help="One label for every image.")] = None,
+    labels: Annotated[Path | None, typer.Option(
+        "--labels", help="CSV with file,label[,report][,split]; file relative to the folder.")
+    ] = None,
+    report: Annotated[str, typer.Option("--report", help="Reference report for every image.")] = "",
+    split: Split = None,
+) -> None:
+    """Import DICOM images, de-identified (Basic Confidentiality Profile) before storing."""
+    from pxp.data.dicom import import_dicom
+
+    _run(lambda: import_dicom(state.engine(), folder, name=name, label=label, labels=labels,
+                              report=report, split=split))
+
+
+@app.command("demo")
+def demo_cmd() -> None:
+    """Load the demo datasets made by pxp and a finished simulated experiment on each."""
+    from pxp.data.demo import DEMO_EXPERIMENTS, ensure_demo
+    from pxp.data.transcripts import ImportProblems
+
+    try:
+        loaded = ensure_demo(state.engine())
+    except ImportProblems as e:
+        for p in e.problems:
+            err.print(f"[red]error:[/red] {p}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    exps = ", ".join(DEMO_EXPERIMENTS.values())
+    if loaded:
+        line = ("loaded the demo: datasets demo-rad (synthetic chest X-ray phantoms) and "
+                f"demo-drug, simulated experiments {exps}")
+    else:
+        line = f"the demo is already loaded (demo-rad, demo-drug; {exps})"
+    out.print(line, highlight=False, markup=False, soft_wrap=True)
+    out.print("try: pxp report --experiment demo-rad-simulated", highlight=False, markup=False,
+              soft_wrap=True)
