@@ -72,7 +72,7 @@ def _prepare(data: bytes, provider: str) -> tuple[bytes, str, int, int]:
         return data, _ACCEPTED[fmt], w, h
     img = _to_8bit(img)
     if s < 1.0:
-        w, h = max(1, round(w * s)), max(1, round(h * s))
+        w, h = max(1, int(w * s)), max(1, int(h * s))
         img = img.resize((w, h), Image.Resampling.LANCZOS)
     buf = io.BytesIO()
     img.save(buf, format="PNG", optimize=True)
