@@ -158,15 +158,22 @@ def unique_name(engine: Engine, base: str) -> str:
     return f"{base}-{i}"
 
 
-def _prompt_templates(task: str) -> dict[str, Any]:
-    """The task's prompt templates, when the task module provides them (stored with the config)."""
+def _prompt_templates(task: str, ds_config: Mapping[str, Any], labels: Sequence[str]) -> dict[str, Any]:
+    """The prompts the LLM roles use for this dataset's task (stored with the config)."""
     try:
-        from pxp import tasks
+        from pxp.tasks.registry import task_spec
 
-        get = getattr(tasks, "prompt_templates", None)
-        return dict(get(task)) if callable(get) else {}
-    except Exception:  # optional: a task without templates stores none
-        return {}
+        spec = task_spec(task, ds_config, labels)
+        return {
+            "system": spec.system_prompt(),
+            "instance": spec.instance,
+            "instance_short": spec.instance_short,
+            "checker": spec.checker_prompt(),
+            "few_shot": len(spec.few_shot),
+            "max_tokens": spec.max_tokens,
+        }
+    except Exception as e:  # a task config that cannot build prompts fails later, with its own message
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
 def create_experiment(engine: Engine, cfg: RunConfig, *, name: str | None = None) -> Experiment:
@@ -208,7 +215,9 @@ def create_experiment(engine: Engine, cfg: RunConfig, *, name: str | None = None
             notes.append("the agents interact on every instance, including the validation and test splits")
         config = cfg.as_dict()
         config["task"] = ds.task
-        config["prompts"] = _prompt_templates(ds.task)
+        labels = sorted({i.reference_prediction for i in dataset_instances(db, dataset_id=ds.id or 0)
+                         if i.reference_prediction})
+        config["prompts"] = _prompt_templates(ds.task, dict(ds.config or {}), labels)
         config["resolved"] = {
             "interact": {"split": cfg.split, "instances": len(instances)},
             "val": {"split": cfg.val_split, "instances": n_val, "used": bool(cfg.learn and n_val)},
