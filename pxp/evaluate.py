@@ -208,9 +208,12 @@ def series_rows(series: dict[str, Any], split: str) -> list[tuple[str, str, str,
 
 
 def render_series(series: dict[str, Any], fmt: str) -> list[str]:
-    """Text lines (table, markdown or csv rows) of the performance series, test split first."""
+    """Text lines (table, markdown or csv rows) of the performance series.
+
+    The test split when there is one (Figure 2); the validation trace stays in the JSON.
+    """
     lines: list[str] = []
-    for split in series:
+    for split in [s for s in series if s == "test"] or list(series):
         body = series_rows(series, split)
         title = f"Machine performance on the {split} split after each session (median [min–max] over repetitions)"
         head = ("After session", "Prediction", "Explanation", "Both")

@@ -21,8 +21,9 @@ from pxp.runner import Usage, run_usage
 
 
 def _usage_text(u: Usage) -> str:
+    tokens = f" · {u.tokens_in}/{u.tokens_out} tokens" if u.tokens_in or u.tokens_out else ""
     cost = f" · ${u.cost:.4f}" if u.cost else ""
-    return f"{u.calls} calls · {u.tokens_in}/{u.tokens_out} tokens{cost}"
+    return f"{u.calls} calls{tokens}{cost}"
 
 
 class _Base:
