@@ -608,13 +608,29 @@ PERFORMANCE = ("prediction", "explanation", "both")
 
 
 def performance_median(df: pd.DataFrame) -> pd.DataFrame:
-    """Median (and min/max) over repetitions of each accuracy, per experiment and sessions processed."""
+    """Median, min and max over repetitions of each accuracy, per experiment and sessions processed.
+
+    As in pxp.evaluate.performance_series: a run is evaluated only after the sessions whose
+    context it kept, so its performance after session i is its latest evaluation at or before i.
+    """
+    cols = ["experiment", "after_session", *PERFORMANCE, *(f"{m}_{a}" for a in ("min", "max") for m in PERFORMANCE)]
     if df.empty:
-        return pd.DataFrame(columns=["experiment", "after_session", *PERFORMANCE])
-    g = df.groupby(["experiment", "after_session"])[list(PERFORMANCE)]
-    med = g.median()
-    lo, hi = g.min().add_suffix("_min"), g.max().add_suffix("_max")
-    return pd.concat([med, lo, hi], axis=1).reset_index()
+        return pd.DataFrame(columns=cols)
+    out = []
+    for exp, d in df.groupby("experiment", sort=True):
+        points = sorted(d.after_session.unique())
+        wide = {
+            m: d.pivot_table(index="after_session", columns="repetition", values=m, aggfunc="last")
+            .reindex(points).ffill()
+            for m in PERFORMANCE
+        }
+        res = pd.DataFrame({"experiment": exp, "after_session": points})
+        for m in PERFORMANCE:
+            res[m] = wide[m].median(axis=1, skipna=True).round(4).to_numpy()
+            res[f"{m}_min"] = wide[m].min(axis=1, skipna=True).round(4).to_numpy()
+            res[f"{m}_max"] = wide[m].max(axis=1, skipna=True).round(4).to_numpy()
+        out.append(res)
+    return pd.concat(out, ignore_index=True)[cols]
 
 
 def figure2(df: pd.DataFrame, metrics: Sequence[str] = PERFORMANCE) -> Any:
@@ -628,12 +644,12 @@ def figure2(df: pd.DataFrame, metrics: Sequence[str] = PERFORMANCE) -> Any:
         for rep, dr in d.groupby("repetition"):
             for mname in metrics:
                 fig.add_trace(go.Scatter(
-                    x=dr.after_session, y=dr[mname], mode="lines", opacity=0.3, showlegend=False,
+                    x=dr.after_session, y=dr[mname], mode="lines", opacity=0.3, showlegend=False, line_shape="hv",
                     line={"dash": dash[mname], "width": 1}, name=plain(f"{exp} r{rep} {mname}"),
                 ))
         dm = med[med.experiment == exp]
         for mname in metrics:
-            fig.add_trace(go.Scatter(x=dm.after_session, y=dm[mname], mode="lines+markers",
+            fig.add_trace(go.Scatter(x=dm.after_session, y=dm[mname], mode="lines+markers", line_shape="hv",
                                      line={"dash": dash[mname], "width": 3},
                                      name=plain(f"{exp} {mname} (median)")))
     fig.update_layout(xaxis_title="sessions processed", yaxis_title="accuracy on the test split",
