@@ -84,7 +84,8 @@ def make_rad_images(
                 data = buf.getvalue()
                 sha = hashlib.sha256(data).hexdigest()
                 if db.get(Asset, sha) is None:
-                    db.add(Asset(sha256=sha, mime="image/png", width=size[0], height=size[1], size=len(data), data=data))
+                    db.add(Asset(sha256=sha, mime="image/png", width=size[0], height=size[1], size=len(data),
+                                 data=data))
                     db.flush()
                 db.add(Instance(
                     dataset_id=ds.id or 0, key=f"img_{lab.lower().replace(' ', '_')}_{i}", ordinal=o,

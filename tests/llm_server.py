@@ -186,13 +186,15 @@ class FakeLLM:
                 for k, v in r.headers.items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(data)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # client timed out
+                    self.wfile.write(data)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _H)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.openai_url = self.url + "/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
         self._thread.start()
 
     def close(self) -> None:
