@@ -130,7 +130,7 @@ def show_abandoned(eid: int, annotator_id: int) -> None:
             st.caption(f"Case {a.ordinal} ({ui.escape_md(a.instance_key)}), {a.messages} messages, "
                        f"left by {ui.escape_md(a.annotator)} {a.idle_minutes} min ago")
             if st.button("Resume this case", key=f"annotate_takeover_{a.session_id}"):
-                if take_over(eng, session_id=a.session_id, annotator_id=annotator_id):
+                if take_over(eng, session_id=a.session_id, annotator_id=annotator_id, idle_minutes=30):
                     S["annotate_sid"] = a.session_id
                     st.rerun()
                 st.warning("Someone else resumed it first.")
@@ -142,8 +142,10 @@ def current_session(eid: int, annotator_id: int) -> int | None:
     key = (eid, annotator_id)
     if sid is not None and S.get("annotate_sid_for") == key:
         s = load_session(resources.engine(), int(sid))
-        if s.status == "open" and s.experiment_id == eid:
+        if s.experiment_id == eid and s.turn is not None:
             return int(sid)
+        if s.experiment_id == eid:
+            S["annotate_last_finished"] = s.id
     sid = claim_next(resources.engine(), experiment_id=eid, annotator_id=annotator_id)
     S["annotate_sid"], S["annotate_sid_for"] = sid, key
     return sid

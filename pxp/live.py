@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
-from pxp.agents.base import Agent, Answer, Facts
+from pxp.agents.base import Agent, Answer, Facts, Query
 from pxp.agents.browser import BrowserHuman
 from pxp.engine import SessionClosed, StepConflict, StepResult, TagRefused, step
 from pxp.intelligibility import session_flags
@@ -269,30 +269,31 @@ def abandoned_sessions(
     return out
 
 
-def take_over(engine: Engine, *, session_id: int, annotator_id: int) -> bool:
+def take_over(
+    engine: Engine, *, session_id: int, annotator_id: int, idle_minutes: float = 30,
+) -> bool:
     """Resume an abandoned open session as this annotator (a conditional UPDATE).
 
-    Only succeeds if the session is still open and still held by whoever held it when
-    we looked, so two people taking over at once cannot both win.
+    Succeeds only while the session is open and idle for `idle_minutes` (no update and
+    no message since); the winner's update makes it active again, so when several
+    people take over at once exactly one wins.
     """
-    with DB(engine) as db:
-        s = db.get(Session, session_id)
-        if s is None or s.status != "open":
-            return False
-        held_by, stamp = s.annotator_id, s.updated_at
+    cutoff = datetime.now(UTC) - timedelta(minutes=idle_minutes)
+    recent = select(Message.id).where(
+        Message.session_id == session_id, col(Message.created_at) >= cutoff
+    )
     with engine.begin() as conn:
         res = conn.execute(
             update(Session)
             .where(
-                Session.id == session_id,  # type: ignore[arg-type]
-                Session.status == "open",  # type: ignore[arg-type]
-                (Session.annotator_id == held_by) if held_by is not None  # type: ignore[arg-type]
-                else Session.annotator_id.is_(None),  # type: ignore[union-attr]
-                Session.updated_at == stamp,  # type: ignore[arg-type]
+                col(Session.id) == session_id,
+                col(Session.status) == "open",
+                col(Session.updated_at) < cutoff,
+                ~recent.exists(),
             )
             .values(annotator_id=annotator_id, updated_at=utcnow())
         )
-    return bool(res.rowcount == 1)  # type: ignore[attr-defined]
+    return bool(res.rowcount == 1)
 
 
 # --- the session as the Annotate page sees it ------------------------------------------------
@@ -443,9 +444,8 @@ def machine_step(engine: Engine, session_id: int, machine: Agent) -> StepResult 
     s = load_session(engine, session_id)
     if s.turn is not Sender.MACHINE:
         return None
-    placeholder = BrowserHuman(Answer("", ""), Facts(False, False, False))
     try:
-        return step(engine, session_id, {Sender.MACHINE: machine, Sender.HUMAN: placeholder})
+        return step(engine, session_id, {Sender.MACHINE: machine, Sender.HUMAN: _NotYourTurn()})
     except (StepConflict, SessionClosed):
         return None
 
@@ -476,7 +476,9 @@ def submit_human(
     if s.j != j or s.turn is not Sender.HUMAN:
         return SubmitOutcome("already", f"message {j} was already sent")
     human = BrowserHuman(answer, facts, match_kind=s.match_kind)
-    agents: dict[Sender, Agent] = {Sender.HUMAN: human}
+    # if another submission stored message j in the meantime, the engine finds it is the
+    # machine's turn: that is the same conflict, and nothing is written
+    agents: dict[Sender, Agent] = {Sender.HUMAN: human, Sender.MACHINE: _NotYourTurn()}
     try:
         result = step(engine, session_id, agents)
     except StepConflict:
@@ -487,6 +489,17 @@ def submit_human(
         return SubmitOutcome("closed", str(err))
     _touch(engine, session_id)
     return SubmitOutcome("sent", f"message {j} sent as {result.message.tag.value}", result)
+
+
+class _NotYourTurn(BrowserHuman):
+    """Stands in for the other agent during a step: finding it is its turn means another
+    process took the step we meant to take (a conflict; nothing is written)."""
+
+    def __init__(self) -> None:
+        super().__init__(Answer("", ""), Facts(False, False, False))
+
+    def ask(self, q: Query) -> Answer:
+        raise StepConflict(f"message {q.j - 1} of session {q.session_id} was already stored")
 
 
 def _touch(engine: Engine, session_id: int) -> None:

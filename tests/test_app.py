@@ -1,0 +1,426 @@
+"""The Streamlit app through streamlit.testing.v1.AppTest: every page, and the Annotate
+flow of the human in the browser against the simulated agent (DESIGN §1)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+from sqlmodel import Session as DB
+from sqlmodel import select
+from streamlit.testing.v1 import AppTest
+
+from pxp.live import claim_next, create_live_experiment, ensure_annotator, seed_messages
+from pxp.models import AppSetting, Experiment, Message, Session
+from pxp.protocol import Msg, Sender, Tag, conformance
+from pxp.store import get_engine
+from tests.factories import DRUGS, make_drug, make_rad, make_rad_images
+
+APP = str(Path(__file__).resolve().parents[1] / "streamlit_app.py")
+XSS = (
+    '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> '
+    "[click](http://evil.example) ![i](http://evil.example/i.png) http://evil.example"
+)
+
+
+@pytest.fixture
+def app_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Engine]]:
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    monkeypatch.setenv("PXP_DATABASE_URL", url)
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    engine = get_engine(url)
+    yield url, engine
+
+
+def new_app(page: str = "home") -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def by_suffix(widgets: Any, suffix: str) -> Any:
+    found = [w for w in widgets if w.key and str(w.key).endswith(suffix)]
+    assert found, f"no widget with key ending {suffix!r}"
+    return found[-1]
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [e.value for e in at.error] + [s.value for s in at.success]
+    parts += [c.value for c in at.caption] + [w.value for w in at.warning] + [i.value for i in at.info]
+    return "\n".join(str(p) for p in parts)
+
+
+def login(at: AppTest, dataset: str, name: str = "Dr Rao") -> AppTest:
+    at.sidebar.text_input(key="annotate_name").input(name).run()
+    ok(at)
+    at.sidebar.selectbox(key="annotate_dataset").set_value(dataset).run()
+    return ok(at)
+
+
+def current(engine: Engine, annotator: str = "Dr Rao") -> tuple[int, list[Message]]:
+    with DB(engine) as db:
+        from pxp.models import Annotator
+
+        a = db.exec(select(Annotator).where(Annotator.name == annotator)).one()
+        s = db.exec(select(Session).where(Session.annotator_id == a.id, Session.status == "open")).first()
+        assert s is not None and s.id is not None
+        msgs = list(db.exec(select(Message).where(Message.session_id == s.id).order_by(Message.j)).all())
+        return s.id, msgs
+
+
+def finished_sessions(engine: Engine) -> list[Session]:
+    with DB(engine) as db:
+        return list(db.exec(select(Session).where(Session.status == "finished")).all())
+
+
+def all_msgs(engine: Engine, sid: int) -> list[Msg]:
+    from pxp.store import session_msgs
+
+    with DB(engine) as db:
+        return session_msgs(db, session_id=sid)
+
+
+# --- every page renders --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", ["home", "annotate", "sessions", "experiments", "datasets", "settings"])
+def test_every_page_renders(app_db: tuple[str, Engine], page: str) -> None:
+    _, engine = app_db
+    make_rad(engine)
+    make_drug(engine)
+    at = new_app(page)
+    assert at.title, "each page has a title"
+
+
+def test_first_start_loads_the_demo(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    at = new_app("home")
+    from pxp.app.data import datasets_table
+
+    names = set(datasets_table(engine)["name"])
+    assert {"demo-rad", "demo-drug"} <= names
+    assert "Simulated agent" in texts(at)
+
+
+# --- Annotate ------------------------------------------------------------------------------
+
+
+def test_annotate_a_rad_session_to_the_end_by_the_rule(app_db: tuple[str, Engine]) -> None:
+    """The expert answers the two questions each turn; tags follow the AGENT rule."""
+    _, engine = app_db
+    make_rad(engine)
+    at = login(new_app("annotate"), "toy-rad")
+    assert "Simulated agent" in texts(at)
+    sid, msgs = current(engine)
+    assert [m.tag for m in msgs] == ["INIT"], "the machine opens with INIT"
+    for _ in range(10):
+        if finished_sessions(engine):
+            break
+        at.radio(key=by_suffix(at.radio, "_match").key).set_value("No")
+        at.radio(key=by_suffix(at.radio, "_agree").key).set_value("No")
+        by_suffix(at.selectbox, "_pred").set_value("Pneumothorax")
+        by_suffix(at.text_area, "_expl").input("A visceral pleural line at the apex with no markings beyond.")
+        at.run()
+        ok(at)
+        assert "Your message will be tagged" in texts(at)
+        by_suffix(at.button, "_send").click().run()
+        ok(at)
+    done = finished_sessions(engine)
+    assert len(done) == 1 and done[0].id == sid
+    msgs = all_msgs(engine, sid)
+    assert not conformance(msgs, done[0].n, done[0].k)
+    assert msgs[1].tag is Tag.REFUTE and msgs[1].sender is Sender.HUMAN
+    page = texts(at)
+    assert "is finished" in page and "2-way intelligible sessions" in page
+    # and the next case is on screen
+    nxt, nmsgs = current(engine)
+    assert nxt != sid and [m.tag for m in nmsgs] == ["INIT"]
+
+
+def test_annotate_a_drug_session_with_chosen_tags(app_db: tuple[str, Engine]) -> None:
+    """The chemist types SMILES (validated, canonicalised, drawn) and picks the tag."""
+    _, engine = app_db
+    make_drug(engine)
+    at = login(new_app("annotate"), "toy-drug")
+    sid, msgs = current(engine)
+    machine = msgs[0]
+    pred = by_suffix(at.text_input, "_pred")
+    pred.input("not a smiles((").run()
+    ok(at)
+    assert "not a valid SMILES" in texts(at)
+    # ratify with the machine's own answer: the machine ratifies back and the session stops
+    by_suffix(at.text_input, "_pred").input(machine.prediction)
+    by_suffix(at.text_area, "_expl").input(machine.explanation)
+    at.run()
+    ok(at)
+    by_suffix(at.button, "_pick_RATIFY").click().run()
+    ok(at)
+    assert "you chose it" in texts(at)
+    by_suffix(at.button, "_send").click().run()
+    ok(at)
+    msgs = all_msgs(engine, sid)
+    assert [m.tag for m in msgs] == [Tag.INIT, Tag.RATIFY, Tag.RATIFY]
+    assert (msgs[1].match, msgs[1].agree, msgs[1].changed) == (True, True, False)
+    assert "is finished" in texts(at)
+
+
+def test_a_forbidden_tag_is_refused_with_one_line(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_rad(engine)
+    at = login(new_app("annotate"), "toy-rad")
+    sid, _ = current(engine)
+    by_suffix(at.selectbox, "_pred").set_value("Pneumonia")
+    by_suffix(at.button, "_pick_REVISE").click().run()
+    ok(at)
+    assert "REVISE is impossible at message 2" in texts(at)
+    by_suffix(at.button, "_send").click().run()
+    ok(at)
+    assert any("Not sent" in e.value for e in at.error)
+    by_suffix(at.button, "_pick_REJECT").click().run()
+    assert "REJECT is only allowed after message 3" in texts(at)
+    assert len(all_msgs(engine, sid)) == 1, "nothing was stored"
+
+
+def test_double_submit_stores_each_step_once(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_rad(engine)
+    at = login(new_app("annotate"), "toy-rad")
+    sid, _ = current(engine)
+    by_suffix(at.selectbox, "_pred").set_value("Pneumonia")
+    by_suffix(at.button, "_pick_REFUTE").click().run()
+    by_suffix(at.button, "_send").click()
+    # the browser's message for this click, replayed below as a double click would be
+    click = at._tree.get_widget_states()
+    at.run()
+    ok(at)
+    after_first = all_msgs(engine, sid)
+    assert [m.j for m in after_first] == [1, 2, 3]
+    # the same click arriving again, then plain reruns: nothing more is stored
+    at._run(click)
+    ok(at)
+    at._run(click)
+    ok(at)
+    at.run()
+    ok(at)
+    assert [m.j for m in all_msgs(engine, sid)] == [1, 2, 3]
+    assert (sid, 2) in at.session_state["annotate_sent"]
+
+
+def test_a_second_annotator_gets_another_case(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_rad(engine)
+    a = login(new_app("annotate"), "toy-rad", name="Dr A")
+    b = login(new_app("annotate"), "toy-rad", name="Dr B")
+    sa, _ = current(engine, "Dr A")
+    sb, _ = current(engine, "Dr B")
+    assert sa != sb
+    with DB(engine) as db:
+        ia = db.get(Session, sa)
+        ib = db.get(Session, sb)
+        assert ia is not None and ib is not None and ia.instance_id != ib.instance_id
+    assert a.session_state["annotate_sid"] == sa and b.session_state["annotate_sid"] == sb
+
+
+def test_llm_error_shows_one_line_and_retry(app_db: tuple[str, Engine]) -> None:
+    """A machine that cannot answer (an LLM with no key) gives a message and Retry, no trace."""
+    _, engine = app_db
+    make_rad(engine)
+    create_live_experiment(engine, dataset="toy-rad", name="live-llm", machine="anthropic:claude-test")
+    at = new_app("annotate")
+    at.sidebar.text_input(key="annotate_name").input("Dr Rao").run()
+    at.sidebar.selectbox(key="annotate_dataset").set_value("toy-rad").run()
+    ok(at)
+    errors = [e.value for e in at.error]
+    assert any("could not answer" in e for e in errors), errors
+    assert all("Traceback" not in e for e in errors)
+    assert any(b.label == "Retry" for b in at.button)
+    by_suffix(at.button, "_retry_" + str(at.session_state["annotate_sid"]) + "_1").click().run()
+    ok(at)
+    assert any("could not answer" in e.value for e in at.error)
+
+
+def test_untrusted_text_is_escaped(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_rad(engine)
+    eid = create_live_experiment(engine, dataset="toy-rad", name="live-xss")
+    me = ensure_annotator(engine, name="Dr Rao")
+    sid = claim_next(engine, experiment_id=eid, annotator_id=me)
+    assert sid is not None
+    seed_messages(engine, sid, [Msg(1, Sender.MACHINE, Tag.INIT, "Pneumonia", XSS)])
+    at = new_app("annotate")
+    at.sidebar.text_input(key="annotate_name").input("Dr Rao").run()
+    at.sidebar.selectbox(key="annotate_dataset").set_value("toy-rad").run()
+    at.sidebar.selectbox(key="annotate_experiment_toy-rad").set_value(eid).run()
+    ok(at)
+    shown = [m.value for m in at.markdown if "onerror" in m.value]
+    assert shown, "the payload is shown as text"
+    for md in shown:
+        # every markup character reaches the markdown renderer escaped, so it is literal text
+        assert re.search(r"(?<!\\)[<>\[\]()!:]", md) is None, md
+    from pxp.app.ui import escape_md
+
+    assert escape_md("a <b> [x](y) http://z $x$ :red[t]") == (
+        r"a \<b\> \[x\]\(y\) http\:\/\/z \$x\$ \:red\[t\]"
+    )
+
+
+def test_rad_images_zoom_and_synthetic_badge(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_rad_images(engine, size=(400, 300))
+    at = login(new_app("annotate"), "toy-rad-img")
+    assert "synthetic" in texts(at)
+    zoom = by_suffix(at.slider, "_zoom")
+    zoom.set_value(2.0).run()
+    ok(at)
+    assert any(str(s.key).endswith("_cx") for s in at.slider)
+
+
+# --- the other pages ---------------------------------------------------------------------
+
+
+def test_sessions_page_shows_transcript_and_calls(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_rad(engine)
+    at = login(new_app("annotate"), "toy-rad")
+    sid, _ = current(engine)
+    at = new_app("sessions")
+    assert at.dataframe, "a table of sessions"
+    at.selectbox(key="sessions_open").set_value(sid).run()
+    ok(at)
+    page = texts(at)
+    assert "Conformant" in page and "message 1" in page
+    at.selectbox(key="sessions_status").set_value("finished").run()
+    ok(at)
+    assert "No session matches" in texts(at)
+
+
+def test_experiments_page_runs_in_a_background_worker(app_db: tuple[str, Engine]) -> None:
+    from pxp import workers
+
+    _, engine = app_db
+    make_drug(engine)
+    at = new_app("experiments")
+    at.number_input(key="experiments_reps").set_value(2)
+    at.toggle(key="experiments_learn").set_value(False)
+    at.text_input(key="experiments_name").input("bg-run")
+    submit = [b for b in at.get("form_submit_button") if "start" in str(b.label)]
+    submit[0].click().run()
+    ok(at)
+    with DB(engine) as db:
+        exp = db.exec(select(Experiment).where(Experiment.name == "bg-run")).one()
+    assert workers.wait(engine, exp.id or 0, timeout=60) == 0
+    p = workers.progress(engine, exp.id or 0)
+    assert p.sessions == 2 * len(DRUGS) and p.done == p.sessions and p.status == "finished"
+    at.run()
+    ok(at)
+    assert "bg-run" in texts(at)
+
+
+def test_worker_cancel_and_resume(app_db: tuple[str, Engine]) -> None:
+    from pxp import workers
+    from pxp.runner import RunConfig, create_experiment
+
+    _, engine = app_db
+    make_rad(engine, per_label=4)
+    exp = create_experiment(engine, RunConfig(dataset="toy-rad", reps=2, simulated={"latency": 0.03}),
+                            name="long")
+    workers.start(engine, exp.id or 0)
+    assert workers.is_running(engine, exp.id or 0)
+    deadline = time.monotonic() + 60
+    while workers.progress(engine, exp.id or 0).done < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers.cancel(engine, exp.id or 0)
+    p = workers.progress(engine, exp.id or 0)
+    assert not p.running and p.status == "cancelled" and p.done < p.sessions
+    workers.start(engine, exp.id or 0)
+    assert workers.wait(engine, exp.id or 0, timeout=120) == 0
+    p = workers.progress(engine, exp.id or 0)
+    assert p.done == p.sessions and p.status == "finished"
+    with DB(engine) as db:
+        for s in db.exec(select(Session)).all():
+            from pxp.store import session_msgs
+
+            assert not conformance(session_msgs(db, session_id=s.id or 0), s.n, s.k, status=s.status)
+
+
+def test_datasets_page_imports_and_browses(app_db: tuple[str, Engine], tmp_path: Path) -> None:
+    from pxp.app import imports
+
+    _, engine = app_db
+    make_drug(engine)
+
+    class Up:
+        def __init__(self, name: str, data: bytes) -> None:
+            self.name, self._data = name, data
+
+        def getvalue(self) -> bytes:
+            return self._data
+
+    bad = imports.run_import(engine, "study_drug", Up("x.csv", b"nothing,useful\n1,2\n"))
+    assert not bad.ok and bad.messages and all("\n" not in m for m in bad.messages)
+    at = new_app("datasets")
+    at.selectbox(key="datasets_browse").set_value("toy-drug").run()
+    ok(at)
+    assert "Reference answer" in texts(at)
+
+
+def test_zip_members_cannot_escape(tmp_path: Path) -> None:
+    import io
+    import zipfile
+
+    from pxp.app.imports import stage
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("../evil.txt", "x")
+        zf.writestr("/abs.txt", "x")
+        zf.writestr("imgs/ok.png", "x")
+
+    class Up:
+        def __init__(self, name: str, data: bytes) -> None:
+            self.name, self._data = name, data
+
+        def getvalue(self) -> bytes:
+            return self._data
+
+    root = tmp_path / "stage"
+    root.mkdir()
+    stage(Up("a.csv", b"a"), [Up("i.zip", buf.getvalue())], root)
+    assert (root / "imgs" / "ok.png").exists()
+    assert not (tmp_path / "evil.txt").exists() and not Path("/abs.txt").exists()
+
+
+def test_settings_saves_prefs_and_never_shows_keys(
+    app_db: tuple[str, Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, engine = app_db
+    make_rad(engine)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-do-not-show-1234")
+    at = new_app("settings")
+    page = texts(at)
+    assert "OPENAI_API_KEY" in page and "sk-test" not in page
+    at.text_input(key="settings_generator").input("anthropic")
+    at.get("form_submit_button")[0].click().run()
+    ok(at)
+    assert any("generator: write provider:model" in e.value for e in at.error)
+    at.number_input(key="settings_n").set_value(8)
+    at.text_input(key="settings_generator").input("openai:gpt-4o-mini")
+    at.get("form_submit_button")[0].click().run()
+    ok(at)
+    with DB(engine) as db:
+        stored = {r.key: r.value for r in db.exec(select(AppSetting)).all()}
+    assert stored["n"] == 8 and stored["generator"] == "openai:gpt-4o-mini"
+    assert all("sk-test" not in str(v) for v in stored.values())
