@@ -114,7 +114,7 @@ def render_many(reports: list[dict[str, Any]], fmt: str) -> str:
         lines = [
             "| " + " | ".join(_md(h) for h in header) + " |",
             "| :-- |" + " :-: |" * (len(header) - 1),
-            *["| " + " | ".join(_md(c) for c in row) + " |" for row in table],
+            *["| " + " | ".join(_md(c) for c in row) + " |" for row in [*table, aborted]],
             "",
             *[f"_{_md(n)}_  " for n in notes],
             *_performance(reports, fmt),
