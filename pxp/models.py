@@ -160,13 +160,13 @@ class LLMCall(SQLModel, table=True):
 
 
 class Message(SQLModel, table=True):
-        # covering index: Table 1 / Figure 1 aggregate (sender, tag) per session without row lookups
-        Index("ix_message_session_tags", "session_id", "j", "sender", "tag"),
     """The M table: message j of session s, (tag, prediction, explanation) and its facts."""
 
     __table_args__ = (
         UniqueConstraint("session_id", "j", name="uq_message_session_j"),
         Index("ix_message_tag", "tag"),
+        # covering index: Table 1 / Figure 1 aggregate (sender, tag) per session without row lookups
+        Index("ix_message_session_tags", "session_id", "j", "sender", "tag"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
