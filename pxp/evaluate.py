@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,8 +79,10 @@ def evaluate(
     k: int = 3,
     workers: int = 1,
     record: Callable[[list[CallRecord]], None] | None = None,
+    executor: Executor | None = None,
 ) -> Score:
-    """Accuracy of the machine with context `carry` on `instances` (in parallel up to `workers`).
+    """Accuracy of the machine with context `carry` on `instances` (in parallel up to `workers`,
+    on `executor` when given, else on a pool of its own).
 
     Every call is handed to `record` (purpose "eval"), also when an AgentUnavailable
     interrupts the evaluation; that error is then raised.
@@ -108,6 +110,8 @@ def evaluate(
             one(i)
             if failure is not None:
                 break
+    elif executor is not None:
+        list(executor.map(one, range(len(instances))))
     else:
         with ThreadPoolExecutor(max_workers=min(workers, len(instances)), thread_name_prefix="pxp-eval") as pool:
             list(pool.map(one, range(len(instances))))

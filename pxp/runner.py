@@ -319,6 +319,7 @@ class _Rep:
     test: list[InstanceView]
     evals: dict[tuple[int, str], Score]
     stop: threading.Event
+    pool: ThreadPoolExecutor | None = None
 
     @property
     def learning(self) -> bool:
@@ -330,7 +331,7 @@ class _Rep:
     def score(self, instances: list[InstanceView], carry: Sequence[CarriedSession], session_id: int | None) -> Score:
         return evaluate(
             self.machine, self.human, instances, carry, n=self.cfg.n, k=self.cfg.k,
-            workers=call_limit(), record=lambda calls: self.record(calls, session_id),
+            workers=call_limit(), record=lambda calls: self.record(calls, session_id), executor=self.pool,
         )
 
     def store_eval(self, after: int, split: str, s: Score) -> None:
@@ -454,6 +455,7 @@ def run_repetition(
     done = sum(1 for s in sessions if s.status != "open" and s.context_kept is not None)
     obs.run_started(run.repetition, rid, len(sessions), done)
     _set_run_status(engine, rid, "running", None)
+    pool = rep.pool = ThreadPoolExecutor(max(1, call_limit()), thread_name_prefix=f"pxp-eval-{run.repetition}")
     try:
         test_split = cfg.test_split or "test"
         if cfg.eval_at_start and rep.test and (0, test_split) not in rep.evals:
@@ -488,6 +490,8 @@ def run_repetition(
         _set_run_status(engine, rid, "paused", str(e))
         obs.run_ended(run.repetition, "paused", str(e))
         return "paused"
+    finally:
+        pool.shutdown()
     _set_run_status(engine, rid, "finished", None)
     obs.run_ended(run.repetition, "finished", None)
     return "finished"
