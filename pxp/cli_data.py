@@ -65,14 +65,6 @@ def import_study_drug_cmd(
                                    split=split))
 
 
-def _table(file: Path, task: str, mapping: list[str] | None, name: str | None,
-           split: str | None, images_root: Path | None) -> None:
-    from pxp.data.generic import import_table
-
-    _run(lambda: import_table(state.engine(), file, task=task, mapping=mapping or [],
-                              name=name, split=split, images_root=images_root))
-
-
 Task = Annotated[str, typer.Option("--task", help="rad, drug, text or a custom task name.")]
 Map = Annotated[list[str] | None, typer.Option(
     "--map", help="COLUMN=FIELD (key, input, image, prediction, label, explanation, split); "
@@ -81,30 +73,23 @@ ImagesRoot = Annotated[Path | None, typer.Option(
     "--images-root", help="Folder image paths are relative to (default: the file's folder).")]
 
 
-@import_app.command("csv")
-def import_csv_cmd(
-    file: Annotated[Path, typer.Argument(help="A CSV file, one instance per row.")],
+def import_table_cmd(
+    file: Annotated[Path, typer.Argument(help="One instance per row (CSV) or line (JSONL).")],
     task: Task = "text",
     mapping: Map = None,
     name: Name = None,
     split: Split = None,
     images_root: ImagesRoot = None,
 ) -> None:
-    """Import a CSV file with a column mapping."""
-    _table(file, task, mapping, name, split, images_root)
+    """Import a CSV or JSONL file with a column mapping."""
+    from pxp.data.generic import import_table
+
+    _run(lambda: import_table(state.engine(), file, task=task, mapping=mapping or [],
+                              name=name, split=split, images_root=images_root))
 
 
-@import_app.command("jsonl")
-def import_jsonl_cmd(
-    file: Annotated[Path, typer.Argument(help="A JSONL file, one instance per line.")],
-    task: Task = "text",
-    mapping: Map = None,
-    name: Name = None,
-    split: Split = None,
-    images_root: ImagesRoot = None,
-) -> None:
-    """Import a JSONL file with a field mapping."""
-    _table(file, task, mapping, name, split, images_root)
+import_app.command("csv")(import_table_cmd)
+import_app.command("jsonl")(import_table_cmd)
 
 
 @import_app.command("dicom")

@@ -31,7 +31,7 @@ from pxp.data.common import (
     read_jsonl,
     store_instances,
 )
-from pxp.data.images import ImageRejected, PreparedImage, read_image_file, resolve_inside
+from pxp.data.images import ImageCache, ImageRejected, PreparedImage
 from pxp.data.study import smiles_problem
 from pxp.data.transcripts import ImportProblems
 
@@ -116,7 +116,7 @@ def import_table(
     fixed_split = check_split(split, "--split", problems)
     root = Path(images_root) if images_root is not None else path.parent
     used = set(col_of.values())
-    cache: dict[Path, PreparedImage] = {}
+    cache = ImageCache(root)
     items: list[NewInstance] = []
     keys: dict[str, int] = {}
     labels: list[str] = []
@@ -142,11 +142,7 @@ def import_table(
                 continue
         if "image" in col_of:
             try:
-                ipath = resolve_inside(root, get("image"), where=where)
-                img = cache.get(ipath)
-                if img is None:
-                    img = read_image_file(ipath, where=f"{where}: {get('image')}")
-                    cache[ipath] = img
+                img = cache.load(get("image"), where=where)
             except ImageRejected as err:
                 problems.append(str(err))
                 continue

@@ -135,6 +135,23 @@ def resolve_inside(root: Path, relative: str, *, where: str) -> Path:
     return target
 
 
+class ImageCache:
+    """Images of one import, read once per file however many rows name them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._seen: dict[Path, PreparedImage] = {}
+
+    def load(self, relative: str, *, where: str) -> PreparedImage:
+        """The image at root/relative (inside root), validated; ImageRejected otherwise."""
+        path = resolve_inside(self.root, relative, where=where)
+        img = self._seen.get(path)
+        if img is None:
+            img = read_image_file(path, where=f"{where}: {relative.strip()}")
+            self._seen[path] = img
+        return img
+
+
 def store_assets(db: DB, images: list[PreparedImage]) -> int:
     """Add the images not stored yet (by sha256); returns how many were added."""
     added = 0

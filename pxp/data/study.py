@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from pxp.data.common import ImportResult, NewInstance, check_split, read_csv, store_instances
-from pxp.data.images import ImageRejected, PreparedImage, read_image_file, resolve_inside
+from pxp.data.images import ImageCache, ImageRejected, resolve_inside
 from pxp.data.transcripts import ImportProblems
 from pxp.tasks.base import InvalidSmiles, canonical_smiles
 
@@ -64,7 +64,7 @@ def import_study_rad(
     if images_root is not None and not root.is_dir():
         raise ImportProblems([f"images root {root} is not a folder"])
     case_counts = Counter(r["case"].strip() for _, r in rows)
-    cache: dict[Path, PreparedImage] = {}
+    cache = ImageCache(root)
     items: list[NewInstance] = []
     keys: dict[str, int] = {}
     labels: list[str] = []
@@ -83,11 +83,7 @@ def import_study_rad(
             continue
         keys[key] = line
         try:
-            path = resolve_inside(root, r["img_path"], where=where)
-            img = cache.get(path)
-            if img is None:
-                img = read_image_file(path, where=f"{where}: {r['img_path']}")
-                cache[path] = img
+            img = cache.load(r["img_path"], where=where)
         except ImageRejected as err:
             problems.append(str(err))
             continue
