@@ -193,3 +193,20 @@ def test_labels_csv_as_the_path_names_its_folder(engine: Engine, src: Path) -> N
     res = import_dicom(engine, src / "labels.csv")
     assert (res.dataset, res.added, res.warnings) == ("in", 1, [])
     assert display(engine)[0].shape == (32, 64)
+
+
+def test_undecodable_compressed_pixels_are_one_line(engine: Engine, src: Path) -> None:
+    import pydicom
+    from pydicom.encaps import encapsulate
+    from pydicom.uid import JPEG2000Lossless
+
+    make_dicom(src / "j.dcm")
+    ds = pydicom.dcmread(src / "j.dcm")
+    ds.file_meta.TransferSyntaxUID = JPEG2000Lossless
+    ds.PixelData = encapsulate([b"\xff\x4f\xff\x51" + b"garbage" * 10])
+    ds["PixelData"].VR = "OB"
+    ds.save_as(src / "j.dcm")
+    with pytest.raises(ImportProblems) as info:
+        import_dicom(engine, src, name="dcm")
+    (p,) = info.value.problems
+    assert p.startswith("j.dcm: cannot decode the pixel data (JPEG 2000") and "\n" not in p

@@ -263,3 +263,13 @@ def test_file_size_limit(tmp_path: Path) -> None:
         f.truncate(MAX_IMAGE_BYTES + 1)  # sparse: nothing large is written
     with pytest.raises(ImageRejected, match="MB limit"):
         read_image_file(path)
+
+
+@pytest.mark.parametrize("name", ["Case 1 Image - Lateral.png", "Case 11 Image.jpeg",
+                                  "Case 2 Image - Lateral.jpeg"])
+def test_every_truncation_is_a_clear_refusal(name: str) -> None:
+    data = (STUDY / "data" / "xrays" / name).read_bytes()
+    for cut in (0, 1, 8, 30, 100, 600, len(data) // 3, len(data) - 100):
+        with pytest.raises(ImageRejected) as info:
+            prepare_image(data[:cut], where=name)
+        assert info.value.args[0].startswith(name) and "\n" not in info.value.args[0]

@@ -137,6 +137,11 @@ def deidentify(ds: Any) -> Any:
     return ds
 
 
+def _line(err: BaseException) -> str:
+    """An exception's message on one line."""
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 def _json(value: Any) -> Any:
     if isinstance(value, (int, float, str)):
         return value
@@ -184,7 +189,7 @@ def dicom_images(ds: Any, where: str, warns: list[str]) -> tuple[PreparedImage, 
     except Exception as err:  # any decoder failure is one line for the user
         ts = getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", None)
         name = getattr(ts, "name", str(ts))
-        raise ImportProblems([f"{where}: cannot decode the pixel data ({name}): {err}"]) from None
+        raise ImportProblems([f"{where}: cannot decode the pixel data ({name}): {_line(err)}"]) from None
     photometric = str(ds.get("PhotometricInterpretation", "MONOCHROME2"))
     if frames > 1:
         warns.append(f"{where}: {frames} frames; only the first is imported")
@@ -280,7 +285,7 @@ def import_dicom(
             warns.append(f"{where}: not a DICOM file; skipped")
             continue
         except Exception as err:  # corrupt files: one line each
-            problems.append(f"{where}: corrupt or truncated DICOM ({err})")
+            problems.append(f"{where}: corrupt or truncated DICOM ({_line(err)})")
             continue
         found += 1
         if "PixelData" not in ds:

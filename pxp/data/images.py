@@ -56,6 +56,10 @@ class PreparedImage:
                      size=len(self.data), data=self.data, meta=dict(self.meta))
 
 
+def _line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 def open_image(data: bytes, *, where: str = "image") -> Image.Image:
     """Open and fully decode PNG/JPEG bytes within the limits; ImageRejected otherwise."""
     if len(data) > MAX_IMAGE_BYTES:
@@ -79,11 +83,11 @@ def open_image(data: bytes, *, where: str = "image") -> Image.Image:
     except ImageRejected:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
-        raise ImageRejected(f"{where}: refused as a decompression bomb ({err})") from None
+        raise ImageRejected(f"{where}: refused as a decompression bomb ({_line(err)})") from None
     except UnidentifiedImageError:
         raise ImageRejected(f"{where}: not a PNG or JPEG image") from None
     except (OSError, SyntaxError, ValueError) as err:
-        raise ImageRejected(f"{where}: corrupt or truncated image ({err})") from None
+        raise ImageRejected(f"{where}: corrupt or truncated image ({_line(err)})") from None
     return im
 
 
