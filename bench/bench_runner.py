@@ -10,9 +10,11 @@ scheduling, not a provider. Goal: R = 5 concurrent repetitions within 1.2 x one 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -56,7 +58,8 @@ def main() -> int:
     ap.add_argument("--latency", type=float, default=0.02, help="seconds per simulated call")
     ap.add_argument("--concurrency", type=int, default=64, help="shared LLM call limit")
     ap.add_argument("--no-learn", action="store_true")
-    ap.add_argument("--db", help="database URL (default: a temporary SQLite file)")
+    ap.add_argument("--db", help="database URL of a scratch database (default: a temporary SQLite file)")
+    ap.add_argument("--repeat", type=int, default=3, help="best of this many timings per figure")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url = args.db or f"sqlite:///{Path(tmp) / 'bench.db'}"
@@ -65,15 +68,20 @@ def main() -> int:
         ensure_demo(engine)
         stamp = int(time.time())
         learn = not args.no_learn
-        one = concurrent(engine, f"bench-one-{stamp}", _cfg(1, args.latency, args.concurrency, learn))
-        many = concurrent(engine, f"bench-many-{stamp}", _cfg(args.reps, args.latency, args.concurrency, learn))
-        seq = sequential(engine, f"bench-seq-{stamp}", _cfg(args.reps, args.latency, args.concurrency, learn))
-        tight = concurrent(engine, f"bench-tight-{stamp}", _cfg(args.reps, args.latency, args.reps, learn))
+        r, lat, lim = args.reps, args.latency, args.concurrency
+
+        def best(label: str, fn: Callable[[Engine, str, RunConfig], float], cfg: RunConfig) -> float:
+            return min(fn(engine, f"bench-{label}-{stamp}-{i}", cfg) for i in range(args.repeat))
+
+        one = best("one", concurrent, _cfg(1, lat, lim, learn))
+        many = best("many", concurrent, _cfg(r, lat, lim, learn))
+        tight = best("tight", concurrent, _cfg(r, lat, r, learn))
+        seq = best("seq", sequential, _cfg(r, lat, lim, learn))
         engine.dispose()
     backend = url.split(":", 1)[0]
     ratio = many / one
     print(f"runner bench ({backend}, demo-rad train split, n=10 k=3, LEARN {'on' if learn else 'off'}, "
-          f"{args.latency * 1000:.0f} ms per simulated call)")
+          f"{args.latency * 1000:.0f} ms per simulated call, best of {args.repeat}, {os.cpu_count()} CPUs)")
     print(f"  one repetition alone           {one:7.2f} s")
     print(f"  R={args.reps} concurrent (limit {args.concurrency:>3})   {many:7.2f} s   {ratio:.2f} x one repetition")
     print(f"  R={args.reps} concurrent (limit {args.reps:>3})   {tight:7.2f} s   {tight / one:.2f} x one repetition")

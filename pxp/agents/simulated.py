@@ -75,6 +75,7 @@ class SimulatedMachine(AgentBase):
         self.config = config or SimulatedConfig()
         self.pool = list(pool)
         self.labels = sorted({p.reference.prediction for p in self.pool if p.reference.prediction})
+        self._wrong_labels: dict[str, list[str]] = {}  # reference prediction -> the labels that do not match it
 
     # ASK ------------------------------------------------------------------------------
     def _wrong(self, x: InstanceView, rng: random.Random) -> Answer:
@@ -87,7 +88,10 @@ class SimulatedMachine(AgentBase):
             except InvalidSmiles:
                 prediction = rng.choice(others).reference.prediction
         else:
-            wrong = [lab for lab in self.labels if not self.match(lab, x.reference.prediction, None)]
+            ref = x.reference.prediction
+            wrong = self._wrong_labels.get(ref)
+            if wrong is None:
+                wrong = self._wrong_labels[ref] = [lab for lab in self.labels if not self.match(lab, ref, None)]
             prediction = rng.choice(wrong) if wrong else rng.choice(others).reference.prediction
         return Answer(prediction, explanation)
 
