@@ -252,3 +252,68 @@ def test_api_failure_pauses_the_run_and_resume_retries(engine: Engine, monkeypat
     assert stored <= after
     assert all(s.status == "finished" and s.context_kept is not None for s in sessions)
     assert validate(engine)[1] == []
+
+
+# --- Ctrl-C pauses every repetition after its current step --------------------------------------
+
+
+class _StopAfter:
+    """An observer that asks the run to stop after `n` messages (what Ctrl-C does)."""
+
+    def __init__(self, stop: threading.Event, n: int) -> None:
+        self.stop, self.n, self.seen = stop, n, 0
+        self.ended: list[tuple[int, str, str | None]] = []
+
+    def run_started(self, rep: int, run_id: int, total: int, done: int) -> None:
+        pass
+
+    def message(self, rep: int, ordinal: int, j: int, tag: str) -> None:
+        self.seen += 1
+        if self.seen >= self.n:
+            self.stop.set()
+
+    def session_done(self, rep: int, ordinal: int, status: str, kept: bool | None) -> None:
+        pass
+
+    def run_ended(self, rep: int, status: str, note: str | None) -> None:
+        self.ended.append((rep, status, note))
+
+
+def test_a_stop_request_pauses_and_resume_finishes_identically(tmp_path: Path, reference: tuple[str, Any]) -> None:
+    e = make_engine(f"sqlite:///{tmp_path / 'stop.db'}")
+    upgrade(e)
+    make_rad(e, per_label=4)
+    exp = create_experiment(e, _cfg(), name="X")
+    stop = threading.Event()
+    obs = _StopAfter(stop, 12)
+    out = run_experiment(e, exp.id or 0, observer=obs, stop=stop)
+    assert out.status == "paused" and set(out.paused) == {1, 2}
+    assert all(st == "paused" and note == "interrupted by the user" for _, st, note in obs.ended)
+    assert run_experiment(e, exp.id or 0).status == "finished"
+    assert _tables(e, "X") == reference[1]
+
+
+def test_sigint_exits_130_and_the_run_resumes(tmp_path: Path, reference: tuple[str, Any]) -> None:
+    db = tmp_path / "int.db"
+    url = f"sqlite:///{db}"
+    e = make_engine(url)
+    upgrade(e)
+    make_rad(e, per_label=4)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = [*PXP, "--db", url, "run", "--dataset", "toy-rad", "--split", "train", "--reps", "2", "--seed", "2",
+            "--eval-at-start", "--sim-accuracy", "0.4", "--sim-adopt", "0.2", "--sim-mislead", "0.3",
+            "--sim-latency", "0.02", "--name", "X"]
+    proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while _count(db, _POLLS["messages"]) < 10 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "pxp run --resume X" in stderr and "Traceback" not in stderr
+    with DB(e) as s:
+        assert {r.status for r in s.exec(select(Run))} == {"paused"}
+    res = subprocess.run([*PXP, "--db", url, "run", "--resume", "X", "--no-progress"], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert _tables(e, "X") == reference[1]

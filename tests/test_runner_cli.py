@@ -137,3 +137,27 @@ def test_paused_run_exits_2_and_resumes(url: str, monkeypatch: pytest.MonkeyPatc
         assert "openai:gpt-test" in res.stdout  # the cost/latency summary names the model
     with DB(get_engine(url)) as db:
         assert {r.status for r in db.exec(select(Run))} == {"finished"}
+
+
+def test_progress_is_rich_on_a_terminal_and_plain_elsewhere(engine: Any) -> None:
+    import io
+
+    from rich.console import Console
+
+    from pxp.progress import PlainProgress, RichProgress, make_progress
+    from pxp.runner import RunConfig, create_experiment, run_experiment
+
+    make_rad(engine, per_label=4)
+    for name, terminal in (("tty", True), ("pipe", False)):
+        exp = create_experiment(engine, RunConfig(dataset="toy-rad", split="train", reps=2, learn=True), name=name)
+        buf = io.StringIO()
+        prog = make_progress(engine, exp.id or 0, Console(file=buf, force_terminal=terminal, width=160))
+        assert isinstance(prog, RichProgress if terminal else PlainProgress)
+        with prog:
+            run_experiment(engine, exp.id or 0, observer=prog)
+        text = buf.getvalue()
+        assert "rep 1" in text and "rep 2" in text and "finished" in text and "calls" in text
+        if terminal:
+            assert "6/6" in text and "\x1b[" in text  # the bar, drawn with terminal escapes
+        else:
+            assert "rep 2: session 6 finished" in text and "\x1b[" not in text
