@@ -78,12 +78,17 @@ def is_filtered(sel: Selection) -> bool:
     return bool(sel.datasets or sel.repetitions or sel.annotators or sel.labels or sel.since or sel.until)
 
 
-def tables_for(sel: Selection, by: str | None) -> dict[str, Table1]:
+def tables_for(sel: Selection, by: str | None, names: list[str] | None = None) -> dict[str, Table1]:
+    """Table 1 per column; experiment columns in the order they were chosen."""
     engine = resources.engine()
     if by is None:
         t = analytics.table1(engine, sel)
         return {"selected": t} if t.repetitions else {}
-    return {(g or "(none)"): t for g, t in analytics.table1_by(engine, sel, by).items()}
+    tables = {(g or "(none)"): t for g, t in analytics.table1_by(engine, sel, by).items()}
+    if by == "experiment" and names:
+        order = {n: i for i, n in enumerate(names)}
+        tables = dict(sorted(tables.items(), key=lambda kv: order.get(kv[0], len(order))))
+    return tables
 
 
 def reproduce_line(sel: Selection, by: str | None, names: list[str]) -> None:
@@ -99,7 +104,7 @@ def reproduce_line(sel: Selection, by: str | None, names: list[str]) -> None:
 
 
 def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
-    tables = tables_for(sel, by)
+    tables = tables_for(sel, by, names)
     if not tables:
         st.info("No finished or aborted sessions in this selection yet: nothing to count.")
         reproduce_line(sel, by, names)
@@ -129,8 +134,8 @@ def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
         download_csv("Per repetition (CSV)", reps, "table1_repetitions.csv", "analytics_dl_reps")
 
 
-def view_figure1(sel: Selection, by: str | None) -> None:
-    tables = tables_for(sel, by)
+def view_figure1(sel: Selection, by: str | None, names: list[str]) -> None:
+    tables = tables_for(sel, by, names)
     metrics = st.multiselect("Curves", list(METRICS), default=FIG1_DEFAULT, format_func=lambda m: METRIC_LABELS[m],
                              key="analytics_fig1_metrics")
     if not tables:
@@ -281,7 +286,7 @@ def render() -> None:
         st.caption("Experiments: " + ui.escape_md(", ".join(names)))
     views: dict[str, Any] = {
         "Table 1": lambda: view_table1(sel, by, names),
-        "Figure 1": lambda: view_figure1(sel, by),
+        "Figure 1": lambda: view_figure1(sel, by, names),
         "Figure 2": lambda: view_figure2(sel),
         "Transitions": lambda: view_transitions(sel),
         "Session lengths": lambda: view_lengths(sel),

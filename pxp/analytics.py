@@ -403,25 +403,42 @@ def figure1_frame(t: Table1, name: str = "") -> pd.DataFrame:
 
 
 def figure1(frames: dict[str, Table1], metrics: Sequence[str] = ("one_way_human", "one_way_machine", "two_way")) -> Any:
-    """Figure 1: cumulative intelligible sessions against the message bound, min/max error bars."""
-    import plotly.graph_objects as go
+    """Figure 1: cumulative intelligible sessions against the message bound, min/max error bars.
 
-    fig = go.Figure()
-    for name, t in frames.items():
+    One panel per group (the paper's (a), (b), (c)), sharing the y axis.
+    """
+    from plotly.subplots import make_subplots
+
+    names = list(frames) or [""]
+    cols = min(len(names), 3)
+    rows = -(-len(names) // cols)
+    fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True, subplot_titles=[plain(n) for n in names]
+                        if len(names) > 1 else None, horizontal_spacing=0.04, vertical_spacing=0.12)
+    colors = {"one_way_human": "#1f77b4", "one_way_machine": "#ff7f0e", "two_way": "#2ca02c",
+              "strong_human": "#9467bd", "strong_machine": "#8c564b", "ultra_strong_human": "#e377c2",
+              "ultra_strong_machine": "#7f7f7f"}
+    for i, (name, t) in enumerate(frames.items()):
         df = figure1_frame(t, name)
         for metric in metrics:
             d = df[df.metric == metric]
             label = METRIC_LABELS[metric].replace(" intelligible sessions", "")
-            fig.add_trace(go.Scatter(
-                x=d.j, y=d["median"], mode="lines+markers", name=plain(f"{name} {label}".strip()),
+            fig.add_trace(go_scatter(
+                x=d.j, y=d["median"], mode="lines+markers", name=plain(label), legendgroup=metric,
+                showlegend=i == 0, line={"color": colors[metric]},
                 error_y={"type": "data", "symmetric": False,
                          "array": (d["max"] - d["median"]).tolist(),
                          "arrayminus": (d["median"] - d["min"]).tolist()},
-            ))
-    fig.update_layout(xaxis_title="message bound j", yaxis_title="sessions (median over repetitions)",
-                      legend_title="", margin={"t": 30})
-    fig.update_xaxes(dtick=1)
+            ), row=i // cols + 1, col=i % cols + 1)
+    fig.update_xaxes(title_text="message bound j", dtick=1)
+    fig.update_yaxes(title_text="sessions (median over repetitions)", col=1)
+    fig.update_layout(legend_title="", margin={"t": 40}, height=380 * rows)
     return fig
+
+
+def go_scatter(**kw: Any) -> Any:
+    import plotly.graph_objects as go
+
+    return go.Scatter(**kw)
 
 
 def table1_frame(tables: dict[str, Table1]) -> pd.DataFrame:
@@ -439,7 +456,7 @@ def table1_frame(tables: dict[str, Table1]) -> pd.DataFrame:
     df = pd.DataFrame({"Count": labels})
     for name in tables:
         df[name] = cols[name]
-        if any(ranges[name]):
+        if tables[name].repetitions > 1:
             df[f"{name} min–max"] = ranges[name]
     return df
 
@@ -572,8 +589,7 @@ def transition_matrix(df: pd.DataFrame) -> pd.DataFrame:
     d = df.assign(answered=df.from_sender + " " + df.from_tag)
     mat = d.pivot_table(index="answered", columns="to_tag", values="count", aggfunc="sum", fill_value=0)
     cols = [c for c in order if c in mat.columns] + [c for c in mat.columns if c not in order]
-    idx = sorted(mat.index, key=lambda s: (s.split(" ")[0], order.index(s.split(" ")[1])
-                                          if s.split(" ")[1] in order else 99))
+    idx = sorted(mat.index, key=lambda s: (order.index(s.split(" ")[1]) if s.split(" ")[1] in order else 99, s))
     return mat.loc[idx, cols].astype(int)
 
 
@@ -634,26 +650,38 @@ def performance_median(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def figure2(df: pd.DataFrame, metrics: Sequence[str] = PERFORMANCE) -> Any:
-    """Figure 2: machine performance against sessions processed, per repetition and median."""
-    import plotly.graph_objects as go
+    """Figure 2: machine performance against sessions processed, per repetition and median.
 
-    fig = go.Figure()
+    One panel per experiment; thin step lines per repetition, thick lines the median.
+    """
+    from plotly.subplots import make_subplots
+
+    exps = sorted(df.experiment.unique()) if not df.empty else [""]
+    cols = min(len(exps), 3)
+    rows = -(-len(exps) // cols)
+    fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True, horizontal_spacing=0.04, vertical_spacing=0.12,
+                        subplot_titles=[plain(e) for e in exps] if len(exps) > 1 else None)
     med = performance_median(df)
-    dash = {"prediction": "solid", "explanation": "dash", "both": "dot"}
-    for exp, d in df.groupby("experiment"):
+    colors = {"prediction": "#1f77b4", "explanation": "#ff7f0e", "both": "#2ca02c"}
+    for i, exp in enumerate(exps):
+        where = {"row": i // cols + 1, "col": i % cols + 1}
+        d = df[df.experiment == exp]
         for rep, dr in d.groupby("repetition"):
             for mname in metrics:
-                fig.add_trace(go.Scatter(
-                    x=dr.after_session, y=dr[mname], mode="lines", opacity=0.3, showlegend=False, line_shape="hv",
-                    line={"dash": dash[mname], "width": 1}, name=plain(f"{exp} r{rep} {mname}"),
-                ))
+                fig.add_trace(go_scatter(
+                    x=dr.after_session, y=dr[mname], mode="lines", opacity=0.35, showlegend=False,
+                    line_shape="hv", line={"color": colors[mname], "width": 1}, legendgroup=mname,
+                    name=plain(f"{exp} r{rep} {mname}"),
+                ), **where)
         dm = med[med.experiment == exp]
         for mname in metrics:
-            fig.add_trace(go.Scatter(x=dm.after_session, y=dm[mname], mode="lines+markers", line_shape="hv",
-                                     line={"dash": dash[mname], "width": 3},
-                                     name=plain(f"{exp} {mname} (median)")))
-    fig.update_layout(xaxis_title="sessions processed", yaxis_title="accuracy on the test split",
-                      yaxis_range=[0, 1.02], margin={"t": 30})
+            fig.add_trace(go_scatter(
+                x=dm.after_session, y=dm[mname], mode="lines+markers", line_shape="hv", legendgroup=mname,
+                line={"color": colors[mname], "width": 3}, name=f"{mname} (median)", showlegend=i == 0,
+            ), **where)
+    fig.update_xaxes(title_text="sessions processed")
+    fig.update_yaxes(title_text="accuracy", range=[0, 1.02], col=1)
+    fig.update_layout(margin={"t": 40}, height=380 * rows)
     return fig
 
 
