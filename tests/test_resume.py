@@ -249,6 +249,8 @@ def test_api_failure_pauses_the_run_and_resume_retries(engine: Engine, monkeypat
         sessions = db.exec(select(Session)).all()
         assert {r.status for r in db.exec(select(Run))} == {"finished"}
         assert all(r.note is None for r in db.exec(select(Run)))
+        purposes = set(db.exec(select(LLMCall.purpose).where(LLMCall.provider == "openai")).all())
+        assert {"ask", "eval"} <= purposes  # LEARN's and the test split's evaluations asked the LLM too
     assert stored <= after
     assert all(s.status == "finished" and s.context_kept is not None for s in sessions)
     assert validate(engine)[1] == []
