@@ -370,3 +370,39 @@ def test_figure2_costs_and_agreement(any_engine: Engine) -> None:
         assert (a.annotator_a, a.annotator_b, a.pairs) == ("h1", "h2", want)
         assert a.kappa == cohen_kappa(want)
         assert a.observed == pytest.approx(sum(x == y for x, y in want) / len(want))
+
+
+def test_annotators_side_by_side_from_transcripts(any_engine: Engine, tmp_path: Path) -> None:
+    """Live/imported DRUG-h1 vs DRUG-h2: the same instances annotated by two humans, split into
+    columns by Session.annotator_id → Annotator.name, with κ on their tags."""
+    lines = []
+    plan = {  # instance: (h1's session, h2's session)
+        "a": (VECTORS["v1"], VECTORS["v1"]),
+        "b": (VECTORS["v2"], VECTORS["v4"]),
+        "c": (VECTORS["v4"], VECTORS["v4"]),
+    }
+    for inst, pair in plan.items():
+        for ann, tags in zip(("h1", "h2"), pair, strict=True):
+            for j, (sender, tag) in enumerate(tags, start=1):
+                lines.append(json.dumps({"session": f"{inst}-{ann}", "instance": inst, "j": j, "sender": sender,
+                                         "tag": tag, "annotator": ann}))
+    path = tmp_path / "live.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    import_transcripts(any_engine, path, name="DRUG-live", n=10, k=3, task="drug")
+    by = analytics.table1_by(any_engine, Selection(), "annotator")
+    assert sorted(by) == ["h1", "h2"]
+    h1, h2 = by["h1"].as_json("h1"), by["h2"].as_json("h2")
+    assert h1["total_sessions"] == h2["total_sessions"] == 3
+    assert h1["metrics"]["two_way"]["count"] == 2 and h2["metrics"]["two_way"]["count"] == 1
+    assert h1["metrics"]["ultra_strong_machine"]["count"] == 1 and h2["metrics"]["ultra_strong_machine"]["count"] == 0
+    (ag,) = analytics.agreement(any_engine, Selection(), which="first")
+    assert ag.pairs == [("RATIFY", "RATIFY"), ("REFUTE", "REFUTE"), ("REFUTE", "REFUTE")]
+    assert ag.kappa == pytest.approx(1.0)
+    (ag,) = analytics.agreement(any_engine, Selection(), which="last")
+    assert ag.pairs == [("RATIFY", "RATIFY"), ("RATIFY", "REJECT"), ("REJECT", "REJECT")]
+    assert ag.kappa == pytest.approx(cohen_kappa(ag.pairs))
+    assert ag.observed == pytest.approx(2 / 3)
+    # the annotator filter selects one human's sessions
+    opts = analytics.options(any_engine)
+    h2_id = next(a["id"] for a in opts.annotators if a["name"] == "h2")
+    assert analytics.table1(any_engine, Selection(annotators=(h2_id,))).as_json("x")["metrics"] == h2["metrics"]
