@@ -25,4 +25,5 @@ page = st.navigation(pages)
 started = resources.start()
 if started.notice:
     st.toast(started.notice)
-page.run()
+with resources.routed():
+    page.run()

@@ -200,7 +200,8 @@ def instance_panel(s: LiveSession) -> None:
         if s.synthetic:
             ui.synthetic_badge()
     if s.match_kind == "smiles":
-        st.markdown("**Target molecule**")
+        name = s.meta.get("name")
+        st.markdown("**Target molecule**" + (f": {ui.escape_md(str(name))}" if name else ""))
         ui.molecule(s.payload)
     elif s.asset_sha256:
         ui.xray(eng, s.instance_id, s.meta, key=f"annotate_img_{s.instance_id}")
@@ -214,10 +215,13 @@ def transcript_panel(s: LiveSession) -> None:
         st.markdown(f"**Conversation** · message {min(s.j, s.n)} of at most {s.n}")
         if s.is_simulated:
             ui.simulated_badge()
-    with st.container(height=420, border=False):
-        for m in s.messages[:-1]:
-            ui.show_message(m, machine_label=s.machine_label, task_kind=s.match_kind,
-                            annotator=s.annotator)
+    earlier = s.messages[:-1]
+    if earlier:
+        box = st.container(height=420, border=False) if len(earlier) > 2 else st.container()
+        with box:
+            for m in earlier:
+                ui.show_message(m, machine_label=s.machine_label, task_kind=s.match_kind,
+                                annotator=s.annotator)
     last = s.last_from(Sender.MACHINE)
     if last is not None:
         st.markdown(f"**The machine now says** (message {last.j}):")
@@ -273,7 +277,10 @@ def answer_form(s: LiveSession) -> None:
                       chosen=chosen, new_prediction_matches=auto)
     preview = st.container(border=True)
     with preview:
-        if turn.refused:
+        if chosen is None and (match is None or agree is None):
+            st.info("Answer the two questions above, or pick a tag yourself.",
+                    icon=":material/touch_app:")
+        elif turn.refused:
             st.error(f"Not allowed: {turn.refused}")
         elif turn.tag is not None:
             line = st.container(horizontal=True, vertical_alignment="center")
@@ -382,4 +389,5 @@ def render() -> None:
                f"Alt+0 automatic tag, {SUBMIT_KEY} send.")
 
 
+resources.use_router()
 render()

@@ -92,4 +92,5 @@ def render() -> None:
     browse()
 
 
+resources.use_router()
 render()

@@ -113,4 +113,5 @@ def render() -> None:
                      hide_index=True)
 
 
+resources.use_router()
 render()

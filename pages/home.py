@@ -39,4 +39,5 @@ def render() -> None:
         st.dataframe(ds[["name", "task", "instances", "synthetic"]], hide_index=True)
 
 
+resources.use_router()
 render()

@@ -103,4 +103,5 @@ def render() -> None:
         detail(int(sid))
 
 
+resources.use_router()
 render()

@@ -60,4 +60,5 @@ def render() -> None:
     st.caption(f"Database: {resources.database_url().split('://')[0]}")
 
 
+resources.use_router()
 render()

@@ -3,7 +3,6 @@ flow of the human in the browser against the simulated agent (DESIGN §1)."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -265,15 +264,14 @@ def test_untrusted_text_is_escaped(app_db: tuple[str, Engine]) -> None:
     at.sidebar.selectbox(key="annotate_dataset").set_value("toy-rad").run()
     at.sidebar.selectbox(key="annotate_experiment_toy-rad").set_value(eid).run()
     ok(at)
-    shown = [m.value for m in at.markdown if "onerror" in m.value]
-    assert shown, "the payload is shown as text"
-    for md in shown:
-        # every markup character reaches the markdown renderer escaped, so it is literal text
-        assert re.search(r"(?<!\\)[<>\[\]()!:]", md) is None, md
+    shown = [t.value for t in at.text if "onerror" in t.value]
+    assert shown == [XSS], "the payload is shown verbatim, as plain text (st.text)"
+    assert not [m.value for m in at.markdown if "onerror" in m.value]
     from pxp.app.ui import escape_md
 
-    assert escape_md("a <b> [x](y) http://z $x$ :red[t]") == (
-        r"a \<b\> \[x\]\(y\) http\:\/\/z \$x\$ \:red\[t\]"
+    wj = "\u2060"
+    assert escape_md("a <b> [x](y) http://z www.q a@b.c $x$ :red[t]") == (
+        rf"a \<b\> \[x\]\(y\) http\:\/\/{wj}z www\.{wj}q a\@{wj}b\.c \$x\$ \:red\[t\]"
     )
 
 

@@ -34,21 +34,27 @@ TAG_HELP: dict[str, str] = {
 _PUNCT = re.compile(r"([!-/:-@\[-`{-~])")
 
 
-def escape_md(text: str) -> str:
-    """Text that st.markdown shows literally: all ASCII punctuation backslash-escaped.
+_AUTOLINK = re.compile(r"(?i)(://|www\.|@)")
+_WJ = "\u2060"  # WORD JOINER: invisible, but no GFM autolink spans it
 
-    Breaks every markdown construct (links, images, autolinks such as http\\://…,
-    HTML tags, emphasis, LaTeX $…$, Streamlit :color[...] directives); line breaks
-    are kept as hard breaks.
+
+def escape_md(text: str) -> str:
+    """Short untrusted text that st.markdown shows literally (names, keys, labels).
+
+    Every ASCII punctuation mark is backslash-escaped, which breaks links, images,
+    HTML tags, emphasis, LaTeX $…$ and Streamlit :color[...] directives; a word joiner
+    after "://", "www." and "@" stops GFM's autolinks, which ignore escapes. Line
+    breaks are kept as hard breaks. Longer text goes through show_text (st.text).
     """
-    escaped = _PUNCT.sub(r"\\\1", text.replace("\r\n", "\n"))
+    text = _AUTOLINK.sub(lambda m: m.group(1) + _WJ, text.replace("\r\n", "\n"))
+    escaped = _PUNCT.sub(r"\\\1", text)
     return "  \n".join(escaped.split("\n"))
 
 
 def show_text(text: str, *, empty: str = "(empty)") -> None:
-    """Untrusted text rendered as plain text."""
+    """Untrusted text (LLM or human) as plain text: st.text parses no markdown or HTML."""
     if text.strip():
-        st.markdown(escape_md(text))
+        st.text(text)
     else:
         st.caption(empty)
 
@@ -86,7 +92,11 @@ def show_message(m: Msg, *, machine_label: str, task_kind: str, annotator: str |
 
 def show_flags(flags: Mapping[str, bool]) -> None:
     """The session's intelligibility (Definitions 1 and 2) as yes/no lines."""
-    rows = [f"{'✅' if v else '⬜'} {METRIC_LABELS.get(k, k)}" for k, v in flags.items()]
+    rows = [
+        (":green[:material/check_circle:] " if v else ":gray[:material/radio_button_unchecked:] ")
+        + METRIC_LABELS.get(k, k) + (" — **yes**" if v else " — no")
+        for k, v in flags.items()
+    ]
     st.markdown("  \n".join(rows))
 
 
@@ -114,11 +124,11 @@ def molecule(smiles: str, *, caption: str | None = None, properties: bool = True
     st.image(svg.decode("utf-8"), caption=caption, width=420)
     st.code(smiles, language=None, wrap_lines=True)
     if props:
-        cols = st.columns(4)
-        cols[0].metric("Formula", str(props["formula"]))
-        cols[1].metric("Mol. weight", f"{props['mw']:.1f}")
-        cols[2].metric("Aromatic rings", str(props["aromatic_rings"]))
-        cols[3].metric("H-donors / acceptors", f"{props['hbd']} / {props['hba']}")
+        st.markdown(
+            f"**Formula** {escape_md(str(props['formula']))} · **Mol. weight** {props['mw']:.1f} · "
+            f"**Aromatic rings** {props['aromatic_rings']} · "
+            f"**H-bond donors / acceptors** {props['hbd']} / {props['hba']}"
+        )
 
 
 def reaction(reactants: str, target: str) -> None:

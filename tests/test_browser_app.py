@@ -1,0 +1,190 @@
+"""The app in a real browser: Playwright driving Debian's chromium against `streamlit run`.
+
+A newcomer's path (demo data loaded on first start, the simulated agent) annotated to
+the end with the keyboard shortcuts; an <img onerror>/<script> payload in an LLM
+explanation stays inert text; screenshots go to artifacts/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlmodel import Session as DB
+from sqlmodel import select
+
+from pxp.live import claim_next, create_live_experiment, ensure_annotator, seed_messages
+from pxp.models import Annotator, Message, Session
+from pxp.protocol import Msg, Sender, Tag
+from pxp.store import get_engine
+from tests.factories import make_rad
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+PAYLOAD = (
+    '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> '
+    "[click me](http://evil.example/x) ![pic](http://evil.example/p.png) http://evil.example/y"
+)
+
+pytestmark = pytest.mark.browser
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            raise RuntimeError(f"{CHROMIUM} is required in CI (.ci/run installs it)")
+        pytest.skip(f"{CHROMIUM} is not installed")
+    url = f"sqlite:///{tmp_path / 'browser.db'}"
+    engine = get_engine(url)
+    from pxp.data.demo import ensure_demo
+
+    ensure_demo(engine)  # what first start does; done here so seeding below does not race it
+    make_rad(engine, name="toy-rad")
+    eid = create_live_experiment(engine, dataset="toy-rad", name="live-payload")
+    me = ensure_annotator(engine, name="Dr Keyboard")
+    sid = claim_next(engine, experiment_id=eid, annotator_id=me)
+    assert sid is not None
+    seed_messages(engine, sid, [Msg(1, Sender.MACHINE, Tag.INIT, "Pneumonia", PAYLOAD)])
+    port = _free_port()
+    env = {**os.environ, "PXP_DATABASE_URL": url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    log = (tmp_path / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
+         "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=1) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        proc.terminate()
+        raise RuntimeError("streamlit did not start: " + (tmp_path / "server.log").read_text()[-2000:])
+    try:
+        yield base, url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _idle(page: object) -> None:
+    """Wait until Streamlit has finished the current script run."""
+    from playwright.sync_api import Page
+
+    assert isinstance(page, Page)
+    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"] button')"
+        " && !document.querySelector('[data-testid=\"stSpinner\"]')",
+        timeout=30000,
+    )
+    page.wait_for_timeout(200)
+
+
+def _session(url: str, who: str) -> tuple[int, list[Message], str]:
+    engine = get_engine(url)
+    with DB(engine) as db:
+        a = db.exec(select(Annotator).where(Annotator.name == who)).one()
+        rows = db.exec(select(Session).where(Session.annotator_id == a.id).order_by(Session.id)).all()
+        s = rows[-1]
+        msgs = list(db.exec(select(Message).where(Message.session_id == s.id).order_by(Message.j)).all())
+        return s.id or 0, msgs, s.status
+
+
+def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    base, url = server
+    ARTIFACTS.mkdir(exist_ok=True)
+    requests: list[str] = []
+    dialogs: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1700})
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(f"{base}/annotate")
+            name = page.get_by_label("Your name")
+            expect(name).to_be_visible(timeout=30000)
+            name.fill("Dr Keyboard")
+            name.press("Enter")
+            _idle(page)
+
+            # 1. the payload (toy-rad, where Dr Keyboard holds the seeded session) stays text
+            page.get_by_label("Dataset").click()
+            page.get_by_role("option", name="toy-rad (rad)").click()
+            _idle(page)
+            expect(page.get_by_text("window.__pwned=2", exact=False).first).to_be_visible()
+            assert page.evaluate("() => window.__pwned === undefined")
+            assert page.locator('img[src="x"]').count() == 0
+            assert page.locator('a[href*="evil.example"]').count() == 0
+            assert page.locator('[data-testid="stMarkdown"] script').count() == 0
+            page.screenshot(path=str(ARTIFACTS / "annotate-payload.png"), full_page=True)
+
+            # 2. a demo DRUG case to the end: type the answer, Alt+1 (RATIFY), Ctrl+Enter (send)
+            page.get_by_label("Dataset").click()
+            page.get_by_role("option", name="demo-drug (drug)").click()
+            _idle(page)
+            expect(page.get_by_text("Simulated agent").first).to_be_visible()
+            sid, msgs, _ = _session(url, "Dr Keyboard")
+            assert [m.tag for m in msgs] == ["INIT"]
+            smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
+            smiles.fill(msgs[0].prediction)
+            smiles.press("Enter")
+            _idle(page)
+            expect(page.get_by_text("Canonical form:")).to_be_visible()
+            expl = page.get_by_label("My explanation")
+            expl.fill(msgs[0].explanation)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            _idle(page)
+            page.keyboard.press("Alt+1")
+            _idle(page)
+            expect(page.get_by_text("you chose it", exact=False)).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "annotate-drug.png"), full_page=True)
+            page.keyboard.press("Control+Enter")
+            _idle(page)
+            expect(page.get_by_text("is finished", exact=False)).to_be_visible(timeout=30000)
+            # and the next case is on screen, ready for a reply
+            expect(page.get_by_text("Your reply (message 2)")).to_be_visible(timeout=30000)
+            _idle(page)
+            page.screenshot(path=str(ARTIFACTS / "annotate-finished.png"), full_page=True)
+        finally:
+            browser.close()
+    engine = get_engine(url)
+    with DB(engine) as db:
+        done = db.get(Session, sid)
+        assert done is not None and done.status == "finished" and done.stop_reason == "ratified"
+        tags = [m.tag for m in db.exec(select(Message).where(Message.session_id == sid).order_by(Message.j))]
+    assert tags == ["INIT", "RATIFY", "RATIFY"]
+    assert not dialogs
+    assert not [r for r in requests if "evil.example" in r or r.endswith("/x")], requests
