@@ -202,7 +202,7 @@ def view_breakdown(sel: Selection, by: str, what: str) -> pd.DataFrame:
         st.info("No finished or aborted sessions in this selection yet.")
         return df
     st.caption(f"Which {what} end intelligible: Table 1 per {by}, medians over repetitions.")
-    st.dataframe(df, hide_index=True, key=f"analytics_breakdown_{by}")
+    st.dataframe(analytics.breakdown_display(df), hide_index=True, key=f"analytics_breakdown_{by}")
     download_csv(f"Per {by} (CSV)", df, f"by_{by}.csv", f"analytics_dl_{by}")
     return df
 

@@ -488,6 +488,27 @@ def breakdown_frame(tables: dict[str, Table1], name: str = "group") -> pd.DataFr
     return pd.DataFrame(recs, columns=cols)
 
 
+SHORT_LABELS = {
+    "one_way_human": "1-way Human", "one_way_machine": "1-way Machine", "two_way": "2-way",
+    "strong_human": "Strong Human", "strong_machine": "Strong Machine",
+    "ultra_strong_human": "Ultra-Strong Human", "ultra_strong_machine": "Ultra-Strong Machine",
+}
+
+
+def breakdown_display(df: pd.DataFrame) -> pd.DataFrame:
+    """breakdown_frame for reading: `count (proportion)` cells under short Table 1 labels."""
+    out = df.iloc[:, :4].copy()
+    out.columns = [df.columns[0], "repetitions", "total sessions", "aborted"]
+    for m in METRICS:
+        out[SHORT_LABELS[m]] = [f"{_fmt_num(c)} ({p:.2f})" for c, p in zip(df[m], df[f"{m} (proportion)"],
+                                                                           strict=True)]
+    return out
+
+
+def _fmt_num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
 def plain(text: str) -> str:
     """A name safe for plotly, which reads <b>, <a href> ... in trace names as markup."""
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -189,7 +189,8 @@ def test_annotators_labels_costs_and_filters(app_db: tuple[str, Engine], tmp_pat
     by_label = at.dataframe[0].value
     assert sorted(by_label["label"]) == ["Atelectasis", "Cardiomegaly", "Pleural Effusion", "Pneumonia",
                                          "Pneumothorax"]
-    assert by_label["total_sessions"].tolist() == [2.0] * 5
+    assert by_label["total sessions"].tolist() == [2.0] * 5
+    assert all(re.fullmatch(r"\d+(\.\d+)? \(\d\.\d\d\)", c) for c in by_label["2-way"])
     ok(at.multiselect(key="analytics_labels").set_value(["Pneumonia"]).run())
     ok(at.radio(key="analytics_view").set_value("Per-session flags").run())
     flags = at.dataframe[0].value
