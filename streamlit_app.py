@@ -23,7 +23,8 @@ pages += [
 ]
 page = st.navigation(pages)
 started = resources.start()
-if started.notice:
+if started.notice and not st.session_state.get("app_notice_shown"):
+    st.session_state["app_notice_shown"] = True
     st.toast(started.notice)
 with resources.routed():
     page.run()

@@ -64,7 +64,8 @@ def browse() -> None:
     cols = st.columns(3)
     for i, r in enumerate(rows):
         with cols[i % 3], st.container(border=True):
-            st.markdown(f"**{ui.escape_md(r.key)}** · {r.split or 'no split'}")
+            title = str(r.meta.get("name") or r.key)
+            st.markdown(f"**{ui.escape_md(title)}** · {r.split or 'no split'}")
             if info.task == "drug" or (r.payload and not r.has_image and info.task != "rad"):
                 if info.task == "drug":
                     ui.molecule(r.payload, properties=False)

@@ -422,3 +422,73 @@ def test_settings_saves_prefs_and_never_shows_keys(
         stored = {r.key: r.value for r in db.exec(select(AppSetting)).all()}
     assert stored["n"] == 8 and stored["generator"] == "openai:gpt-4o-mini"
     assert all("sk-test" not in str(v) for v in stored.values())
+
+
+def test_annotate_with_an_llm_machine_error_then_retry(app_db: tuple[str, Engine]) -> None:
+    """An OpenAI-compatible server (local, speaking the wire format) fails, then answers:
+    a one-line error and Retry, then the LLM's INIT (its payload shown as text)."""
+    from tests.llm_server import FakeLLM, Reply, answer, checker_reply
+
+    _, engine = app_db
+    make_rad(engine)
+    with FakeLLM(lambda req: Reply(status=500, error="the model is overloaded")) as llm:
+        create_live_experiment(engine, dataset="toy-rad", name="live-llm", machine="openai:gpt-test",
+                               base_url=llm.openai_url)
+        at = login(new_app("annotate"), "toy-rad")
+        errors = [e.value for e in at.error]
+        assert any("could not answer" in e for e in errors), errors
+        assert all("\n" not in e and "Traceback" not in e for e in errors)
+        assert "Simulated agent" not in texts(at)
+        llm.handler = lambda req: checker_reply(req) if req.is_checker else answer("Pneumonia", XSS)
+        retry = [b for b in at.button if b.label == "Retry"]
+        retry[0].click().run()
+        ok(at)
+        assert [t.value for t in at.text if "onerror" in t.value] == [XSS]
+        assert r"Machine \(openai\:gpt\-test\)" in texts(at)
+        sid, msgs = current(engine)
+        assert [m.tag for m in msgs] == ["INIT"] and msgs[0].llm_call_id is not None
+        by_suffix(at.selectbox, "_pred").set_value("Pneumothorax")
+        by_suffix(at.button, "_pick_REFUTE").click().run()
+        by_suffix(at.button, "_send").click().run()
+        ok(at)
+        assert [m.j for m in all_msgs(engine, sid)] == [1, 2, 3]
+
+
+def test_upload_the_study_drug_csv(app_db: tuple[str, Engine]) -> None:
+    from pxp.app import imports
+    from tests.conftest import STUDY
+
+    _, engine = app_db
+
+    class Up:
+        def __init__(self, path: Path) -> None:
+            self.name, self._data = path.name, path.read_bytes()
+
+        def getvalue(self) -> bytes:
+            return self._data
+
+    out = imports.run_import(engine, "study_drug", Up(STUDY / "data" / "retro.csv"), name="study-drug")
+    assert out.ok, out.messages
+    at = new_app("datasets")
+    at.selectbox(key="datasets_browse").set_value("study-drug").run()
+    ok(at)
+    assert "study\\-drug" in texts(at)
+
+
+def test_window_level_for_dicom_derived_images(app_db: tuple[str, Engine]) -> None:
+    from pxp.models import Instance
+
+    _, engine = app_db
+    make_rad_images(engine, size=(300, 240), labels=["Pneumonia", "Atelectasis"])
+    with DB(engine) as db:
+        for inst in db.exec(select(Instance)).all():
+            inst.meta = {"window": {"center": 40.0, "width": 400.0, "raw_min": -1000.0, "raw_max": 1000.0}}
+            db.add(inst)
+        db.commit()
+    at = login(new_app("annotate"), "toy-rad-img")
+    window = by_suffix(at.slider, "_window")
+    level = by_suffix(at.slider, "_level")
+    assert window.value == 400.0 and level.value == 40.0
+    window.set_value(100.0).run()
+    ok(at)
+    assert at.image, "the image is shown after a window change"
