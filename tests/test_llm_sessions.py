@@ -164,6 +164,8 @@ def test_carried_context_is_a_cached_prefix(engine: Engine, server: FakeLLM) -> 
     with db_session(engine) as db:
         ctx = db.exec(select(Context).where(Context.session_id == sessions[1].id, Context.j == 1)).one()
     assert ctx.content["carried_sessions"] == [sessions[0].id]
+    # the carried session is stored by reference (its messages are in the M table), not repeated
+    assert ctx.content["prompt"]["turns"][0]["parts"][1] == {"type": "ref", "carried_session": sessions[0].id}
 
 
 def test_rad_session_openai_image_downscaled_and_json_schema(engine: Engine, server: FakeLLM) -> None:

@@ -106,7 +106,8 @@ class LLMMachine(AgentBase):
         if q.carry:
             first.append(TextPart("Use the following as context: earlier cases and the "
                                   f"feedback of {spec.expert}."))
-            first.extend(TextPart(carried_text(i, c, spec)) for i, c in enumerate(q.carry, 1))
+            first.extend(TextPart(carried_text(i, c, spec), ref={"carried_session": c.session_id})
+                         for i, c in enumerate(q.carry, 1))
             first[-1] = dataclasses.replace(first[-1], cache=True)
         first.append(TextPart(spec.instance_text(x.payload)))
         if spec.image:

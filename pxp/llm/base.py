@@ -34,6 +34,8 @@ class LLMConfigError(ValueError):
 class TextPart:
     text: str
     cache: bool = False
+    #: what the text renders, when it is stored elsewhere (e.g. a carried session's id)
+    ref: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +72,15 @@ class Prompt:
     cache_system: bool = True
 
     def snapshot(self) -> dict[str, Any]:
-        """A JSON-serialisable copy for the C table: images by sha256, never bytes."""
+        """A JSON-serialisable copy for the C table: images by sha256, never bytes, and
+        carried sessions by id (their messages are in the M table)."""
         turns = []
         for t in self.turns:
             parts: list[dict[str, Any]] = []
             for p in t.parts:
-                if isinstance(p, TextPart):
+                if isinstance(p, TextPart) and p.ref is not None:
+                    parts.append({"type": "ref", **p.ref})
+                elif isinstance(p, TextPart):
                     parts.append({"type": "text", "text": p.text})
                 else:
                     parts.append({"type": "image", "sha256": p.sha256, "media_type": p.media_type,
