@@ -45,7 +45,22 @@ def _given(ctx: typer.Context, name: str) -> bool:
     return src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-@app.command("run")
+_RUN_HELP = (
+    "Run a controlled experiment: INTERACT over R concurrent repetitions, LEARN, machine performance."
+    "\n\nPrints Table 1 (median and min–max over repetitions), the machine performance series and a "
+    "cost/latency summary. Exit 2 when a repetition paused on an API failure, 130 on Ctrl-C; "
+    "`pxp run --resume NAME` continues from the database. `--like NAME` repeats an experiment's stored "
+    "config (options given on the command line override it)."
+)
+_EXPORT_HELP = (
+    "Export an experiment's D, M and C tables, evaluations and calls into directory --out."
+    "\n\nFiles: experiment.json (config and column lists), sessions.EXT (D), messages.EXT (M), "
+    "contexts.EXT (C), evaluations.EXT and calls.EXT, EXT being the format. messages.jsonl is in the "
+    "transcripts format: `pxp import transcripts OUT/messages.jsonl --name NEW` reads it back."
+)
+
+
+@app.command("run", help=_RUN_HELP)
 def run_cmd(
     ctx: typer.Context,
     dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset name.")] = None,
@@ -96,7 +111,13 @@ def run_cmd(
     report_format: Annotated[str, typer.Option("--format", help="table, json, markdown or csv.")] = "table",
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress on stderr.")] = True,
 ) -> None:
-    """Run a controlled experiment (INTERACT over R repetitions, LEARN, machine performance); print Table 1."""
+    """Run a controlled experiment: INTERACT over R concurrent repetitions, LEARN, machine performance.
+
+    Prints Table 1 (median and min–max over repetitions), the machine performance series and a
+    cost/latency summary. Exit 2 when a repetition paused on an API failure and 130 on Ctrl-C:
+    `pxp run --resume NAME` continues from the database. `--like NAME` repeats an experiment's
+    stored config (options given on the command line override it).
+    """
     from pxp.report import FORMATS
     from pxp.runner import RunConfig, RunError, create_experiment, experiment_notes, resume_target
 
@@ -199,13 +220,18 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
         raise typer.Exit(2)
 
 
-@app.command("export")
+@app.command("export", help=_EXPORT_HELP)
 def export_cmd(
     experiment: Annotated[str, typer.Option("--experiment", help="Experiment name or id.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Directory to write the tables into.")],
     fmt: Annotated[str, typer.Option("--format", help="jsonl, csv or parquet.")] = "jsonl",
 ) -> None:
-    """Export an experiment's D, M and C tables, evaluations and calls (layout: pxp.export)."""
+    """Export an experiment's D, M and C tables, evaluations and calls into directory --out.
+
+    Files: experiment.json (config and column lists), sessions.EXT (D), messages.EXT (M),
+    contexts.EXT (C), evaluations.EXT, calls.EXT, with EXT the format. messages.jsonl is in
+    the transcripts format: `pxp import transcripts OUT/messages.jsonl --name NEW` reads it back.
+    """
     from pxp.export import ExportError, export_experiment
 
     try:
