@@ -29,7 +29,7 @@ from pxp.agents.base import (
 from pxp.agents.checker import MAX_ATTEMPTS, Checker
 from pxp.limits import call_slot
 from pxp.llm.base import LLMError, Part, Prompt, Provider, TextPart, Turn
-from pxp.llm.images import ImageError, prepare_image
+from pxp.llm.images import ImageError, cached_image, prepare_image
 from pxp.protocol import Msg, Sender, Tag
 from pxp.tasks.base import lexical_agree
 from pxp.tasks.spec import FormatProblem, TaskSpec
@@ -111,12 +111,14 @@ class LLMMachine(AgentBase):
             first[-1] = dataclasses.replace(first[-1], cache=True)
         first.append(TextPart(spec.instance_text(x.payload)))
         if spec.image:
-            data = x.load_image()
+            img = cached_image(x.asset_sha256, self.provider.name)
+            data = x.load_image() if img is None else None
             if data is not None:
                 try:
                     img = prepare_image(data, self.provider.name, sha256=x.asset_sha256)
                 except ImageError as e:
                     raise AgentUnavailable(f"instance {x.key}: {e}") from None
+            if img is not None:
                 first.append(img)
         first[-1] = dataclasses.replace(first[-1], cache=True)
         turns = [Turn("user", first)]
@@ -166,10 +168,11 @@ class LLMMachine(AgentBase):
                     f"format and nothing else:\n{self.spec.format_block()}"
                 )]))
                 continue
-            self._last[(q.session_id, q.j)] = {
-                "prompt": prompt.snapshot(), "attempts": attempt,
-                "raw": out.text if out.data is None else out.data,
-            }
+            if q.session_id is not None:  # an evaluation stores no context
+                self._last[(q.session_id, q.j)] = {
+                    "prompt": prompt.snapshot(), "attempts": attempt,
+                    "raw": out.text if out.data is None else out.data,
+                }
             return Answer(prediction, explanation)
         raise FormatFailure(
             f"{self.label} gave no usable answer in {self.max_attempts} attempts ({problem})"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import cast
 
 from PIL import Image
@@ -57,7 +58,6 @@ def _to_8bit(img: Image.Image) -> Image.Image:
     return img.convert("RGB")
 
 
-@lru_cache(maxsize=64)
 def _prepare(data: bytes, provider: str) -> tuple[bytes, str, int, int]:
     lim = LIMITS.get(provider, LIMITS["openai"])
     try:
@@ -75,7 +75,7 @@ def _prepare(data: bytes, provider: str) -> tuple[bytes, str, int, int]:
         w, h = max(1, int(w * s)), max(1, int(h * s))
         img = img.resize((w, h), Image.Resampling.LANCZOS)
     buf = io.BytesIO()
-    img.save(buf, format="PNG", optimize=True)
+    img.save(buf, format="PNG")
     if buf.tell() <= lim.max_bytes:
         return buf.getvalue(), "image/png", w, h
     buf = io.BytesIO()
@@ -83,7 +83,37 @@ def _prepare(data: bytes, provider: str) -> tuple[bytes, str, int, int]:
     return buf.getvalue(), "image/jpeg", w, h
 
 
+_CACHE: OrderedDict[tuple[str, str], tuple[bytes, str, int, int]] = OrderedDict()
+_CACHE_SIZE = 32
+_LOCK = threading.Lock()
+
+
 def prepare_image(data: bytes, provider: str, *, sha256: str | None = None) -> ImagePart:
-    """The image as an ImagePart within `provider`'s limits (cached per bytes)."""
-    out, mime, w, h = _prepare(data, provider)
-    return ImagePart(out, mime, sha256=sha256 or hashlib.sha256(data).hexdigest(), width=w, height=h)
+    """The image as an ImagePart within `provider`'s limits (the last few are cached by sha256,
+    so a session's later messages and repeated evaluations do not re-encode it)."""
+    sha = sha256 or hashlib.sha256(data).hexdigest()
+    key = (sha, provider)
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+    if hit is None:
+        hit = _prepare(data, provider)
+        with _LOCK:
+            _CACHE[key] = hit
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    out, mime, w, h = hit
+    return ImagePart(out, mime, sha256=sha, width=w, height=h)
+
+
+def cached_image(sha256: str | None, provider: str) -> ImagePart | None:
+    """The prepared image for `provider` if it is still cached (saves loading the bytes)."""
+    if sha256 is None:
+        return None
+    with _LOCK:
+        hit = _CACHE.get((sha256, provider))
+    if hit is None:
+        return None
+    out, mime, w, h = hit
+    return ImagePart(out, mime, sha256=sha256, width=w, height=h)
