@@ -7,7 +7,8 @@ Layout (one directory, `--out PATH`; EXT is jsonl, csv or parquet):
                         split, status, stop_reason, abort_reason, annotator, context_kept,
                         learn_note, learn_val_before, learn_val_after, messages
     messages.EXT        M: one row per message — session, instance, repetition, j, sender,
-                        receiver, tag, prediction, explanation, match, agree, changed, created_at
+                        receiver, tag, prediction, explanation, match, agree, changed, annotator,
+                        status (of the session), created_at
     contexts.EXT        C: one row per message — repetition, session, j, content (JSON text in csv/parquet)
     evaluations.EXT     machine performance — repetition, after_session, split,
                         prediction_accuracy, explanation_accuracy, both_accuracy, instances
@@ -16,8 +17,9 @@ Layout (one directory, `--out PATH`; EXT is jsonl, csv or parquet):
                         cost_usd, error
 
 Rows are ordered by repetition, session ordinal and j. `messages.jsonl` is in the
-transcripts format (DESIGN §6), so `pxp import transcripts messages.jsonl` reads it back
-(sessions that did not finish are refused there as non-conformant).
+transcripts format (DESIGN §6), so `pxp import transcripts messages.jsonl` reads it back,
+aborted sessions included (open sessions of a paused run are refused there; a session
+aborted before its first message has no line).
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ def experiment_tables(engine: Engine, exp: Experiment) -> dict[str, list[dict[st
             "agree": m.agree,
             "changed": m.changed,
             "annotator": annotators.get(s.annotator_id) if s.annotator_id is not None else None,
+            "status": s.status,
             "created_at": _iso(m.created_at),
         })
     c_rows = [
@@ -192,7 +195,7 @@ _COLUMNS = {
     "sessions": ["repetition", "session", "ordinal", "instance", "split", "status", "stop_reason", "abort_reason",
                  "annotator", "context_kept", "learn_note", "learn_val_before", "learn_val_after", "messages"],
     "messages": ["session", "instance", "repetition", "j", "sender", "receiver", "tag", "prediction", "explanation",
-                 "match", "agree", "changed", "annotator", "created_at"],
+                 "match", "agree", "changed", "annotator", "status", "created_at"],
     "contexts": ["repetition", "session", "j", "content"],
     "evaluations": ["repetition", "after_session", "split", "prediction_accuracy", "explanation_accuracy",
                     "both_accuracy", "instances"],

@@ -108,3 +108,55 @@ def test_export_command_and_its_errors(db_url: str, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     res = cli.invoke(app, ["--db", db_url, "export", "--experiment", "E", "--out", str(tmp_path / "file")])
     assert res.exit_code == 1 and "not a directory" in res.output
+
+
+def test_aborted_sessions_round_trip(engine: Engine, tmp_path: Path) -> None:
+    """A session aborted mid-way (as on a format failure) keeps its status through export and import."""
+    from pxp.engine import abort, step
+    from pxp.runner import default_agents
+
+    make_rad(engine, per_label=4)
+    exp = create_experiment(engine, RunConfig(dataset="toy-rad", split="train", reps=2, learn=True), name="Y")
+    with DB(engine) as db:
+        first = db.exec(select(Session).order_by(Session.id)).first()
+        assert first is not None
+        from pxp.models import Run
+
+        run = db.get(Run, first.run_id)
+        assert run is not None
+    agents = default_agents(engine, exp, run)
+    step(engine, first.id or 0, agents)
+    step(engine, first.id or 0, agents)
+    abort(engine, first.id or 0, "the answer could not be parsed after 5 attempts")
+    assert run_experiment(engine, exp.id or 0).status == "finished"
+    export_experiment(engine, "Y", tmp_path / "y", "jsonl")
+    import_transcripts(engine, tmp_path / "y" / "messages.jsonl", name="Y2", n=10, k=3, task="rad")
+    a, b = report_json(engine, "Y"), report_json(engine, "Y2")
+    assert a["aborted_sessions"] == 0.5  # median over the two repetitions
+    for r in (a, b):
+        r.pop("experiment")
+        r.pop("performance", None)
+    assert a == b
+    with DB(engine) as db:
+        statuses = sorted(s.status for s in db.exec(select(Session).join(Run).join(Experiment)
+                                                    .where(Experiment.name == "Y2")))
+    assert statuses.count("aborted") == 1
+
+
+def test_open_sessions_are_refused_on_import(engine: Engine, tmp_path: Path) -> None:
+    from pxp.data.transcripts import ImportProblems
+    from pxp.engine import step
+    from pxp.models import Run
+    from pxp.runner import default_agents
+
+    make_rad(engine, per_label=4)
+    exp = create_experiment(engine, RunConfig(dataset="toy-rad", split="train"), name="Z")
+    with DB(engine) as db:
+        first = db.exec(select(Session).order_by(Session.id)).first()
+        assert first is not None
+        run = db.get(Run, first.run_id)
+        assert run is not None
+    step(engine, first.id or 0, default_agents(engine, exp, run))
+    export_experiment(engine, "Z", tmp_path / "z", "jsonl")
+    with pytest.raises(ImportProblems, match="status must be finished or aborted"):
+        import_transcripts(engine, tmp_path / "z" / "messages.jsonl", name="Z2", n=10, k=3, task="rad")

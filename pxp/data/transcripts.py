@@ -1,9 +1,10 @@
 """Import transcripts (JSONL, one message per line) as an experiment (DESIGN §6).
 
 Fields: session, instance, j, sender (machine|human), tag (any case), prediction,
-explanation; optional match, agree, changed, repetition, annotator. Everything is
-validated before anything is written; non-conformant sessions are refused with their
-violations unless allowed.
+explanation; optional match, agree, changed, repetition, annotator, status (finished, the
+default, or aborted: a session that ended before its stop rule, e.g. on a format failure).
+Everything is validated before anything is written; non-conformant sessions are refused
+with their violations unless allowed.
 """
 
 from __future__ import annotations
@@ -94,7 +95,10 @@ def read_transcripts(path: Path) -> tuple[dict[tuple[int, str], list[Msg]], dict
         sessions[key].append(
             Msg(j, sender, tag, str(rec.get("prediction") or ""), str(rec.get("explanation") or ""), *facts)
         )
-        i = info.setdefault(key, {"instance": str(rec["instance"]), "annotator": rec.get("annotator")})
+        i = info.setdefault(key, {"instance": str(rec["instance"]), "annotator": rec.get("annotator"),
+                                  "status": str(rec.get("status") or "finished")})
+        if i["status"] not in ("finished", "aborted"):
+            problems.append(f"{where}: status must be finished or aborted, got {i['status']!r}")
         if i["instance"] != str(rec["instance"]):
             problems.append(f"{where}: session {rec['session']} names two instances")
     if problems:
@@ -118,7 +122,7 @@ def import_transcripts(
     sessions, info = read_transcripts(path)
     bad: list[str] = []
     for (rep, sid), msgs in sessions.items():
-        for v in conformance(msgs, n, k, status="finished"):
+        for v in conformance(msgs, n, k, status=info[(rep, sid)]["status"]):
             bad.append(f"session {sid} (repetition {rep}), {v}")
     if bad and not allow_nonconformant:
         raise ImportProblems(bad)
@@ -178,8 +182,8 @@ def import_transcripts(
                 ordinal=ordinals[rep],
                 n=n,
                 k=k,
-                status="finished",
-                stop_reason=stop_reason(msgs, n),
+                status=info[(rep, sid)]["status"],
+                stop_reason=stop_reason(msgs, n) if info[(rep, sid)]["status"] == "finished" else None,
                 annotator_id=ann_id,
                 context_kept=True,
                 learn_note=f"imported session {sid}",
