@@ -73,7 +73,7 @@ def carried_text(n: int, c: CarriedSession, spec: TaskSpec) -> str:
         if m.sender is Sender.MACHINE:
             lines.append(f"You ({m.tag.value}):\n{_own(m, spec)}")
         else:
-            lines.append(f"{spec.expert} ({m.tag.value}): {phrase_other(m, spec)}")
+            lines.append(phrase_other(m, spec))
     return "\n".join(lines)
 
 
