@@ -346,6 +346,7 @@ def submit(s: LiveSession, answer: Answer, turn: object, valid: bool) -> None:
         st.error(f"Not sent: {out.message}")
         return
     sent.add(token)
+    S.pop("annotate_last_finished", None)  # the previous case's note has been seen
     st.rerun()
 
 

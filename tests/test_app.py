@@ -492,3 +492,34 @@ def test_window_level_for_dicom_derived_images(app_db: tuple[str, Engine]) -> No
     window.set_value(100.0).run()
     ok(at)
     assert at.image, "the image is shown after a window change"
+
+
+def test_resume_a_case_abandoned_by_someone_else(app_db: tuple[str, Engine]) -> None:
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from pxp.models import utcnow
+
+    _, engine = app_db
+    make_rad(engine)
+    eid = create_live_experiment(engine, dataset="toy-rad", name="live-shared")
+    gone = ensure_annotator(engine, name="Dr Gone")
+    left = claim_next(engine, experiment_id=eid, annotator_id=gone)
+    assert left is not None
+    seed_messages(engine, left, [Msg(1, Sender.MACHINE, Tag.INIT, "Pneumonia", "Consolidation.")])
+    two_hours_ago = utcnow() - timedelta(hours=2)
+    with engine.begin() as c:
+        c.execute(update(Session).where(Session.id == left).values(updated_at=two_hours_ago))  # type: ignore[arg-type]
+        c.execute(update(Message).where(Message.session_id == left).values(created_at=two_hours_ago))  # type: ignore[arg-type]
+    at = login(new_app("annotate"), "toy-rad")
+    mine = at.session_state["annotate_sid"]
+    assert mine != left
+    resume = by_suffix(at.sidebar.button, f"_takeover_{left}")
+    resume.click().run()
+    ok(at)
+    assert at.session_state["annotate_sid"] == left
+    with DB(engine) as db:
+        s = db.get(Session, left)
+        assert s is not None and s.annotator_id != gone
+    assert "Consolidation" in "\n".join(t.value for t in at.text)

@@ -178,6 +178,27 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
             expect(page.get_by_text("Your reply (message 2)")).to_be_visible(timeout=30000)
             _idle(page)
             page.screenshot(path=str(ARTIFACTS / "annotate-finished.png"), full_page=True)
+
+            # 3. a double press of Send stores the human's message once, and one machine reply
+            sid2, msgs2, _ = _session(url, "Dr Keyboard")
+            assert sid2 != sid and [m.tag for m in msgs2] == ["INIT"]
+            smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
+            smiles.fill("CC(=O)Cl.Oc1ccccc1C(=O)O")
+            smiles.press("Enter")
+            _idle(page)
+            page.keyboard.press("Alt+2")
+            _idle(page)
+            expect(page.get_by_text("you chose it", exact=False)).to_be_visible()
+            page.keyboard.press("Control+Enter")
+            page.wait_for_timeout(30)
+            page.keyboard.press("Control+Enter")
+            _idle(page)
+            expect(page.get_by_text("Your reply (message 4)")).to_be_visible(timeout=30000)
+            _idle(page)
+            _, msgs2, _ = _session(url, "Dr Keyboard")
+            assert [(m.j, m.sender) for m in msgs2] == [(1, "machine"), (2, "human"), (3, "machine")]
+            assert msgs2[1].tag == "REFUTE"
+            page.screenshot(path=str(ARTIFACTS / "annotate-message-4.png"), full_page=True)
         finally:
             browser.close()
     engine = get_engine(url)
