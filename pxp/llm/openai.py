@@ -73,8 +73,9 @@ class OpenAIProvider:
         """The Chat Completions request body for a prompt (also used by tests)."""
         messages: list[dict[str, Any]] = [{"role": "system", "content": prompt.system}]
         for turn in prompt.turns:
-            if turn.role == "assistant":
-                messages.append({"role": "assistant", "content": turn.text()})
+            if turn.role == "assistant" or all(isinstance(p, TextPart) for p in turn.parts):
+                # plain strings where no image is needed: every compatible server reads them
+                messages.append({"role": turn.role, "content": turn.text()})
                 continue
             content: list[dict[str, Any]] = []
             for part in turn.parts:
