@@ -22,7 +22,11 @@ pages += [
     st.Page("pages/settings.py", title="Settings", icon=":material/settings:"),
 ]
 page = st.navigation(pages)
-started = resources.start()
+try:
+    started = resources.start()
+except resources.DatabaseUnavailable as err:
+    st.error(f"{err}. Check PXP_DATABASE_URL (or the database_url secret).", icon=":material/error:")
+    st.stop()
 if started.notice and not st.session_state.get("app_notice_shown"):
     st.session_state["app_notice_shown"] = True
     st.toast(started.notice)

@@ -523,3 +523,28 @@ def test_resume_a_case_abandoned_by_someone_else(app_db: tuple[str, Engine]) -> 
         s = db.get(Session, left)
         assert s is not None and s.annotator_id != gone
     assert "Consolidation" in "\n".join(t.value for t in at.text)
+
+
+def test_an_unreachable_database_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PXP_DATABASE_URL", "postgresql+psycopg://nobody:secret-pw@127.0.0.1:1/none")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    ok(at)
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "cannot open the postgresql+psycopg database" in errors[0]
+    assert "secret-pw" not in errors[0] and "\n" not in errors[0]
+
+
+def test_a_failing_worker_reports_one_line(app_db: tuple[str, Engine]) -> None:
+    from pxp import workers
+    from pxp.runner import RunConfig, create_experiment
+
+    _, engine = app_db
+    make_drug(engine)
+    exp = create_experiment(engine, RunConfig(dataset="toy-drug", machine="nosuch:model"), name="bad")
+    workers.start(engine, exp.id or 0)
+    assert workers.wait(engine, exp.id or 0, timeout=60) == 1
+    p = workers.progress(engine, exp.id or 0)
+    assert p.status == "failed" and p.error and "\n" not in p.error and "Traceback" not in p.error
+    at = new_app("experiments")
+    assert any(p.error in e.value for e in at.error)

@@ -98,9 +98,21 @@ def _start(url: str) -> Started:
     return Started(engine, "Demo data loaded: a synthetic chest X-ray set and a drug-synthesis set.")
 
 
+class DatabaseUnavailable(RuntimeError):
+    """The database cannot be opened or migrated: one line for the user."""
+
+
 def start() -> Started:
     """The app's database: migrated to the latest schema, with demo data on first start."""
-    return _start(database_url())  # type: ignore[no-any-return]
+    from sqlalchemy.exc import SQLAlchemyError
+
+    url = database_url()
+    try:
+        return _start(url)  # type: ignore[no-any-return]
+    except (SQLAlchemyError, OSError, ValueError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        scheme = url.split("://", 1)[0]
+        raise DatabaseUnavailable(f"cannot open the {scheme} database: {first[:300]}") from None
 
 
 def engine() -> Engine:
