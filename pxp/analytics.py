@@ -28,7 +28,7 @@ from itertools import accumulate
 from typing import Any, TypeVar, cast
 
 import pandas as pd
-from sqlalchemy import BigInteger, Engine, Table, and_, case, func, literal_column, or_, select
+from sqlalchemy import BigInteger, Engine, Integer, Table, and_, case, func, literal_column, or_, select
 from sqlalchemy import cast as cast_
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -221,8 +221,8 @@ _PER_WORD = 15
 
 
 def _packed_cols(words: int) -> list[Any]:
-    tag = case(*((M.c.tag == k, v) for k, v in _CODES.items()), else_=0)
-    code = cast_(tag * 2 + case((M.c.sender == "human", 1), else_=0), BigInteger)
+    tag = case(_CODES, value=M.c.tag, else_=0)  # a simple CASE: the tag is read once
+    code = cast_(tag * 2 + cast_(M.c.sender == "human", Integer), BigInteger)
     cols = []
     for w in range(words):
         shifted: Any = code.op("<<")(4 * (M.c.j - 1 - _PER_WORD * w))
@@ -291,15 +291,18 @@ def _signature_rows(engine: Engine, sel: Selection, by: str | None) -> list[SigR
 
 
 def _signature_query(engine: Engine, sel: Selection, by: str | None, words: int) -> list[tuple[Any, ...]]:
-    grp = _key_col(by)
+    key = _key_col(by)
+    # grouped by session id alone: the session's own columns depend on its primary key, and
+    # the one-row-per-session columns of other tables are taken with max() (cheaper than grouping)
+    grp = key if by is None else func.max(key.element).label("grp")
     per_session = (
         select(
-            grp, R.c.repetition.label("rep"), S.c.status.label("status"), S.c.stop_reason.label("stop"),
-            *_packed_cols(words), func.coalesce(func.max(M.c.j), 0).label("length"),
+            grp, func.max(R.c.repetition).label("rep"), S.c.status.label("status"),
+            S.c.stop_reason.label("stop"), *_packed_cols(words), func.coalesce(func.max(M.c.j), 0).label("length"),
         )
         .select_from(_sessions_from(sel, by).outerjoin(M, M.c.session_id == S.c.id))
         .where(*_where(sel))
-        .group_by(S.c.id, *([grp] if by else []), R.c.repetition, S.c.status, S.c.stop_reason)
+        .group_by(S.c.id)
         .subquery()
     )
     keys = [per_session.c[x] for x in ("grp", "rep", "status", "stop", *(f"w{w}" for w in range(words)), "length")]
