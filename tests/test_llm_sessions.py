@@ -362,3 +362,14 @@ def test_missing_key_is_a_config_error(engine: Engine, monkeypatch: pytest.Monke
         exp2 = e
     with pytest.raises(AgentConfigError, match="not available"):
         make_agents(engine, exp2, run)
+
+
+def test_rad_instance_without_image_stops_the_step(engine: Engine, server: FakeLLM) -> None:
+    from tests.factories import make_rad
+
+    make_rad(engine, "rad-noimg", per_label=1)
+    server.handler = adopting_model(_wrong_first("Pneumonia", "x"))
+    exp, run, sessions = _setup(engine, "rad-noimg", CLAUDE, "lexical", keys=["pneumonia_0"])
+    with pytest.raises(AgentUnavailable, match="has no image"):
+        step(engine, sessions[0].id or 0, make_agents(engine, exp, run))
+    assert not server.requests and _messages(engine, sessions[0].id or 0) == []

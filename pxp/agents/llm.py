@@ -118,8 +118,12 @@ class LLMMachine(AgentBase):
                     img = prepare_image(data, self.provider.name, sha256=x.asset_sha256)
                 except ImageError as e:
                     raise AgentUnavailable(f"instance {x.key}: {e}") from None
-            if img is not None:
-                first.append(img)
+            if img is None:
+                raise AgentUnavailable(
+                    f"instance {x.key!r} has no image, and task {spec.name} sends one; "
+                    "import the dataset with its images"
+                )
+            first.append(img)
         first[-1] = dataclasses.replace(first[-1], cache=True)
         turns = [Turn("user", first)]
         for m in q.history:
