@@ -109,3 +109,34 @@ def test_openai_compatible_server_without_json_schema_is_asked_in_text(server: F
     assert first.data is None and "Prediction: p" in first.text
     p.complete(PROMPT, max_tokens=20, schema=SCHEMA)
     assert ["response_format" in r.body for r in server.requests] == [True, False, False]
+
+
+def test_call_totals_on_sqlite_and_postgresql(any_engine) -> None:  # type: ignore[no-untyped-def]
+    from sqlmodel import select
+
+    from pxp.agents.base import CallRecord
+    from pxp.engine import record_calls
+    from pxp.llm.accounting import call_totals, grand_total
+    from pxp.models import Run
+    from pxp.runner import RunConfig, create_experiment
+    from pxp.store import db_session
+    from tests.factories import make_drug
+
+    make_drug(any_engine, "drug")
+    exp = create_experiment(any_engine, RunConfig(dataset="drug", reps=2))
+    with db_session(any_engine) as db:
+        runs = db.exec(select(Run).where(Run.experiment_id == exp.id).order_by(Run.repetition)).all()
+    for run in runs:
+        record_calls(any_engine, [
+            CallRecord("anthropic", "m", "ask", tokens_in=10, tokens_out=2, cache_read=5, cost_usd=0.5),
+            CallRecord("anthropic", "m", "ask", attempt=2, tokens_in=1, error="format: x", cost_usd=0.25),
+            CallRecord("openai", "local", "agree", tokens_in=3, latency_ms=4.0),
+        ], experiment_id=exp.id, run_id=run.id)
+    rows = call_totals(any_engine, exp.id or 0)
+    assert [(r["repetition"], r["provider"], r["purpose"], r["calls"], r["errors"]) for r in rows] == [
+        (1, "anthropic", "ask", 2, 1), (1, "openai", "agree", 1, 0),
+        (2, "anthropic", "ask", 2, 1), (2, "openai", "agree", 1, 0)]
+    assert rows[0]["cost_usd"] == 0.75 and rows[1]["cost_usd"] is None and rows[1]["latency_ms"] == 4.0
+    total = grand_total(rows)
+    assert total["calls"] == 6 and total["tokens_in"] == 28 and total["cache_read"] == 10
+    assert total["cost_usd"] == 1.5
