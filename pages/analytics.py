@@ -141,7 +141,8 @@ def view_figure1(sel: Selection, by: str | None, names: list[str]) -> None:
     if not tables:
         st.info("No finished or aborted sessions in this selection yet.")
         return
-    st.plotly_chart(analytics.figure1(tables, metrics or FIG1_DEFAULT), key="analytics_fig1")
+    proportion = st.toggle("Proportions of total sessions", key="analytics_fig1_proportion")
+    st.plotly_chart(analytics.figure1(tables, metrics or FIG1_DEFAULT, proportion=proportion), key="analytics_fig1")
     st.caption("Sessions with the property when each session is cut to its first j messages: the median over "
                "repetitions, error bars min–max (the follow-up paper's Figure 1).")
     data = pd.concat([analytics.figure1_frame(t, name) for name, t in tables.items()], ignore_index=True)

@@ -405,10 +405,12 @@ def figure1_frame(t: Table1, name: str = "") -> pd.DataFrame:
     return pd.DataFrame(recs, columns=["group", "metric", "j", "median", "min", "max"])
 
 
-def figure1(frames: dict[str, Table1], metrics: Sequence[str] = ("one_way_human", "one_way_machine", "two_way")) -> Any:
+def figure1(frames: dict[str, Table1], metrics: Sequence[str] = ("one_way_human", "one_way_machine", "two_way"),
+            *, proportion: bool = False) -> Any:
     """Figure 1: cumulative intelligible sessions against the message bound, min/max error bars.
 
-    One panel per group (the paper's (a), (b), (c)), sharing the y axis.
+    One panel per group (the paper's (a), (b), (c)), sharing the y axis; counts, or
+    proportions of the group's (median) total sessions.
     """
     from plotly.subplots import make_subplots
 
@@ -422,6 +424,9 @@ def figure1(frames: dict[str, Table1], metrics: Sequence[str] = ("one_way_human"
               "ultra_strong_machine": "#7f7f7f"}
     for i, (name, t) in enumerate(frames.items()):
         df = figure1_frame(t, name)
+        if proportion:
+            scale = 1 / t.total_sessions if t.total_sessions else 0.0
+            df[["median", "min", "max"]] = df[["median", "min", "max"]].astype(float) * scale
         for metric in metrics:
             d = df[df.metric == metric]
             label = METRIC_LABELS[metric].replace(" intelligible sessions", "")
@@ -433,7 +438,8 @@ def figure1(frames: dict[str, Table1], metrics: Sequence[str] = ("one_way_human"
                          "arrayminus": (d["median"] - d["min"]).tolist()},
             ), row=i // cols + 1, col=i % cols + 1)
     fig.update_xaxes(title_text="message bound j", dtick=1)
-    fig.update_yaxes(title_text="sessions (median over repetitions)", col=1)
+    fig.update_yaxes(title_text="proportion of sessions" if proportion else "sessions (median over repetitions)",
+                     col=1)
     fig.update_layout(legend_title="", margin={"t": 40}, height=380 * rows)
     return fig
 
@@ -778,25 +784,30 @@ class Agreement:
 
 
 def annotator_tags(engine: Engine, sel: Selection) -> pd.DataFrame:
-    """Each annotated session's first and last human tag (earliest session per instance and annotator)."""
+    """Each annotated session's first and last human tag, for the earliest session per
+    instance and annotator (in SQL: one row per session, never the messages)."""
 
     def compute() -> pd.DataFrame:
-        frm = _sessions_from(sel).join(A, A.c.id == S.c.annotator_id).join(M, M.c.session_id == S.c.id)
-        q = (
-            select(S.c.id.label("session_id"), S.c.instance_id, A.c.name.label("annotator"),
-                   M.c.j, M.c.tag)
-            .select_from(frm).where(*_where(sel), M.c.sender == "human")
-            .order_by(S.c.id, M.c.j)
+        human = (
+            select(M.c.session_id, func.min(M.c.j).label("fj"), func.max(M.c.j).label("lj"))
+            .where(M.c.sender == "human").group_by(M.c.session_id).subquery()
         )
+        mf, ml = M.alias("mf"), M.alias("ml")
+        frm = (
+            _sessions_from(sel).join(A, A.c.id == S.c.annotator_id)
+            .join(human, human.c.session_id == S.c.id)
+            .join(mf, and_(mf.c.session_id == S.c.id, mf.c.j == human.c.fj))
+            .join(ml, and_(ml.c.session_id == S.c.id, ml.c.j == human.c.lj))
+        )
+        q = (
+            select(S.c.instance_id, A.c.name.label("annotator"), S.c.id.label("session_id"),
+                   mf.c.tag.label("first"), ml.c.tag.label("last"))
+            .select_from(frm).where(*_where(sel)).order_by(S.c.id)
+        )
+        cols = ["instance_id", "annotator", "session_id", "first", "last"]
         with engine.connect() as c:
-            df = pd.DataFrame(c.execute(q).mappings().all(),
-                              columns=["session_id", "instance_id", "annotator", "j", "tag"])
-        if df.empty:
-            return pd.DataFrame(columns=["instance_id", "annotator", "session_id", "first", "last"])
-        g = df.groupby(["session_id", "instance_id", "annotator"])["tag"]
-        per = pd.concat([g.first().rename("first"), g.last().rename("last")], axis=1).reset_index()
-        per = per.sort_values("session_id").drop_duplicates(["instance_id", "annotator"], keep="first")
-        return per[["instance_id", "annotator", "session_id", "first", "last"]].reset_index(drop=True)
+            df = pd.DataFrame([tuple(r) for r in c.execute(q)], columns=cols)
+        return df.drop_duplicates(["instance_id", "annotator"], keep="first").reset_index(drop=True)
 
     return cached(engine, "annotator_tags", sel, compute).copy()
 

@@ -4,6 +4,7 @@ experiments; downloads and the "reproduce this table" line (issue 7)."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
@@ -69,6 +71,17 @@ def controlled(engine: Engine, name: str, reps: int = 3, seed: int = 1, **kw: An
     return exp
 
 
+def chart_ys(at: AppTest) -> dict[str, list[float]]:
+    """Each trace's y values from the first plotly chart (plotly may ship them base64-encoded)."""
+    out = {}
+    for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]:
+        y = t["y"]
+        if isinstance(y, dict):
+            y = np.frombuffer(base64.b64decode(y["bdata"]), dtype=np.dtype(y["dtype"])).tolist()
+        out[t["name"]] = list(y)
+    return out
+
+
 def all_views(at: AppTest) -> None:
     for v in VIEWS:
         ok(at.radio(key="analytics_view").set_value(v).run())
@@ -118,6 +131,13 @@ def test_design_vectors_on_the_page(app_db: tuple[str, Engine], tmp_path: Path) 
                                       "0 (0.00)", "1 (0.33)", "0"]
     md = cli(url, "report", "--experiment", "vectors", "--format", "markdown")
     assert "| 2-way intelligible sessions | 2 (0.67) |" in md
+    # Figure 1: the curves of DESIGN §2, as counts and as proportions
+    ok(at.radio(key="analytics_view").set_value("Figure 1").run())
+    ys = chart_ys(at)
+    assert ys["2-way"] == [0, 0, 1, 2, 2, 2, 2, 2, 2, 2]
+    assert ys["1-way for Human"] == [0, 1, 1, 2, 2, 2, 2, 2, 2, 2]
+    ok(at.toggle(key="analytics_fig1_proportion").set_value(True).run())
+    assert chart_ys(at)["2-way"][-1] == pytest.approx(2 / 3)
     all_views(at)
 
 
