@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pxp.app import imports, resources, ui
-from pxp.app.data import dataset_info, datasets_table, instances_page
+from pxp.app.data import dataset_choices, dataset_info, datasets_table, instances_page
 
 PAGE = 12
 S = st.session_state
@@ -18,20 +18,48 @@ def import_panel() -> None:
                        format_func=lambda x: imports.kind(x).title)
     k = imports.kind(key)
     st.caption(k.help)
+    options: dict[str, object] = {}
     with st.form("datasets_import", clear_on_submit=False):
         main = st.file_uploader("File", type=list(k.main_types), key="datasets_main")
         extras = []
         if k.needs_images:
             extras = st.file_uploader("Images (files or a .zip)", accept_multiple_files=True,
-                                      type=["png", "jpg", "jpeg", "dcm", "zip"], key="datasets_extras")
-        name = st.text_input("Dataset / experiment name (optional)", key="datasets_name")
+                                      type=["png", "jpg", "jpeg", "zip"], key="datasets_extras")
+        name: str = ""
+        if key == "task":
+            options["dataset"] = st.selectbox("Attach to dataset", list(dataset_choices(eng)),
+                                              key="datasets_task_target")
+        else:
+            name = st.text_input("Name for the new dataset (optional)" if key != "transcripts"
+                                 else "Name for the imported experiment", key="datasets_name")
+        if key == "generic":
+            c1, c2 = st.columns(2)
+            options["task"] = c1.text_input("Task", "text", key="datasets_task",
+                                            help="rad, drug, text, or a custom task name")
+            options["split"] = c2.selectbox("Split for every row (optional)",
+                                            [None, "train", "val", "test"], key="datasets_split")
+            mapping = st.text_area("Column names (optional), one per line as column=field",
+                                   key="datasets_mapping", placeholder="case=key\nfinding=prediction")
+            options["mapping"] = [ln.strip() for ln in mapping.splitlines() if ln.strip()]
+        if key == "dicom":
+            c1, c2 = st.columns(2)
+            options["label"] = c1.text_input("One label for every image (optional)",
+                                             key="datasets_dicom_label")
+            options["labels"] = c2.text_input("Labels CSV inside the zip (optional)",
+                                              key="datasets_dicom_labels", placeholder="labels.csv")
+        if key == "transcripts":
+            c1, c2, c3 = st.columns(3)
+            options["n"] = c1.number_input("n", 2, 50, 10, key="datasets_tr_n")
+            options["k"] = c2.number_input("k", 1, 50, 3, key="datasets_tr_k")
+            options["task"] = c3.text_input("Task", "text", key="datasets_tr_task")
         go = st.form_submit_button("Import", type="primary")
     if go:
         if main is None:
             st.error("Choose a file first.")
             return
         with st.spinner("Checking and importing…"):
-            out = imports.run_import(eng, key, main, extras or [], name=name.strip() or None)
+            out = imports.run_import(eng, key, main, extras or [], name=name.strip() or None,
+                                     options=options)
         if out.ok:
             st.success(out.messages[0])
             for w in out.messages[1:]:

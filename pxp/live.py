@@ -363,6 +363,20 @@ class LiveSession:
         return [str(v) for v in conformance(self.messages, self.n, self.k, status=self.status)]
 
 
+def dataset_task(db: DB, ds: Dataset) -> tuple[str, list[str]]:
+    """The dataset's MATCH kind and label set (RAD, DRUG, or its custom task config)."""
+    from pxp.tasks.registry import task_spec
+
+    config = dict(ds.config or {})
+    try:
+        spec = task_spec(ds.task, config, dataset_labels(db, ds) if ds.task == "rad" else ())
+    except ValueError:
+        return task_match_kind(ds.task, config), []
+    kind = spec.match_kind
+    labels = list(spec.labels) or (dataset_labels(db, ds) if kind == "label" else [])
+    return kind, labels
+
+
 def dataset_labels(db: DB, ds: Dataset) -> list[str]:
     """The label set of a RAD/label dataset: config["labels"], else its distinct labels."""
     labels = ds.config.get("labels") if isinstance(ds.config, dict) else None
@@ -400,13 +414,14 @@ def load_session(engine: Engine, session_id: int) -> LiveSession:
                 image_meta = {"mime": row[0], "width": row[1], "height": row[2], **(row[3] or {})}
         msgs = session_msgs(db, session_id=session_id)
         synthetic = bool(ds.synthetic or (inst.meta or {}).get("synthetic"))
+        kind, labels = dataset_task(db, ds)
         return LiveSession(
             id=session_id, experiment_id=exp.id or 0, experiment=exp.name, ordinal=s.ordinal,
             instances=len(run.instance_order), instance_id=inst.id or 0, instance_key=inst.key,
-            task=ds.task, match_kind=task_match_kind(ds.task, ds.config), dataset=ds.name,
+            task=ds.task, match_kind=kind, dataset=ds.name,
             synthetic=synthetic, payload=inst.payload, asset_sha256=inst.asset_sha256,
             image_meta=image_meta, meta=dict(inst.meta or {}),
-            labels=dataset_labels(db, ds) if task_match_kind(ds.task, ds.config) == "label" else [],
+            labels=labels,
             n=s.n, k=s.k, status=s.status, stop_reason=s.stop_reason, abort_reason=s.abort_reason,
             machine=str(exp.config.get("machine", "simulated")),
             annotator=who.name if who is not None else None, messages=msgs,

@@ -548,3 +548,22 @@ def test_a_failing_worker_reports_one_line(app_db: tuple[str, Engine]) -> None:
     assert p.status == "failed" and p.error and "\n" not in p.error and "Traceback" not in p.error
     at = new_app("experiments")
     assert any(p.error in e.value for e in at.error)
+
+
+def test_datasets_page_upload_form(app_db: tuple[str, Engine]) -> None:
+    from tests.conftest import STUDY
+
+    _, engine = app_db
+    make_drug(engine)
+    at = new_app("datasets")
+    at.selectbox(key="datasets_kind").set_value("study_drug").run()
+    ok(at)
+    at.get("file_uploader")[0].upload("bad.csv", b"x,y\n1,2\n", "text/csv")
+    at.text_input(key="datasets_name").input("uploaded")
+    [b for b in at.get("form_submit_button") if b.label == "Import"][0].click().run()
+    ok(at)
+    assert any("Nothing was imported" in e.value for e in at.error)
+    at.get("file_uploader")[0].upload("retro.csv", (STUDY / "data" / "retro.csv").read_bytes(), "text/csv")
+    [b for b in at.get("form_submit_button") if b.label == "Import"][0].click().run()
+    ok(at)
+    assert any("uploaded" in s.value for s in at.success), [e.value for e in at.error]

@@ -62,15 +62,18 @@ KINDS: tuple[ImportKind, ...] = (
     ImportKind("study_drug", "Retrosynthesis study CSV (DRUG)",
                "The study's CSV of targets, reactant SMILES and explanations.",
                ("csv",), False, "pxp.data.study", "import_study_drug"),
-    ImportKind("generic", "Generic CSV or JSONL",
-               "One instance per row: key, payload or image, reference prediction and explanation.",
-               ("csv", "jsonl"), True, "pxp.data.generic", "import_generic"),
-    ImportKind("dicom", "DICOM folder (zip)",
-               "A zip of DICOM files and a CSV of labels; identifying tags are stripped.",
-               ("csv",), True, "pxp.data.dicom", "import_dicom"),
-    ImportKind("task", "Custom task config (TOML)",
-               "A task defined by a config: labels or free text, prompts, MATCH and AGREE kinds.",
-               ("toml",), False, "pxp.tasks.custom", "import_task_config"),
+    ImportKind("generic", "Any CSV or JSONL table",
+               "One instance per row. Name the columns below when they are not already called "
+               "key, input, image, prediction, explanation, split.",
+               ("csv", "jsonl"), True, "pxp.data.generic", "import_table"),
+    ImportKind("dicom", "DICOM images (a zip)",
+               "A zip of DICOM files, with an optional labels CSV (file,label[,report][,split]). "
+               "Identifying tags are stripped before anything is stored.",
+               ("zip",), False, "pxp.data.dicom", "import_dicom"),
+    ImportKind("task", "Custom task config (TOML or JSON)",
+               "A task defined by a config (labels or free text, prompts, MATCH and AGREE), "
+               "attached to an existing dataset.",
+               ("toml", "json"), False, "pxp.tasks.custom", "load_task_config"),
     ImportKind("transcripts", "Transcripts (JSONL)",
                "One message per line: session, instance, j, sender, tag, prediction, explanation.",
                ("jsonl",), False, "pxp.data.transcripts", "import_transcripts"),
@@ -133,7 +136,12 @@ def run_import(
     engine: Engine, key: str, main: Upload, extras: Sequence[Upload] = (), *,
     name: str | None = None, options: dict[str, Any] | None = None,
 ) -> ImportOutcome:
-    """Stage the uploads and call the importer; every problem is one line."""
+    """Stage the uploads and call the importer; every problem is one line.
+
+    options: generic — task, mapping (list of "column=field"), split; dicom — label,
+    labels (a CSV name inside the zip or among the extras); task — dataset;
+    transcripts — n, k, task.
+    """
     k = kind(key)
     try:
         fn: Callable[..., Any] = getattr(importlib.import_module(k.module), k.function)
@@ -143,15 +151,55 @@ def run_import(
     with tempfile.TemporaryDirectory(prefix="pxp-upload-") as tmp:
         root = Path(tmp)
         try:
-            path = stage(main, extras, root)
-            if key == "transcripts":
-                result = fn(engine, path, name=name or Path(main.name).stem, **opts)
-            elif key == "study_rad":
-                result = fn(engine, path, images_root=root if extras else None, name=name or None, **opts)
+            if key == "dicom":
+                stage_dir = root / "dicom"
+                stage_dir.mkdir()
+                stage(main, [main, *extras], stage_dir)  # the zip itself is extracted too
+                (stage_dir / Path(main.name).name).unlink(missing_ok=True)
+                labels = opts.get("labels")
+                labels_path = None
+                if labels:
+                    found = [p for p in stage_dir.rglob(Path(str(labels)).name)]
+                    if not found:
+                        raise ValueError(f"no file named {labels!r} in the upload")
+                    labels_path = found[0]
+                result = fn(engine, stage_dir, name=name or Path(main.name).stem,
+                            label=opts.get("label") or None, labels=labels_path,
+                            split=opts.get("split"))
+            elif key == "task":
+                path = stage(main, (), root)
+                return _attach_task(engine, fn(path), str(opts.get("dataset") or ""))
             else:
-                result = fn(engine, path, name=name or None, **opts)
+                path = stage(main, extras, root)
+                if key == "transcripts":
+                    result = fn(engine, path, name=name or path.stem, n=int(opts.get("n", 10)),
+                                k=int(opts.get("k", 3)), task=str(opts.get("task", "text")))
+                elif key == "study_rad":
+                    result = fn(engine, path, images_root=root if extras else None, name=name)
+                elif key == "generic":
+                    result = fn(engine, path, task=str(opts.get("task") or "text"),
+                                mapping=list(opts.get("mapping") or []), name=name,
+                                split=opts.get("split"), images_root=root)
+                else:
+                    result = fn(engine, path, name=name)
         except Exception as err:
             return ImportOutcome(False, _problems(err))
     summary = result.summary() if hasattr(result, "summary") else str(result)
     warnings = [str(w) for w in getattr(result, "warnings", [])]
     return ImportOutcome(True, [summary, *warnings])
+
+
+def _attach_task(engine: Engine, cfg: Any, dataset: str) -> ImportOutcome:
+    """Store a validated custom task config with a dataset (Dataset.config["task_config"])."""
+    from sqlmodel import Session as DB
+
+    from pxp.store import find_dataset
+
+    with DB(engine) as db:
+        ds = find_dataset(db, name=dataset)
+        if ds is None:
+            return ImportOutcome(False, [f"no dataset named {dataset!r}: import its data first"])
+        ds.config = {**(ds.config or {}), "task_config": cfg.model_dump()}
+        db.add(ds)
+        db.commit()
+    return ImportOutcome(True, [f"dataset {dataset!r} now uses task {cfg.name!r}"])
