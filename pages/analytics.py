@@ -95,12 +95,13 @@ def reproduce_line(sel: Selection, by: str | None, names: list[str]) -> None:
     """The CLI line that prints the same table (exact for whole experiments, one column each)."""
     if not names:
         return
-    line = "pxp report " + " ".join(f"--experiment {shlex.quote(n)}" for n in names) + " --format markdown"
+    line = "pxp report " + " ".join(f"--experiment {shlex.quote(n)}" for n in names)
+    if by not in (None, "experiment"):
+        line += f" --by {by}"
     st.caption("Reproduce this table")
-    st.code(line, language="bash")
-    if by != "experiment" or is_filtered(sel):
-        st.caption("The command prints whole experiments, one column each; the filters and the column "
-                   "choice above are not part of it.")
+    st.code(line + " --format markdown", language="bash")
+    if by is None or is_filtered(sel):
+        st.caption("The command counts whole experiments; the filters above and pooling are not part of it.")
 
 
 def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:

@@ -98,16 +98,23 @@ def report_cmd(
     experiment: Annotated[list[str], typer.Option(
         "--experiment", help="Experiment name or id; repeat it for experiments side by side.")],
     fmt: Annotated[str, typer.Option("--format", help="table, json, markdown or csv.")] = "table",
+    by: Annotated[str | None, typer.Option(
+        "--by", help="One column per annotator, label or dataset of the experiments (e.g. h1 vs h2).")] = None,
 ) -> None:
     """Print the papers' Table 1 for an experiment (or several side by side)."""
-    from pxp.report import FORMATS, ReportError, render_many, report_json
+    from pxp.report import FORMATS, ReportError, render_many, report_json, reports_by
 
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     try:
-        reps = [report_json(state.engine(), e) for e in experiment]
+        if by is not None:
+            reps = reports_by(state.engine(), experiment, by)
+        else:
+            reps = [report_json(state.engine(), e) for e in experiment]
     except ReportError as e:
         fail(str(e))
+    if not reps:
+        fail("no finished or aborted sessions to count")
     typer.echo(render_many(reps, fmt))
 
 

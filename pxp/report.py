@@ -48,6 +48,26 @@ def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
     return rep
 
 
+def reports_by(engine: Engine, names_or_ids: list[str], by: str) -> list[dict[str, Any]]:
+    """One report per group (annotator, label, dataset or experiment) of the named experiments,
+    each Table 1 over its repetitions (the paper's DRUG-h1 / DRUG-h2 columns); the analytics
+    page's columns of the same name."""
+    from pxp.analytics import GROUP_BY, Selection, table1_by
+
+    if by not in GROUP_BY:
+        raise ReportError(f"unknown grouping {by!r} (one of {', '.join(GROUP_BY)})")
+    ids, n = [], 1
+    for name in names_or_ids:
+        with db_session(engine) as db:
+            exp = find_experiment(db, name_or_id=name)
+        if exp is None:
+            raise ReportError(f"no experiment named {name!r}")
+        ids.append(exp.id or 0)
+        n = max(n, exp.n)
+    tables = table1_by(engine, Selection(experiments=tuple(sorted(set(ids)))), by, n=n)
+    return [t.as_json(group or "(none)") for group, t in tables.items()]
+
+
 def _cell(m: dict[str, Any]) -> str:
     return f"{m['count']} ({m['proportion']:.2f})"
 

@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -182,7 +183,7 @@ def test_empty_and_single_session_experiments_render(app_db: tuple[str, Engine])
 def test_annotators_labels_costs_and_filters(app_db: tuple[str, Engine], tmp_path: Path) -> None:
     """Live-style data: two annotators (one with a hostile name) on the same instances, LLM calls,
     the runner's evaluations; the annotator columns, κ, the label filter and the per-session download."""
-    _, engine = app_db
+    url, engine = app_db
     exp = controlled(engine, NASTY, reps=2, seed=3)
     with db_session(engine) as db:
         h1, h2 = Annotator(name="h1"), Annotator(name=NASTY)
@@ -198,6 +199,14 @@ def test_annotators_labels_costs_and_filters(app_db: tuple[str, Engine], tmp_pat
     ok(at.selectbox(key="analytics_columns").set_value("annotator").run())
     shown = at.dataframe[0].value
     assert "h1" in shown.columns and NASTY in shown.columns
+    # the page's reproduce line, run, prints the same columns
+    (line,) = [c.value for c in at.code]
+    assert line == f"pxp report --experiment {shlex.quote(NASTY)} --by annotator --format markdown"
+    printed = [r for r in csv.reader(io.StringIO(cli(url, *shlex.split(line)[1:-2], "--format", "csv"))) if r]
+    assert [r[0] for r in printed[1:]] == list(shown["Count"])
+    for col, name in enumerate(printed[0]):
+        if col and not name.endswith("min-max"):
+            assert [r[col] for r in printed[1:]] == list(shown[name])
     ok(at.radio(key="analytics_view").set_value("Annotators").run())
     kappa = at.dataframe[1].value
     assert kappa["instances"].tolist() == [10]

@@ -118,3 +118,25 @@ def test_render_escapes_markdown_cells() -> None:
         assert render_many([rep, rep], fmt)
     with pytest.raises(ValueError, match="unknown format"):
         render_many([rep], "xml")
+
+
+def test_by_annotator_h1_vs_h2(engine: Engine, tmp_path: Path) -> None:
+    """The paper's DRUG-h1 / DRUG-h2 columns: `pxp report --by annotator`."""
+    lines = []
+    for inst, pair in {"a": ("v1", "v1"), "b": ("v2", "v4"), "c": ("v4", "v2")}.items():
+        for ann, vec in zip(("h1", "h2"), pair, strict=True):
+            for j, (sender, tag) in enumerate(VECTORS[vec], start=1):
+                lines.append(json.dumps({"session": f"{inst}-{ann}", "instance": inst, "j": j, "sender": sender,
+                                         "tag": tag, "annotator": ann}))
+    (tmp_path / "live.jsonl").write_text("\n".join(lines) + "\n")
+    import_transcripts(engine, tmp_path / "live.jsonl", name="DRUG", n=10, k=3, task="drug")
+    url = engine.url.render_as_string(hide_password=False)
+    code, out = cli(url, "report", "--experiment", "DRUG", "--by", "annotator", "--format", "markdown")
+    assert code == 0, out
+    assert out.splitlines()[0] == "| Count | h1 | h2 |"
+    assert "| 2-way intelligible sessions | 2 (0.67) | 2 (0.67) |" in out
+    assert "| Strong intelligible sessions for Human | 1 (0.33) | 1 (0.33) |" in out
+    code, out = cli(url, "report", "--experiment", "DRUG", "--by", "mood")
+    assert code != 0 and "unknown grouping 'mood'" in out and "Traceback" not in out
+    code, out = cli(url, "report", "--experiment", "nope", "--by", "annotator")
+    assert code != 0 and "no experiment named 'nope'" in out
