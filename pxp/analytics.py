@@ -142,7 +142,7 @@ def _sessions_from(sel: Selection, by: str | None = None, *, instance: bool = Fa
 # --- Cache keyed by data version -------------------------------------------------------------
 
 _CACHE: OrderedDict[Hashable, tuple[tuple[Any, ...], Any]] = OrderedDict()
-_CACHE_SIZE = 128
+_CACHE_SIZE = 64
 _lock = threading.Lock()
 T = TypeVar("T")
 
