@@ -430,11 +430,11 @@ def test_annotate_with_an_llm_machine_error_then_retry(app_db: tuple[str, Engine
     from tests.llm_server import FakeLLM, Reply, answer, checker_reply
 
     _, engine = app_db
-    make_rad(engine)
+    make_rad_images(engine, size=(300, 240))
     with FakeLLM(lambda req: Reply(status=500, error="the model is overloaded")) as llm:
-        create_live_experiment(engine, dataset="toy-rad", name="live-llm", machine="openai:gpt-test",
+        create_live_experiment(engine, dataset="toy-rad-img", name="live-llm", machine="openai:gpt-test",
                                base_url=llm.openai_url)
-        at = login(new_app("annotate"), "toy-rad")
+        at = login(new_app("annotate"), "toy-rad-img")
         errors = [e.value for e in at.error]
         assert any("could not answer" in e for e in errors), errors
         assert all("\n" not in e and "Traceback" not in e for e in errors)
@@ -560,10 +560,10 @@ def test_datasets_page_upload_form(app_db: tuple[str, Engine]) -> None:
     ok(at)
     at.get("file_uploader")[0].upload("bad.csv", b"x,y\n1,2\n", "text/csv")
     at.text_input(key="datasets_name").input("uploaded")
-    [b for b in at.get("form_submit_button") if b.label == "Import"][0].click().run()
+    next(b for b in at.get("form_submit_button") if b.label == "Import").click().run()
     ok(at)
     assert any("Nothing was imported" in e.value for e in at.error)
     at.get("file_uploader")[0].upload("retro.csv", (STUDY / "data" / "retro.csv").read_bytes(), "text/csv")
-    [b for b in at.get("form_submit_button") if b.label == "Import"][0].click().run()
+    next(b for b in at.get("form_submit_button") if b.label == "Import").click().run()
     ok(at)
     assert any("uploaded" in s.value for s in at.success), [e.value for e in at.error]
