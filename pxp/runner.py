@@ -325,23 +325,58 @@ class _Rep:
     def learning(self) -> bool:
         return self.cfg.learn and bool(self.val)
 
-    def record(self, calls: list[CallRecord], session_id: int | None = None) -> None:
-        record_calls(self.engine, calls, experiment_id=self.exp.id, run_id=self.run.id, session_id=session_id)
+    def score(
+        self, instances: list[InstanceView], carry: Sequence[CarriedSession], session_id: int | None
+    ) -> tuple[Score, list[dict[str, Any]]]:
+        """The machine's score with context `carry`, and its calls as LLMCall rows to store with it.
 
-    def score(self, instances: list[InstanceView], carry: Sequence[CarriedSession], session_id: int | None) -> Score:
-        return evaluate(
-            self.machine, self.human, instances, carry, n=self.cfg.n, k=self.cfg.k,
-            workers=call_limit(), record=lambda calls: self.record(calls, session_id), executor=self.pool,
-        )
+        When an AgentUnavailable interrupts the evaluation its calls are stored at once.
+        """
+        calls: list[CallRecord] = []
+        try:
+            score = evaluate(
+                self.machine, self.human, instances, carry, n=self.cfg.n, k=self.cfg.k,
+                workers=call_limit(), record=calls.extend, executor=self.pool,
+            )
+        except AgentUnavailable:
+            record_calls(self.engine, calls, experiment_id=self.exp.id, run_id=self.run.id, session_id=session_id)
+            raise
+        return score, _call_values(calls, self.exp.id, self.run.id, session_id)
 
-    def store_eval(self, after: int, split: str, s: Score) -> None:
-        """Insert an Evaluation row; a row already there (another process) wins."""
+    def store_eval(self, after: int, split: str, scored: tuple[Score, list[dict[str, Any]]]) -> Score:
+        """Insert an Evaluation row with its calls, in one transaction; a row already there wins."""
+        s, calls = scored
         try:
             with self.engine.begin() as conn:
+                if calls:
+                    conn.execute(insert(LLMCall), calls)
                 conn.execute(insert(Evaluation).values(**_eval_values(self.run.id or 0, after, split, s)))
         except IntegrityError:
-            pass
+            _store_call_rows(self.engine, calls)
         self.evals.setdefault((after, split), s)
+        return s
+
+
+def _call_values(
+    calls: Sequence[CallRecord], experiment_id: int | None, run_id: int | None, session_id: int | None
+) -> list[dict[str, Any]]:
+    now = utcnow()
+    return [
+        {
+            "experiment_id": experiment_id, "run_id": run_id, "session_id": session_id, "j": None,
+            "provider": c.provider, "model": c.model, "purpose": c.purpose, "attempt": c.attempt,
+            "tokens_in": c.tokens_in, "tokens_out": c.tokens_out, "cache_read": c.cache_read,
+            "cache_write": c.cache_write, "latency_ms": c.latency_ms, "cost_usd": c.cost_usd, "error": c.error,
+            "created_at": now,
+        }
+        for c in calls
+    ]
+
+
+def _store_call_rows(engine: Engine, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        with engine.begin() as conn:
+            conn.execute(insert(LLMCall), rows)
 
 
 def _eval_values(run_id: int, after: int, split: str, s: Score) -> dict[str, Any]:
@@ -371,6 +406,7 @@ def _learn(rep: _Rep, s: Session, carry: list[CarriedSession], this: CarriedSess
     """LEARN after session s: keep its context iff validation accuracy does not drop."""
     cfg = rep.cfg
     before = after = None
+    trial_calls: list[dict[str, Any]] = []
     if s.status == "aborted" or this is None:
         kept, note = False, "dropped: the session was aborted"
     elif not cfg.learn:
@@ -381,14 +417,15 @@ def _learn(rep: _Rep, s: Session, carry: list[CarriedSession], this: CarriedSess
         metric = cfg.learn_metric
         base = rep.evals.get((last_kept, "val"))
         if base is None:  # first decision, or a crash before it was stored
-            base = rep.score(rep.val, carry, None)
-            rep.store_eval(last_kept, "val", base)
-        trial = rep.score(rep.val, [*carry, this], s.id)
+            base = rep.store_eval(last_kept, "val", rep.score(rep.val, carry, None))
+        trial, trial_calls = rep.score(rep.val, [*carry, this], s.id)
         before, after = base.metric(metric), trial.metric(metric)
         kept = after >= before
         verdict = "kept" if kept else "dropped"
         note = f"{verdict}: validation {metric} accuracy {before:.3f} -> {after:.3f} ({len(rep.val)} instances)"
     with rep.engine.begin() as conn:
+        if before is not None and trial_calls:
+            conn.execute(insert(LLMCall), trial_calls)
         res = conn.execute(
             update(Session)
             .where(col(Session.id) == s.id, col(Session.context_kept).is_(None))

@@ -93,3 +93,21 @@ def make_rad_images(
                     reference_prediction=lab, reference_explanation=f"Case {o}: {FINDINGS[lab]}.",
                 ))
         return ds.id or 0
+
+
+def make_text(engine: Engine, name: str = "toy-text", per_split: int = 3) -> int:
+    """A free-text task with train/val/test splits and no images (LLM runs against a local server)."""
+    with db_session(engine) as db:
+        ds = Dataset(name=name, task="text")
+        db.add(ds)
+        db.flush()
+        o = 0
+        for split in ("train", "val", "test"):
+            for i in range(per_split):
+                o += 1
+                lab = LABELS[o % len(LABELS)]
+                db.add(Instance(
+                    dataset_id=ds.id or 0, key=f"{split}_{i}", ordinal=o, split=split, payload=f"Case {o}.",
+                    label=lab, reference_prediction=lab, reference_explanation=f"Case {o}: {FINDINGS[lab]}.",
+                ))
+        return ds.id or 0

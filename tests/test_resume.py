@@ -22,7 +22,7 @@ from pxp.models import Context, Evaluation, LLMCall, Message, Run, Session
 from pxp.runner import RunConfig, create_experiment, run_experiment
 from pxp.store import make_engine, upgrade
 from pxp.validate import validate
-from tests.factories import make_rad
+from tests.factories import make_rad, make_text
 from tests.llm_server import FakeLLM, Reply, answer
 from tests.test_runner import HARSH, d_table, e_table, m_table
 
@@ -212,7 +212,7 @@ def test_sigkill_at_several_points_then_resume(
 
 def test_api_failure_pauses_the_run_and_resume_retries(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    make_rad(engine, per_label=2)  # 3 train, 4 val, 3 test
+    make_text(engine)  # 3 train, 3 val, 3 test, no images
     broken = threading.Event()
     served = {"n": 0}
 
@@ -227,7 +227,7 @@ def test_api_failure_pauses_the_run_and_resume_retries(engine: Engine, monkeypat
         return model(req)
 
     with FakeLLM(handler) as server:
-        cfg = RunConfig(dataset="toy-rad", split="train", machine="openai:gpt-test", base_url=server.openai_url,
+        cfg = RunConfig(dataset="toy-text", split="train", machine="openai:gpt-test", base_url=server.openai_url,
                         reps=2, learn=True, extra={"max_retries": 0})
         exp = create_experiment(engine, cfg, name="api")
         out = run_experiment(engine, exp.id or 0)

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from pxp.cli import _register_commands, app
 from pxp.models import Experiment, Run
 from pxp.store import get_engine
-from tests.factories import make_drug, make_rad
+from tests.factories import make_drug, make_rad, make_text
 from tests.llm_server import FakeLLM, Reply, answer
 
 _register_commands()
@@ -116,6 +116,7 @@ def test_datasets_without_splits_interact_on_every_instance_and_say_so(db_url: s
 
 def test_paused_run_exits_2_and_resumes(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    make_text(get_engine(url))
     state = {"down": True}
 
     def handler(req: Any) -> Reply:
@@ -125,10 +126,11 @@ def test_paused_run_exits_2_and_resumes(url: str, monkeypatch: pytest.MonkeyPatc
 
     with FakeLLM(handler) as server:
         monkeypatch.setenv("PXP_LLM_MAX_RETRIES", "0")
-        res = pxp(url, "run", "--dataset", "toy-rad", "--machine", "openai:gpt-test", "--base-url",
+        res = pxp(url, "run", "--dataset", "toy-text", "--machine", "openai:gpt-test", "--base-url",
                   server.openai_url, "--reps", "2", "--name", "L", "--no-progress")
         assert res.exit_code == 2, res.output
-        assert "paused" in res.stderr and "pxp run --resume L" in res.stderr and "Traceback" not in res.output
+        assert "paused" in res.stderr and "overloaded" in res.stderr and "pxp run --resume L" in res.stderr
+        assert "Traceback" not in res.output
         with DB(get_engine(url)) as db:
             assert {r.status for r in db.exec(select(Run))} == {"paused"}
         state["down"] = False
