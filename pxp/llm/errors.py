@@ -26,7 +26,8 @@ def _server_message(e: Any) -> str:
 def describe_error(provider: str, model: str, e: Exception, options: Any) -> str:
     """E.g. `anthropic:claude-x: API error 500 (overloaded) after 2 retries; the step was not taken`."""
     retries = getattr(options, "max_retries", None)
-    tries = f" after {retries} retries" if retries else " after the SDK's retries"
+    tries = (" after the SDK's retries" if retries is None
+             else "" if retries == 0 else f" after {retries} retr{'y' if retries == 1 else 'ies'}")
     status = getattr(e, "status_code", None)
     who = f"{provider}:{model}"
     tail = "; nothing was stored and the session can be resumed"
