@@ -78,7 +78,9 @@ def choose_experiment() -> int | None:
             try:
                 create_live_experiment(eng, dataset=ds, n=prefs.n, k=prefs.k,
                                        machine=prefs.generator, checker=prefs.checker,
-                                       base_url=prefs.base_url or None)
+                                       base_url=prefs.base_url or None,
+                                       temperature=prefs.generator_temperature,
+                                       max_tokens=prefs.generator_max_tokens)
             except LiveError as err:
                 st.error(str(err))
                 return None
@@ -111,7 +113,8 @@ def new_experiment_form(dataset: str) -> None:
                 eid = create_live_experiment(eng, dataset=dataset, name=name, n=int(n), k=int(k),
                                              machine=machine.strip() or "simulated",
                                              checker=prefs.checker, base_url=prefs.base_url or None,
-                                             shuffle=shuffle)
+                                             shuffle=shuffle, temperature=prefs.generator_temperature,
+                                             max_tokens=prefs.generator_max_tokens)
             except LiveError as err:
                 st.error(str(err))
                 return

@@ -79,6 +79,7 @@ def create_live_experiment(
     engine: Engine, *, dataset: str, name: str | None = None, n: int = 10, k: int = 3,
     machine: str = "simulated", checker: str = "lexical", base_url: str | None = None,
     seed: int = 0, shuffle: bool = False, split: str | None = None,
+    temperature: float | None = None, max_tokens: int | None = None,
 ) -> int:
     """A live experiment over a dataset: one Run whose instance order is the claim queue."""
     if n < 2 or k < 1:
@@ -86,6 +87,7 @@ def create_live_experiment(
     cfg = RunConfig(
         dataset=dataset, split=split, machine=machine, human="browser", checker=checker,
         base_url=base_url, n=n, k=k, seed=seed, shuffle=shuffle, reps=1,
+        temperature=temperature if machine != "simulated" else None, max_tokens=max_tokens or None,
     )
     name = (name or "").strip() or unique_name(engine, f"live-{dataset}")
     with db_session(engine) as db:
