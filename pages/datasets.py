@@ -96,14 +96,14 @@ def browse() -> None:
             st.markdown(f"**{ui.escape_md(title)}** · {r.split or 'no split'}")
             if info.task == "drug" or (r.payload and not r.has_image and info.task != "rad"):
                 if info.task == "drug":
-                    ui.molecule(r.payload, properties=False)
+                    ui.molecule(r.payload, properties=False, width=300)
                 else:
                     ui.show_text(r.payload)
             elif r.has_image:
-                from pxp.data.images import ImageRejected, instance_display_png
+                from pxp.data.images import ImageRejected
 
                 try:
-                    png = instance_display_png(eng, r.id)
+                    png = ui.display_png(eng, r.id)
                 except ImageRejected as err:
                     st.warning(str(err))
                     png = None

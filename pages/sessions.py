@@ -32,12 +32,12 @@ def instance_thumb(s: LiveSession) -> None:
         ui.synthetic_badge()
     st.caption(ui.escape_md(s.instance_key))
     if s.match_kind == "smiles":
-        ui.molecule(s.payload, properties=False)
+        ui.molecule(s.payload, properties=False, width=240)
     elif s.asset_sha256:
-        from pxp.data.images import ImageRejected, instance_display_png
+        from pxp.data.images import ImageRejected
 
         try:
-            png = instance_display_png(resources.engine(), s.instance_id)
+            png = ui.display_png(resources.engine(), s.instance_id)
         except ImageRejected as err:
             st.warning(str(err))
             return

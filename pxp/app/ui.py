@@ -110,20 +110,48 @@ def simulated_badge() -> None:
              help="An offline stand-in for an LLM: no API key, no network")
 
 
-def molecule(smiles: str, *, caption: str | None = None, properties: bool = True) -> None:
-    """The molecule drawing and, below it, its properties; a bad SMILES is one line."""
+@st.cache_data(max_entries=512, show_spinner=False)  # type: ignore[misc]
+def _molecule(smiles: str, width: int, height: int) -> tuple[str, dict[str, Any]]:
     from pxp.render import molecule_properties, molecule_svg
+
+    return molecule_svg(smiles, size=(width, height)).decode("utf-8"), molecule_properties(smiles)
+
+
+@st.cache_data(max_entries=512, show_spinner=False)  # type: ignore[misc]
+def _reaction(reactants: str, target: str) -> str:
+    from pxp.render import reaction_svg
+
+    return str(reaction_svg(reactants, target, size=(640, 200)).decode("utf-8"))
+
+
+@st.cache_data(max_entries=128, show_spinner=False)  # type: ignore[misc]
+def _display_png(url: str, instance_id: int, window: float | None, level: float | None) -> bytes | None:
+    from pxp.data.images import instance_display_png
+    from pxp.store import get_engine
+
+    return instance_display_png(get_engine(url), instance_id, window=window, level=level)
+
+
+def display_png(engine: Any, instance_id: int, *, window: float | None = None,
+                level: float | None = None) -> bytes | None:
+    """The display PNG of an instance's image (cached: images do not change)."""
+    url = engine.url.render_as_string(hide_password=False)
+    return _display_png(url, instance_id, window, level)  # type: ignore[no-any-return]
+
+
+def molecule(smiles: str, *, caption: str | None = None, properties: bool = True,
+             width: int = 420) -> None:
+    """The molecule drawing and, below it, its properties; a bad SMILES is one line."""
     from pxp.tasks.base import InvalidSmiles
 
     try:
-        svg = molecule_svg(smiles, size=(420, 300))
-        props = molecule_properties(smiles) if properties else {}
+        svg, props = _molecule(smiles, width, int(width * 0.7))
     except InvalidSmiles as err:
         st.warning(str(err))
         return
-    st.image(svg.decode("utf-8"), caption=caption, width=420)
+    st.image(svg, caption=caption, width=width)
     st.code(smiles, language=None, wrap_lines=True)
-    if props:
+    if properties and props:
         st.markdown(
             f"**Formula** {escape_md(str(props['formula']))} · **Mol. weight** {props['mw']:.1f} · "
             f"**Aromatic rings** {props['aromatic_rings']} · "
@@ -133,15 +161,14 @@ def molecule(smiles: str, *, caption: str | None = None, properties: bool = True
 
 def reaction(reactants: str, target: str) -> None:
     """The proposed step reactants → target, or one line why it cannot be drawn."""
-    from pxp.render import reaction_svg
     from pxp.tasks.base import InvalidSmiles
 
     try:
-        svg = reaction_svg(reactants, target, size=(640, 200))
+        svg = _reaction(reactants, target)
     except InvalidSmiles as err:
         st.warning(str(err))
         return
-    st.image(svg.decode("utf-8"), caption="Proposed step: reactants → target", width=640)
+    st.image(svg, caption="Proposed step: reactants → target", width=640)
 
 
 def _crop(png: bytes, zoom: float, cx: float, cy: float) -> bytes:
@@ -160,7 +187,7 @@ def _crop(png: bytes, zoom: float, cx: float, cy: float) -> bytes:
 
 def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) -> None:
     """The X-ray, zoomable, with window/level sliders for DICOM-derived images."""
-    from pxp.data.images import ImageRejected, instance_display_png
+    from pxp.data.images import ImageRejected
 
     win = meta.get("window") if isinstance(meta.get("window"), Mapping) else None
     window = level = None
@@ -174,7 +201,7 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
             level = st.slider("Level (centre)", float(lo), float(hi),
                               float(min(max(float(win["center"]), lo), hi)), key=f"{key}_level")
     try:
-        png = instance_display_png(engine, instance_id, window=window, level=level)
+        png = display_png(engine, instance_id, window=window, level=level)
     except ImageRejected as err:
         st.warning(str(err))
         return
