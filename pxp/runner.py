@@ -321,10 +321,6 @@ class _Rep:
     stop: threading.Event
     pool: ThreadPoolExecutor | None = None
 
-    @property
-    def learning(self) -> bool:
-        return self.cfg.learn and bool(self.val)
-
     def score(
         self, instances: list[InstanceView], carry: Sequence[CarriedSession], session_id: int | None
     ) -> tuple[Score, list[dict[str, Any]]]:
