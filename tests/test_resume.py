@@ -281,9 +281,11 @@ class _StopAfter:
         self.ended.append((rep, status, note))
 
 
-def test_a_stop_request_pauses_and_resume_finishes_identically(tmp_path: Path, reference: tuple[str, Any]) -> None:
-    e = make_engine(f"sqlite:///{tmp_path / 'stop.db'}")
-    upgrade(e)
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_a_stop_request_pauses_and_resume_finishes_identically(
+    request: pytest.FixtureRequest, backend: str, reference: tuple[str, Any]
+) -> None:
+    e: Engine = request.getfixturevalue("engine" if backend == "sqlite" else "pg_engine")
     make_rad(e, per_label=4)
     exp = create_experiment(e, _cfg(), name="X")
     stop = threading.Event()
