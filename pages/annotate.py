@@ -86,6 +86,9 @@ def choose_experiment() -> int | None:
                 return None
             exps = live_experiments(eng, dataset=ds)
         by_id = {e.id: e for e in exps}
+        pending = S.pop("annotate_select_experiment", None)
+        if pending is not None and pending[0] == ds and pending[1] in by_id:
+            S[f"annotate_experiment_{ds}"] = pending[1]
         eid = st.selectbox(
             "Experiment", list(by_id), key=f"annotate_experiment_{ds}",
             format_func=lambda i: f"{by_id[i].name} · {by_id[i].finished}/{by_id[i].instances} done",
@@ -101,13 +104,13 @@ def new_experiment_form(dataset: str) -> None:
     eng = resources.engine()
     prefs = load_prefs(eng)
     with st.form("annotate_new_exp", border=False):
-        name = st.text_input("Name (optional)")
+        name = st.text_input("Name (optional)", key="annotate_new_exp_name")
         c1, c2 = st.columns(2)
-        n = c1.number_input("n: messages per session", 2, 50, prefs.n)
-        k = c2.number_input("k: REJECT allowed after", 1, 50, prefs.k)
-        machine = st.text_input("Machine agent", prefs.generator,
+        n = c1.number_input("n: messages per session", 2, 50, prefs.n, key="annotate_new_exp_n")
+        k = c2.number_input("k: REJECT allowed after", 1, 50, prefs.k, key="annotate_new_exp_k")
+        machine = st.text_input("Machine agent", prefs.generator, key="annotate_new_exp_machine",
                                 help="simulated, or provider:model such as anthropic:claude-sonnet-4-5")
-        shuffle = st.checkbox("Shuffle the cases")
+        shuffle = st.checkbox("Shuffle the cases", key="annotate_new_exp_shuffle")
         if st.form_submit_button("Create"):
             try:
                 eid = create_live_experiment(eng, dataset=dataset, name=name, n=int(n), k=int(k),
@@ -118,7 +121,7 @@ def new_experiment_form(dataset: str) -> None:
             except LiveError as err:
                 st.error(str(err))
                 return
-            S[f"annotate_experiment_{dataset}"] = eid
+            S["annotate_select_experiment"] = (dataset, eid)  # selected on the next run
             S.pop("annotate_sid", None)
             st.rerun()
 

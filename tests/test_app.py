@@ -567,3 +567,19 @@ def test_datasets_page_upload_form(app_db: tuple[str, Engine]) -> None:
     next(b for b in at.get("form_submit_button") if b.label == "Import").click().run()
     ok(at)
     assert any("uploaded" in s.value for s in at.success), [e.value for e in at.error]
+
+
+def test_create_a_new_live_experiment_from_the_sidebar(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_rad(engine)
+    at = login(new_app("annotate"), "toy-rad")
+    first = at.session_state["annotate_sid"]
+    at.sidebar.text_input(key="annotate_new_exp_name").input("second round")
+    at.sidebar.number_input(key="annotate_new_exp_n").set_value(6)
+    next(b for b in at.sidebar.get("form_submit_button") if b.label == "Create").click().run()
+    ok(at)
+    with DB(engine) as db:
+        exp = db.exec(select(Experiment).where(Experiment.name == "second round")).one()
+        assert exp.mode == "live" and exp.n == 6
+    assert at.sidebar.selectbox(key="annotate_experiment_toy-rad").value == exp.id
+    assert at.session_state["annotate_sid"] != first
