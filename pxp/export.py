@@ -2,7 +2,8 @@
 
 Layout (one directory, `--out PATH`; EXT is jsonl, csv or parquet):
 
-    experiment.json     name, task, mode, status, n, k, the full stored config, and this layout
+    experiment.json     name, task, mode, status, n, k, the full stored config, the repetitions
+                        (seed, status, instance order by key), and the files and their columns
     sessions.EXT        D: one row per session — repetition, session, ordinal, instance (key),
                         split, status, stop_reason, abort_reason, annotator, context_kept,
                         learn_note, learn_val_before, learn_val_after, messages
@@ -219,6 +220,15 @@ def export_experiment(engine: Engine, name_or_id: str, out: Path, fmt: str = "js
     except OSError as e:
         raise ExportError(f"cannot create {out}: {e.strerror}") from None
     tables = experiment_tables(engine, exp)
+    with db_session(engine) as db:
+        runs = db.exec(select(Run).where(Run.experiment_id == exp.id).order_by(col(Run.repetition))).all()
+        keys = {i.id: i.key for i in db.exec(
+            select(Instance).where(col(Instance.id).in_({i for r in runs for i in r.instance_order}))).all()}
+        runs_meta = [
+            {"repetition": r.repetition, "seed": r.seed, "status": r.status, "note": r.note,
+             "instance_order": [keys.get(i, str(i)) for i in r.instance_order]}
+            for r in runs
+        ]
     files = {}
     try:
         for name in TABLES:
@@ -233,6 +243,7 @@ def export_experiment(engine: Engine, name_or_id: str, out: Path, fmt: str = "js
             "n": exp.n,
             "k": exp.k,
             "config": exp.config,
+            "runs": runs_meta,
             "created_at": _iso(exp.created_at),
             "exported_at": utcnow().isoformat(),
             "exported_by": f"pxp {__version__}",

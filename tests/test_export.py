@@ -51,6 +51,8 @@ def test_jsonl_layout_and_round_trip_through_import_transcripts(engine: Engine, 
     meta = json.loads((tmp_path / "out" / "experiment.json").read_text())
     assert meta["name"] == "X" and meta["config"]["learn"] is True and meta["n"] == 10
     assert set(meta["files"]) == set(TABLES)
+    assert [r["repetition"] for r in meta["runs"]] == [1, 2]
+    assert meta["runs"][0]["instance_order"][:2] == ["atelectasis_2", "pneumonia_1"]  # keys, in order
     lines = [json.loads(x) for x in (tmp_path / "out" / "messages.jsonl").read_text().splitlines()]
     assert len(lines) == res.rows["messages"]
     assert {"session", "instance", "j", "sender", "tag", "prediction", "explanation", "repetition"} <= set(lines[0])
