@@ -351,6 +351,8 @@ def submit(s: LiveSession, answer: Answer, turn: object, valid: bool) -> None:
     if out.status == "refused":
         st.error(f"Not sent: {out.message}")
         return
+    if out.status != "sent":
+        S["annotate_notice"] = f"Not sent again: {out.message} (perhaps from another tab)."
     sent.add(token)
     S.pop("annotate_last_finished", None)  # the previous case's note has been seen
     st.rerun()
@@ -368,6 +370,9 @@ def render() -> None:
         return
     show_abandoned(eid, annotator_id)
     sid = current_session(eid, annotator_id)
+    notice = S.pop("annotate_notice", None)
+    if notice:
+        st.warning(notice)
     finished_note()
     if sid is None:
         st.success("Every case of this experiment has been annotated. Thank you! "

@@ -583,3 +583,23 @@ def test_create_a_new_live_experiment_from_the_sidebar(app_db: tuple[str, Engine
         assert exp.mode == "live" and exp.n == 6
     assert at.sidebar.selectbox(key="annotate_experiment_toy-rad").value == exp.id
     assert at.session_state["annotate_sid"] != first
+
+
+def test_a_second_tab_cannot_send_the_same_message_again(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_rad(engine)
+    tab1 = login(new_app("annotate"), "toy-rad")
+    tab2 = login(new_app("annotate"), "toy-rad")  # the same annotator in a second tab
+    sid = tab1.session_state["annotate_sid"]
+    assert tab2.session_state["annotate_sid"] == sid
+    for tab, label in ((tab1, "Pneumonia"), (tab2, "Atelectasis")):
+        by_suffix(tab.selectbox, "_pred").set_value(label)
+        by_suffix(tab.button, "_pick_REFUTE").click().run()
+    by_suffix(tab1.button, "_send").click().run()
+    ok(tab1)
+    by_suffix(tab2.button, "_send").click().run()
+    ok(tab2)
+    msgs = all_msgs(engine, sid)
+    assert [m.j for m in msgs] == [1, 2, 3] and msgs[1].prediction == "Pneumonia"
+    # the second tab now shows the conversation as it is: the reply to message 3
+    assert "Your reply (message 4)" in texts(tab2)
