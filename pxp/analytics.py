@@ -236,14 +236,17 @@ def _words_for(n: int) -> int:
     return max(1, -(-n // _PER_WORD))
 
 
+_DECODE = [(Sender.HUMAN if code & 1 else Sender.MACHINE, _TAG_OF.get(code >> 1, Tag.INIT)) for code in range(16)]
+
+
 def unpack(words: Sequence[int], length: int) -> tuple[tuple[Sender, Tag], ...]:
     """The (sender, tag) list of a session from its packed words and its number of messages."""
     out = []
-    for j in range(1, length + 1):
-        w, pos = divmod(j - 1, _PER_WORD)
-        code = (int(words[w]) >> (4 * pos)) & 15 if w < len(words) else 0
-        sender = Sender.HUMAN if code & 1 else Sender.MACHINE
-        out.append((sender, _TAG_OF.get(code >> 1, Tag.INIT)))
+    for w in range(-(-length // _PER_WORD)):
+        word = int(words[w]) if w < len(words) else 0
+        for _ in range(min(_PER_WORD, length - w * _PER_WORD)):
+            out.append(_DECODE[word & 15])
+            word >>= 4
     return tuple(out)
 
 

@@ -244,16 +244,22 @@ class Signature:
 
 
 def _firsts(positions: Sequence[tuple[int, Tag]]) -> AgentFirsts:
-    def first(pred: frozenset[Tag]) -> int | None:
-        return next((j for j, t in positions if t in pred), None)
-
-    return AgentFirsts(
-        positive=first(_POSITIVE),
-        reject=first(frozenset({Tag.REJECT})),
-        negative=first(frozenset(Tag) - _POSITIVE - {Tag.INIT}),
-        any=first(frozenset(Tag) - {Tag.INIT}),
-        revise=first(frozenset({Tag.REVISE})),
-    )
+    positive = reject = negative = any_ = revise = None
+    for j, t in positions:
+        if t is Tag.INIT:
+            continue
+        if any_ is None:
+            any_ = j
+        if t in _POSITIVE:
+            if positive is None:
+                positive = j
+            if t is Tag.REVISE and revise is None:
+                revise = j
+        elif negative is None:
+            negative = j
+        if t is Tag.REJECT and reject is None:
+            reject = j
+    return AgentFirsts(positive=positive, reject=reject, negative=negative, any=any_, revise=revise)
 
 
 def signature(messages: TagSeq) -> Signature:
