@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from pxp.cli import app, err, fail, out, state
 
@@ -136,7 +137,8 @@ def run_cmd(
                      f"(got {', '.join('--' + o.replace('_', '-') for o in extra)})")
             exp = resume_target(engine, resume)
             if exp.status == "finished":
-                err.print(f"experiment {exp.name!r} has already finished", highlight=False)
+                err.print(f"experiment {exp.name!r} has already finished", highlight=False, markup=False,
+                          soft_wrap=True)
         else:
             if like is not None:
                 base = resume_target(engine, like)
@@ -147,8 +149,8 @@ def run_cmd(
                     else:
                         setattr(cfg, _CONFIG_OPTIONS[o], values[o])
                 if base.config.get("pxp_version") not in (None, _version()):
-                    err.print(f"[yellow]note:[/yellow] {base.name!r} was run with pxp {base.config.get('pxp_version')}"
-                              f", this is {_version()}", highlight=False)
+                    was = escape(f"{base.name!r} was run with pxp {base.config.get('pxp_version')}")
+                    err.print(f"[yellow]note:[/yellow] {was}, this is {_version()}", highlight=False, soft_wrap=True)
             else:
                 if dataset is None:
                     fail("--dataset is required (or --resume / --like EXPERIMENT)")
@@ -163,7 +165,7 @@ def run_cmd(
                 )
             exp = create_experiment(engine, cfg, name=name)
             for note in experiment_notes(exp):
-                err.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+                err.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
     except (RunError, ValueError) as e:
         fail(str(e))
     _run_and_report(exp.id or 0, exp.name, report_format, progress, concurrency if "concurrency" in given else None)
@@ -201,7 +203,7 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
         else:
             outcome = run_experiment(engine, experiment_id, concurrency=concurrency)
     except KeyboardInterrupt:
-        err.print(f"interrupted: every repetition is paused; {hint}", highlight=False)
+        err.print(f"interrupted: every repetition is paused; {hint}", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(130) from None
     except (RunError, ValueError) as e:
         fail(f"{e}; the experiment {name!r} is stored, {hint} once fixed")
@@ -212,11 +214,12 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
     if fmt in ("table", "markdown"):
         typer.echo("\n".join(summary))
     else:
-        err.print("\n".join(summary), highlight=False, markup=False)
+        err.print("\n".join(summary), highlight=False, markup=False, soft_wrap=True)
     if outcome.paused:
         for rep, note in sorted(outcome.paused.items()):
-            err.print(f"[yellow]paused:[/yellow] repetition {rep}: {note or 'not finished'}", highlight=False)
-        err.print(hint, highlight=False)
+            why = escape(note or "not finished")
+            err.print(f"[yellow]paused:[/yellow] repetition {rep}: {why}", highlight=False, soft_wrap=True)
+        err.print(hint, highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2)
 
 
