@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from sqlalchemy import Engine
 
@@ -137,7 +138,7 @@ class RichProgress(_Base):
     def run_ended(self, rep: int, status: str, note: str | None) -> None:
         with self.lock:
             u = self.usage(rep, force=True)
-            self.progress.update(self.tasks[rep], current=status + (f": {note}" if note else ""),
+            self.progress.update(self.tasks[rep], current=escape(status + (f": {note}" if note else "")),
                                  usage=_usage_text(u))
 
 
