@@ -19,6 +19,7 @@ from pxp.models import AppSetting, Experiment, Message, Session
 from pxp.protocol import Msg, Sender, Tag, conformance
 from pxp.store import get_engine
 from tests.factories import DRUGS, make_drug, make_rad, make_rad_images
+from tests.test_app_imports import Up
 
 APP = str(Path(__file__).resolve().parents[1] / "streamlit_app.py")
 XSS = (
@@ -360,13 +361,6 @@ def test_datasets_page_imports_and_browses(app_db: tuple[str, Engine], tmp_path:
     _, engine = app_db
     make_drug(engine)
 
-    class Up:
-        def __init__(self, name: str, data: bytes) -> None:
-            self.name, self._data = name, data
-
-        def getvalue(self) -> bytes:
-            return self._data
-
     bad = imports.run_import(engine, "study_drug", Up("x.csv", b"nothing,useful\n1,2\n"))
     assert not bad.ok and bad.messages and all("\n" not in m for m in bad.messages)
     at = new_app("datasets")
@@ -386,13 +380,6 @@ def test_zip_members_cannot_escape(tmp_path: Path) -> None:
         zf.writestr("../evil.txt", "x")
         zf.writestr("/abs.txt", "x")
         zf.writestr("imgs/ok.png", "x")
-
-    class Up:
-        def __init__(self, name: str, data: bytes) -> None:
-            self.name, self._data = name, data
-
-        def getvalue(self) -> bytes:
-            return self._data
 
     root = tmp_path / "stage"
     root.mkdir()
@@ -460,14 +447,8 @@ def test_upload_the_study_drug_csv(app_db: tuple[str, Engine]) -> None:
 
     _, engine = app_db
 
-    class Up:
-        def __init__(self, path: Path) -> None:
-            self.name, self._data = path.name, path.read_bytes()
-
-        def getvalue(self) -> bytes:
-            return self._data
-
-    out = imports.run_import(engine, "study_drug", Up(STUDY / "data" / "retro.csv"), name="study-drug")
+    retro = Up("retro.csv", (STUDY / "data" / "retro.csv").read_bytes())
+    out = imports.run_import(engine, "study_drug", retro, name="study-drug")
     assert out.ok, out.messages
     at = new_app("datasets")
     at.selectbox(key="datasets_browse").set_value("study-drug").run()
