@@ -46,18 +46,19 @@ def filters(opts: Options) -> tuple[Selection, str | None, list[str]]:
     names = {e["id"]: e["name"] for e in opts.experiments}
     top = st.columns([3, 2])
     chosen = top[0].multiselect(
-        "Experiments", list(names), default=[opts.experiments[-1]["id"]], format_func=lambda i: names[i],
-        key="analytics_experiments", placeholder="all experiments",
+        "Experiments", list(names), default=[opts.experiments[-1]["id"]],
+        format_func=lambda i: names.get(i, f"experiment {i}"), key="analytics_experiments",
+        placeholder="all experiments",
     )
     columns = top[1].selectbox("Columns", list(COLUMNS), format_func=lambda c: COLUMNS[c], key="analytics_columns")
     with st.expander("Filters: dataset, repetition, annotator, label, date"):
         c = st.columns(4)
         dnames = {d["id"]: d["name"] for d in opts.datasets}
-        datasets = c[0].multiselect("Dataset", list(dnames), format_func=lambda i: dnames[i],
+        datasets = c[0].multiselect("Dataset", list(dnames), format_func=lambda i: dnames.get(i, f"dataset {i}"),
                                     key="analytics_datasets", placeholder="all")
         reps = c[1].multiselect("Repetition", opts.repetitions, key="analytics_repetitions", placeholder="all")
         anames = {a["id"]: a["name"] for a in opts.annotators}
-        anns = c[2].multiselect("Annotator", list(anames), format_func=lambda i: anames[i],
+        anns = c[2].multiselect("Annotator", list(anames), format_func=lambda i: anames.get(i, f"annotator {i}"),
                                 key="analytics_annotators", placeholder="all")
         labels = c[3].multiselect("Label", opts.labels, key="analytics_labels", placeholder="all")
         d = st.columns(4)
@@ -71,7 +72,7 @@ def filters(opts: Options) -> tuple[Selection, str | None, list[str]]:
         since=since if isinstance(since, date) else None, until=until if isinstance(until, date) else None,
     )
     by = None if columns == "pooled" else columns
-    return sel, by, [names[i] for i in chosen]
+    return sel, by, [names[i] for i in chosen if i in names]
 
 
 def is_filtered(sel: Selection) -> bool:
