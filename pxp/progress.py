@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from sqlalchemy import Engine
 
-from pxp.runner import Usage, run_usage
+from pxp.runner import Usage, run_counts, run_usage
 
 
 def _usage_text(u: Usage) -> str:
@@ -110,6 +110,9 @@ class RichProgress(_Base):
         self.tasks: dict[int, TaskID] = {}
 
     def __enter__(self) -> RichProgress:
+        with contextlib.suppress(Exception):  # rows in repetition order, whichever thread starts first
+            for rep, (run_id, total, done) in sorted(run_counts(self.engine, self.experiment_id).items()):
+                self.run_started(rep, run_id, total, done, current="finished" if done == total else "waiting")
         self.progress.start()
         return self
 
@@ -118,12 +121,15 @@ class RichProgress(_Base):
     ) -> None:
         self.progress.stop()
 
-    def run_started(self, rep: int, run_id: int, total: int, done: int) -> None:
+    def run_started(self, rep: int, run_id: int, total: int, done: int, current: str = "running") -> None:
         with self.lock:
             self.run_ids[rep] = run_id
-            self.tasks[rep] = self.progress.add_task(
-                f"rep {rep}", total=total, completed=done, rep=rep, current="starting", usage=""
-            )
+            if rep in self.tasks:
+                self.progress.update(self.tasks[rep], total=total, completed=done, current=current)
+            else:
+                self.tasks[rep] = self.progress.add_task(
+                    f"rep {rep}", total=total, completed=done, rep=rep, current=current, usage=""
+                )
 
     def message(self, rep: int, ordinal: int, j: int, tag: str) -> None:
         with self.lock:

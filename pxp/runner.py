@@ -666,6 +666,16 @@ def run_usage(engine: Engine, experiment_id: int) -> dict[int, Usage]:
         }
 
 
+def run_counts(engine: Engine, experiment_id: int) -> dict[int, tuple[int, int, int]]:
+    """repetition -> (run id, sessions, sessions done with their LEARN decision)."""
+    with db_session(engine) as db:
+        out = {}
+        for r in experiment_runs(db, experiment_id=experiment_id):
+            ss = run_sessions(db, run_id=r.id or 0)
+            out[r.repetition] = (r.id or 0, len(ss), sum(1 for s in ss if s.context_kept is not None))
+        return out
+
+
 def usage_summary(engine: Engine, experiment_id: int) -> list[dict[str, Any]]:
     """Cost and latency per (purpose, provider, model): calls, errors, tokens, cost, latency."""
     from sqlalchemy import select as sa_select
