@@ -84,14 +84,14 @@ def random_tags(rng: random.Random, length: int) -> list[tuple[Sender, Tag]]:
 
 
 def build_random(engine: Engine, seed: int, *, experiments: int = 2, reps: int = 3, sessions: int = 25,
-                 max_len: int = 10, n: int = 10) -> dict[int, dict[int, list[dict[str, Any]]]]:
+                 max_len: int = 10, n: int = 10, annotators: str = "h") -> dict[int, dict[int, list[dict[str, Any]]]]:
     """Random experiments; returns {experiment id: {repetition: [session facts]}}."""
     rng = random.Random(seed)
     truth: dict[int, dict[int, list[dict[str, Any]]]] = {}
     with db_session(engine) as db:
         ds = Dataset(name=f"rand-{seed}", task="rad")
         db.add(ds)
-        anns = [Annotator(name=f"h{i}") for i in (1, 2)]
+        anns = [Annotator(name=f"{annotators}{i}") for i in (1, 2)]
         db.add_all(anns)
         db.flush()
         insts = [Instance(dataset_id=ds.id or 0, key=f"x{i}", ordinal=i, label=rng.choice(["A", "B", "C"]))
@@ -406,3 +406,17 @@ def test_annotators_side_by_side_from_transcripts(any_engine: Engine, tmp_path: 
     opts = analytics.options(any_engine)
     h2_id = next(a["id"] for a in opts.annotators if a["name"] == "h2")
     assert analytics.table1(any_engine, Selection(annotators=(h2_id,))).as_json("x")["metrics"] == h2["metrics"]
+
+
+def test_dataset_filter_and_columns(any_engine: Engine) -> None:
+    a = build_random(any_engine, seed=21, experiments=1, annotators="a")
+    b = build_random(any_engine, seed=22, experiments=1, annotators="b")
+    ds = {d["name"]: d["id"] for d in analytics.options(any_engine).datasets}
+    (per_a,), (per_b,) = a.values(), b.values()
+    got = analytics.table1(any_engine, Selection(datasets=(ds["rand-21"],)), n=10).as_json("x")
+    assert got == reference(per_a, 10)
+    by = analytics.table1_by(any_engine, Selection(), "dataset", n=10)
+    assert by["rand-21"].as_json("x") == reference(per_a, 10)
+    assert by["rand-22"].as_json("x") == reference(per_b, 10)
+    by_exp = analytics.table1_by(any_engine, Selection(), "experiment", n=10)
+    assert by_exp["exp22-0"].as_json("x") == reference(per_b, 10)
