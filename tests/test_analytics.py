@@ -420,3 +420,18 @@ def test_dataset_filter_and_columns(any_engine: Engine) -> None:
     assert by["rand-22"].as_json("x") == reference(per_b, 10)
     by_exp = analytics.table1_by(any_engine, Selection(), "experiment", n=10)
     assert by_exp["exp22-0"].as_json("x") == reference(per_b, 10)
+
+
+def test_per_session_flags_export_round_trips(engine: Engine, tmp_path: Path) -> None:
+    import io
+
+    import pandas as pd
+
+    import_transcripts(engine, write_vectors(tmp_path / "v.jsonl", VECTORS), name="vectors", n=10, k=3)
+    df = analytics.session_frame(engine, Selection())
+    back = pd.read_parquet(io.BytesIO(analytics.to_parquet(df)))
+    assert back[["session_id", *METRICS]].equals(df[["session_id", *METRICS]])
+    assert back["two_way"].tolist() == [True, True, False]
+    assert back["instance"].tolist() == ["case-v1", "case-v2", "case-v4"]
+    csv_back = pd.read_csv(io.StringIO(df.to_csv(index=False)))
+    assert csv_back["ultra_strong_machine"].tolist() == [False, True, False]
