@@ -1,18 +1,19 @@
 """Intelligibility analytics at scale: the papers' Table 1, Figures 1–2 and the views
 researchers ask for (DESIGN §2; follow-up paper, Tab. 1 and Figs. 1–2).
 
-Aggregation happens in SQL. One GROUP BY reduces each session's messages to its
-*signature* (pxp.intelligibility.Signature): the first message number j at which each
-agent sent a positive tag (RATIFY/REVISE), a REJECT, a negative tag, any non-INIT tag,
-and a REVISE. Every Definition 1–2 property of the session truncated to its first j
-messages is true exactly on an interval of j (intelligibility.metric_intervals), so a
-second GROUP BY counts sessions per distinct signature and Table 1 (whole sessions) and
-Figure 1 (j = 1..n) follow from a few hundred rows, never from the messages themselves.
-The repetitions are then aggregated by intelligibility.aggregate, the same function the
-pure reference path uses.
+Aggregation happens in SQL. One GROUP BY packs each session's (sender, tag) sequence
+into integers (4 bits per message), a second counts the sessions of each repetition per
+distinct packed sequence: a few thousand rows however many messages are stored. Each
+distinct sequence is then reduced once to its signature (intelligibility.signature: the
+first message at which each agent sent a positive tag, a REJECT, a negative tag, any
+tag, a REVISE); every Definition 1–2 property of a session cut to its first j messages
+is true exactly on an interval of j (intelligibility.metric_intervals), so Table 1
+(whole sessions) and Figure 1 (j = 1..n) follow without a message in Python. The
+repetitions are aggregated by intelligibility.aggregate, as on the pure reference path.
 
-Results are cached per database and selection, keyed by a data version (row counts and
-the largest ids / update times of the tables read), so new messages invalidate them.
+Results are cached per database and selection, keyed by a data version (the largest
+message id, row counts and largest ids / update times of the tables read), so new
+messages, closed or aborted sessions and new evaluations invalidate them.
 """
 
 from __future__ import annotations
