@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from pxp.app import resources
@@ -28,6 +30,9 @@ def render() -> None:
     st.page_link("pages/annotate.py", label="Start annotating", icon=":material/edit_note:")
     st.page_link("pages/sessions.py", label="Browse sessions", icon=":material/forum:")
     st.page_link("pages/experiments.py", label="Run an experiment", icon=":material/science:")
+    if (Path(__file__).parent / "analytics.py").exists():
+        st.page_link("pages/analytics.py", label="See how intelligible it was",
+                     icon=":material/insights:")
     if prefs.generator == "simulated":
         st.info("The machine agent is the **Simulated agent**: an offline stand-in for an LLM, "
                 "so no API key is needed. Choose an LLM on the Settings page.",
