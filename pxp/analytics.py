@@ -548,23 +548,26 @@ def session_frame(engine: Engine, sel: Selection) -> pd.DataFrame:
 
 def _session_frame(engine: Engine, sel: Selection) -> pd.DataFrame:
     words = _words_for(bound(engine, sel))
-    frm = (
-        _sessions_from(sel, instance=True)
-        .join(E, E.c.id == R.c.experiment_id)
-        .outerjoin(A, A.c.id == S.c.annotator_id)
-        .outerjoin(M, M.c.session_id == S.c.id)
-    )
     cols = [
         S.c.id.label("session_id"), E.c.name.label("experiment"), R.c.repetition, S.c.ordinal,
         IN.c.key.label("instance"), IN.c.label, A.c.name.label("annotator"), S.c.status,
         S.c.stop_reason, S.c.created_at,
     ]
     names = [x.name for x in cols]
-    wnames = [f"w{w}" for w in range(words)]
     while True:
+        wnames = [f"w{w}" for w in range(words)]
+        packed = (
+            select(S.c.id.label("sid"), *_packed_cols(words), func.coalesce(func.max(M.c.j), 0).label("messages"))
+            .select_from(_sessions_from(sel).outerjoin(M, M.c.session_id == S.c.id))
+            .where(*_where(sel)).group_by(S.c.id).subquery()
+        )
+        frm = (
+            packed.join(S, S.c.id == packed.c.sid).join(R, R.c.id == S.c.run_id)
+            .join(E, E.c.id == R.c.experiment_id).join(IN, IN.c.id == S.c.instance_id)
+            .outerjoin(A, A.c.id == S.c.annotator_id)
+        )
         q = (
-            select(*cols, *_packed_cols(words), func.coalesce(func.max(M.c.j), 0).label("messages"))
-            .select_from(frm).where(*_where(sel)).group_by(*cols)
+            select(*cols, *(packed.c[w] for w in wnames), packed.c.messages).select_from(frm)
             .order_by(E.c.name, R.c.repetition, S.c.ordinal)
         )
         with engine.connect() as c:
@@ -573,7 +576,6 @@ def _session_frame(engine: Engine, sel: Selection) -> pd.DataFrame:
         if longest <= words * _PER_WORD:
             break
         words = _words_for(longest)
-        wnames = [f"w{w}" for w in range(words)]
     memo: dict[tuple[Any, ...], dict[str, bool]] = {}
     flags: list[dict[str, bool]] = []
     for key in zip(*(df[w] for w in wnames), df["messages"], strict=True):
@@ -598,19 +600,18 @@ def to_parquet(df: pd.DataFrame) -> bytes:
 
 
 def tag_transitions(engine: Engine, sel: Selection) -> pd.DataFrame:
-    """Which tag answers which: counts of (message j−1 sender and tag) → (message j tag)."""
+    """Which tag answers which: counts of (message j−1 sender and tag) → (message j sender and tag).
+
+    Read off the packed sequences Table 1 is computed from (no extra pass over the messages).
+    """
 
     def compute() -> pd.DataFrame:
-        prev = M.alias("prev")
-        frm = _sessions_from(sel).join(M, M.c.session_id == S.c.id).join(
-            prev, and_(prev.c.session_id == M.c.session_id, prev.c.j == M.c.j - 1)
-        )
-        keys = [prev.c.sender.label("from_sender"), prev.c.tag.label("from_tag"),
-                M.c.sender.label("to_sender"), M.c.tag.label("to_tag")]
-        q = select(*keys, func.count().label("count")).select_from(frm).where(*_where(sel)).group_by(*keys)
-        with engine.connect() as c:
-            return pd.DataFrame(c.execute(q).mappings().all(),
-                                columns=["from_sender", "from_tag", "to_sender", "to_tag", "count"])
+        agg: dict[tuple[str, str, str, str], int] = defaultdict(int)
+        for r in signature_rows(engine, sel):
+            for (s1, t1), (s2, t2) in zip(r.tags, r.tags[1:], strict=False):
+                agg[(s1.value, t1.value, s2.value, t2.value)] += r.sessions
+        return pd.DataFrame([(*k, v) for k, v in sorted(agg.items())],
+                            columns=["from_sender", "from_tag", "to_sender", "to_tag", "count"])
 
     return cached(engine, "tag_transitions", sel, compute).copy()
 

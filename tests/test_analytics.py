@@ -172,6 +172,17 @@ def test_sql_equals_reference_on_random_data(any_engine: Engine) -> None:
         want = reference({r: [s for s in ss if s["label"] == name] for r, ss in per_rep.items()}, 10)
         assert t.as_json("x") == want, name
 
+    # tag transitions: consecutive (sender, tag) pairs of the closed sessions
+    want_tr: dict[tuple[str, str, str, str], int] = {}
+    for ss in per_rep.values():
+        for s in ss:
+            if s["status"] != "open":
+                for (s1, t1), (s2, t2) in zip(s["tags"], s["tags"][1:], strict=False):
+                    k = (s1.value, t1.value, s2.value, t2.value)
+                    want_tr[k] = want_tr.get(k, 0) + 1
+    tr = analytics.tag_transitions(any_engine, Selection(experiments=(e1,)))
+    assert {tuple(r[:4]): r[4] for r in tr.itertuples(index=False)} == want_tr
+
     # per-session flags (downloads) equal session_flags; open sessions are not listed
     frame = analytics.session_frame(any_engine, Selection(experiments=(e1,)))
     closed = {s["id"]: s for ss in per_rep.values() for s in ss if s["status"] != "open"}
