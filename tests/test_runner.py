@@ -128,8 +128,9 @@ def test_learn_keeps_context_only_when_validation_accuracy_holds(rad: Engine) ->
                 last = r[1]
 
 
-def test_evaluations_after_kept_sessions_only(rad: Engine) -> None:
-    exp = _run(rad, _cfg(), "evals")
+@pytest.mark.parametrize("seed", [0, 1, 2, 5, 11])
+def test_evaluations_after_kept_sessions_only(rad: Engine, seed: int) -> None:
+    exp = _run(rad, _cfg(seed=seed), "evals")
     rows = d_table(rad, exp)
     for rep in (1, 2, 3):
         kept = {r[1] for r in rows if r[0] == rep and r[5]}
@@ -138,6 +139,7 @@ def test_evaluations_after_kept_sessions_only(rad: Engine) -> None:
         assert test_points == {0} | kept
         assert val_points == {0} | kept
     assert all(e[6] == 7 for e in e_table(rad, exp))
+    assert all(r[5] == (r[8] >= r[7]) for r in rows), "kept exactly when validation accuracy did not drop"
     with DB(rad) as db:
         purposes = set(db.exec(select(LLMCall.purpose).where(LLMCall.experiment_id == exp.id)).all())
     assert purposes == {"ask", "eval"}
