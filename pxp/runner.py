@@ -622,13 +622,15 @@ def run_experiment(
 
 
 def resume_target(engine: Engine, name_or_id: str) -> Experiment:
-    """The experiment `pxp run --resume` continues (a controlled one)."""
+    """The experiment `pxp run --resume` continues or `--like` repeats (a controlled one)."""
     with db_session(engine) as db:
         exp = find_experiment(db, name_or_id=name_or_id)
     if exp is None:
         raise RunError(f"no experiment named {name_or_id!r}")
     if exp.mode != "controlled":
-        raise RunError(f"experiment {exp.name!r} is {exp.mode}; only controlled runs can be resumed")
+        raise RunError(
+            f"experiment {exp.name!r} is {exp.mode}; only controlled experiments can be resumed or repeated"
+        )
     return exp
 
 

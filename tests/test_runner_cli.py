@@ -163,3 +163,14 @@ def test_progress_is_rich_on_a_terminal_and_plain_elsewhere(engine: Any) -> None
             assert "6/6" in text and "\x1b[" in text  # the bar, drawn with terminal escapes
         else:
             assert "rep 2: session 6 finished" in text and "\x1b[" not in text
+
+
+def test_imported_experiments_cannot_be_resumed_or_repeated(url: str, tmp_path: Any) -> None:
+    f = tmp_path / "t.jsonl"
+    msgs = [(1, "machine", "INIT"), (2, "human", "RATIFY"), (3, "machine", "RATIFY")]
+    f.write_text("".join(json.dumps({"session": "s", "instance": "x", "j": j, "sender": who, "tag": tag,
+                                     "prediction": "p", "explanation": "e"}) + "\n" for j, who, tag in msgs))
+    assert pxp(url, "import", "transcripts", str(f), "--name", "imp").exit_code == 0
+    for opt in ("--resume", "--like"):
+        res = pxp(url, "run", opt, "imp")
+        assert res.exit_code == 1 and "only controlled experiments can be resumed or repeated" in res.output
