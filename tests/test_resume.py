@@ -321,3 +321,30 @@ def test_sigint_exits_130_and_the_run_resumes(tmp_path: Path, reference: tuple[s
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert _tables(e, "X") == reference[1]
+
+
+@pytest.mark.postgres
+def test_sigkill_on_postgresql_then_resume(pg_url: str, tmp_path: Path, reference: tuple[str, Any]) -> None:
+    e = make_engine(pg_url)
+    upgrade(e)
+    make_rad(e, per_label=4)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = [*PXP, "--db", pg_url, "run", "--dataset", "toy-rad", "--split", "train", "--reps", "2", "--seed", "2",
+            "--learn", "--eval-at-start", "--sim-accuracy", "0.4", "--sim-adopt", "0.2", "--sim-mislead", "0.3",
+            "--sim-latency", "0.02", "--name", "X", "--no-progress"]
+    proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        with DB(e) as s:
+            if len(s.exec(select(Message.id)).all()) >= 20:
+                break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the run was killed before it finished"
+    res = subprocess.run([*PXP, "--db", pg_url, "run", "--resume", "X", "--no-progress"], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert _tables(e, "X") == reference[1]
+    assert validate(e)[1] == []
+    e.dispose()
