@@ -97,8 +97,6 @@ class Run(SQLModel, table=True):
     instance_order: list[int] = Field(default_factory=list, sa_type=JSON)
     #: why the run is paused (a transient API failure, an interruption); None otherwise
     note: str | None = Field(default=None, sa_type=Text)
-    #: why the run is paused (a transient API failure, an interruption); None otherwise
-    note: str | None = Field(default=None, sa_type=Text)
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
@@ -127,9 +125,6 @@ class Session(SQLModel, table=True):
     annotator_id: int | None = Field(default=None, foreign_key="annotator.id", index=True)
     context_kept: bool | None = None
     learn_note: str | None = Field(default=None, sa_type=Text)
-    #: LEARN's validation accuracy with the carried context before / after adding this session
-    learn_val_before: float | None = None
-    learn_val_after: float | None = None
     #: LEARN's validation accuracy with the carried context before / after adding this session
     learn_val_before: float | None = None
     learn_val_after: float | None = None
