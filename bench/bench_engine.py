@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pxp.agents.factory import make_agents  # noqa: E402
-from pxp.engine import step  # noqa: E402
-from pxp.models import Dataset, Experiment, Instance, Run  # noqa: E402
-from pxp.runner import RunConfig, create_experiment  # noqa: E402
-from pxp.store import db_session, make_engine, run_sessions, upgrade  # noqa: E402
+from pxp.agents.factory import make_agents
+from pxp.engine import step
+from pxp.models import Dataset, Experiment, Instance, Run
+from pxp.runner import RunConfig, create_experiment
+from pxp.store import db_session, make_engine, run_sessions, upgrade
 
 LABELS = ["Atelectasis", "Pneumonia", "Pleural Effusion", "Cardiomegaly", "Pneumothorax"]
 INSTANCES = 100
