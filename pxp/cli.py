@@ -69,7 +69,8 @@ def import_transcripts_cmd(
     allow_nonconformant: Annotated[bool, typer.Option("--allow-nonconformant")] = False,
 ) -> None:
     """Import transcripts as an experiment; refuses non-conformant sessions."""
-    from pxp.data.transcripts import ImportProblems, import_transcripts
+    from pxp.data.common import ImportProblems
+    from pxp.data.transcripts import import_transcripts
 
     try:
         res = import_transcripts(state.engine(), file, name=name, n=n, k=k, task=task,

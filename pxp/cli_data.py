@@ -17,7 +17,7 @@ from pxp.cli import app, err, import_app, out, state
 
 def _run(call: Callable[[], Any]) -> None:
     """Run an importer; print its summary and warnings, or its problems one per line."""
-    from pxp.data.transcripts import ImportProblems
+    from pxp.data.common import ImportProblems
 
     try:
         res = call()
@@ -113,8 +113,8 @@ def import_dicom_cmd(
 @app.command("demo")
 def demo_cmd() -> None:
     """Load the demo datasets made by pxp and a finished simulated experiment on each."""
+    from pxp.data.common import ImportProblems
     from pxp.data.demo import DEMO_EXPERIMENTS, ensure_demo
-    from pxp.data.transcripts import ImportProblems
 
     try:
         loaded = ensure_demo(state.engine())

@@ -17,7 +17,8 @@ from sqlalchemy import Engine, update
 
 from pxp import analytics
 from pxp.analytics import Selection
-from pxp.data.transcripts import ImportProblems, import_transcripts
+from pxp.data.common import ImportProblems
+from pxp.data.transcripts import import_transcripts
 from pxp.intelligibility import (
     METRICS,
     SessionTags,

@@ -15,9 +15,9 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import select
 
+from pxp.data.common import ImportProblems
 from pxp.data.dicom import import_dicom
 from pxp.data.images import instance_display_png
-from pxp.data.transcripts import ImportProblems
 from pxp.models import Asset, Instance
 from pxp.models import Dataset as DatasetRow
 

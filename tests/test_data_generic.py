@@ -12,8 +12,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import select
 
+from pxp.data.common import ImportProblems
 from pxp.data.generic import import_table, parse_mapping
-from pxp.data.transcripts import ImportProblems
 from pxp.models import Asset, Dataset, Instance
 
 

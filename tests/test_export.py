@@ -146,7 +146,7 @@ def test_aborted_sessions_round_trip(engine: Engine, tmp_path: Path) -> None:
 
 
 def test_open_sessions_are_refused_on_import(engine: Engine, tmp_path: Path) -> None:
-    from pxp.data.transcripts import ImportProblems
+    from pxp.data.common import ImportProblems
     from pxp.engine import step
     from pxp.models import Run
     from pxp.runner import default_agents

@@ -21,7 +21,6 @@ from sqlalchemy import Engine, func
 from sqlmodel import select
 
 from pxp.data.images import PreparedImage, store_assets
-from pxp.data.transcripts import ImportProblems
 from pxp.models import Dataset, Instance
 from pxp.store import db_session
 
@@ -30,6 +29,14 @@ MAX_TABLE_BYTES = 200 * 1024 * 1024
 SPLITS = ("train", "val", "test")
 
 csv.field_size_limit(16 * 1024 * 1024)
+
+
+class ImportProblems(ValueError):
+    """Everything wrong with an input file, one line per problem (nothing was written)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems[:5]) + (" ..." if len(problems) > 5 else ""))
 
 
 @dataclass

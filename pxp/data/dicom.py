@@ -26,6 +26,7 @@ from PIL import Image
 from sqlalchemy import Engine
 
 from pxp.data.common import (
+    ImportProblems,
     ImportResult,
     NewInstance,
     check_split,
@@ -33,7 +34,6 @@ from pxp.data.common import (
     store_instances,
 )
 from pxp.data.images import MAX_PIXELS, PreparedImage
-from pxp.data.transcripts import ImportProblems
 
 MAX_DICOM_BYTES = 256 * 1024 * 1024
 """Largest DICOM file accepted (bytes)."""

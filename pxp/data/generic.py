@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from pxp.data.common import (
+    ImportProblems,
     ImportResult,
     NewInstance,
     check_split,
@@ -33,7 +34,6 @@ from pxp.data.common import (
 )
 from pxp.data.images import ImageCache, ImageRejected, PreparedImage
 from pxp.data.study import smiles_problem
-from pxp.data.transcripts import ImportProblems
 
 FIELDS = ("key", "input", "image", "prediction", "label", "explanation", "split")
 REQUIRED = {"rad": ("image",), "drug": ("input",)}

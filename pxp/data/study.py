@@ -17,9 +17,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from pxp.data.common import ImportResult, NewInstance, check_split, read_csv, store_instances
+from pxp.data.common import ImportProblems, ImportResult, NewInstance, check_split, read_csv, store_instances
 from pxp.data.images import ImageCache, ImageRejected, resolve_inside
-from pxp.data.transcripts import ImportProblems
 from pxp.tasks.base import InvalidSmiles, canonical_smiles
 
 RAD_COLUMNS = ("case", "label", "img_path", "report")

@@ -9,7 +9,6 @@ with their violations unless allowed.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,19 +17,12 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import select
 
+from pxp.data.common import ImportProblems, read_jsonl
 from pxp.models import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session
 from pxp.protocol import Msg, Sender, Tag, conformance, stop_reason
 from pxp.store import db_session
 
 REQUIRED = ("session", "instance", "j", "sender", "tag")
-
-
-class ImportProblems(ValueError):
-    """Everything wrong with an input file, one line per problem (nothing was written)."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(problems[:5]) + (" ..." if len(problems) > 5 else ""))
 
 
 @dataclass
@@ -59,25 +51,8 @@ def read_transcripts(path: Path) -> tuple[dict[tuple[int, str], list[Msg]], dict
     problems: list[str] = []
     sessions: dict[tuple[int, str], list[Msg]] = defaultdict(list)
     info: dict[tuple[int, str], dict[str, Any]] = {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ImportProblems([f"{path}: no such file"]) from None
-    except UnicodeDecodeError as err:
-        raise ImportProblems([f"{path}: not UTF-8 text ({err.reason})"]) from None
-    lines = [(i, ln) for i, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
-    if not lines:
-        raise ImportProblems([f"{path}: the file is empty"])
-    for lineno, line in lines:
+    for lineno, rec in read_jsonl(path):
         where = f"{path.name}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as err:
-            problems.append(f"{where}: not valid JSON ({err.msg})")
-            continue
-        if not isinstance(rec, dict):
-            problems.append(f"{where}: expected a JSON object")
-            continue
         missing = [f for f in REQUIRED if rec.get(f) in (None, "")]
         if missing:
             problems.append(f"{where}: missing {', '.join(missing)}")
@@ -95,7 +70,7 @@ def read_transcripts(path: Path) -> tuple[dict[tuple[int, str], list[Msg]], dict
         sessions[key].append(
             Msg(j, sender, tag, str(rec.get("prediction") or ""), str(rec.get("explanation") or ""), *facts)
         )
-        i = info.setdefault(key, {"instance": str(rec["instance"]), "annotator": rec.get("annotator"),
+        i = info.setdefault(key, {"instance": str(rec["instance"]), "annotator": rec.get("annotator") or None,
                                   "status": str(rec.get("status") or "finished")})
         if i["status"] not in ("finished", "aborted"):
             problems.append(f"{where}: status must be finished or aborted, got {i['status']!r}")

@@ -50,12 +50,7 @@ class AnthropicProvider:
             raise LLMConfigError(
                 "anthropic: no API key; set ANTHROPIC_API_KEY in the environment or Streamlit secrets"
             )
-        if self.options.base_url:
-            kwargs["base_url"] = self.options.base_url
-        if self.options.max_retries is not None:
-            kwargs["max_retries"] = self.options.max_retries
-        if self.options.timeout is not None:
-            kwargs["timeout"] = self.options.timeout
+        kwargs.update(self.options.client_kwargs())
         try:
             self.client = anthropic.Anthropic(**kwargs)
         except anthropic.AnthropicError as e:

@@ -121,6 +121,17 @@ class ProviderOptions:
     max_retries: int | None = None
     timeout: float | None = None
 
+    def client_kwargs(self) -> dict[str, Any]:
+        """The SDK client arguments these options set (both SDKs take the same names)."""
+        kwargs: dict[str, Any] = {}
+        if self.base_url:
+            kwargs["base_url"] = self.base_url
+        if self.max_retries is not None:
+            kwargs["max_retries"] = self.max_retries
+        if self.timeout is not None:
+            kwargs["timeout"] = self.timeout
+        return kwargs
+
     @classmethod
     def from_env(cls, base_url: str | None = None, extra: Mapping[str, Any] | None = None) -> ProviderOptions:
         """From a run's `extra` settings, else PXP_LLM_MAX_RETRIES / PXP_LLM_TIMEOUT."""

@@ -56,12 +56,7 @@ class OpenAIProvider:
                 )
             key = LOCAL_KEY
         kwargs: dict[str, Any] = {"api_key": key}
-        if self.options.base_url:
-            kwargs["base_url"] = self.options.base_url
-        if self.options.max_retries is not None:
-            kwargs["max_retries"] = self.options.max_retries
-        if self.options.timeout is not None:
-            kwargs["timeout"] = self.options.timeout
+        kwargs.update(self.options.client_kwargs())
         try:
             self.client = openai.OpenAI(**kwargs)
         except openai.OpenAIError as e:
