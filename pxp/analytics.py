@@ -667,19 +667,21 @@ def performance_median(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["experiment", "after_session", *PERFORMANCE, *(f"{m}_{a}" for a in ("min", "max") for m in PERFORMANCE)]
     if df.empty:
         return pd.DataFrame(columns=cols)
+    from pxp.evaluate import Score, carry_forward
+
     out = []
     for exp, d in df.groupby("experiment", sort=True):
-        points = sorted(d.after_session.unique())
-        wide = {
-            m: d.pivot_table(index="after_session", columns="repetition", values=m, aggfunc="last")
-            .reindex(points).ffill()
-            for m in PERFORMANCE
+        per_run = {
+            rep: [(int(r.after_session), Score(r.prediction, r.explanation, r.both, int(r.instances)))
+                  for r in dr.itertuples()]
+            for rep, dr in d.groupby("repetition")
         }
+        points, agg = carry_forward(per_run)
         res = pd.DataFrame({"experiment": exp, "after_session": points})
         for m in PERFORMANCE:
-            res[m] = wide[m].median(axis=1, skipna=True).round(4).to_numpy()
-            res[f"{m}_min"] = wide[m].min(axis=1, skipna=True).round(4).to_numpy()
-            res[f"{m}_max"] = wide[m].max(axis=1, skipna=True).round(4).to_numpy()
+            res[m] = agg["median"][m]
+            res[f"{m}_min"] = agg["min"][m]
+            res[f"{m}_max"] = agg["max"][m]
         out.append(res)
     return pd.concat(out, ignore_index=True)[cols]
 

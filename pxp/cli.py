@@ -177,4 +177,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # run the imported module's app, on which the other areas register their commands
+    from pxp.cli import main as _main
+
+    _main()

@@ -138,6 +138,28 @@ def _median(xs: list[float]) -> float:
     return round(float(statistics.median(xs)), 4)
 
 
+Summary = dict[str, dict[str, list[float | None]]]
+
+
+def carry_forward(per_run: dict[Any, list[tuple[int, Score]]]) -> tuple[list[int], Summary]:
+    """Median, min and max over runs at every point where some run was evaluated.
+
+    A run is only evaluated after sessions whose context was kept, so its performance
+    after session i is its latest evaluation at or before i (Figure 2 of the follow-up paper).
+    """
+    points = sorted({p for rs in per_run.values() for p, _ in rs})
+    agg: Summary = {a: {m: [] for m in METRIC_NAMES} for a in ("median", "min", "max")}
+    for p in points:
+        latest = [max((r for r in rs if r[0] <= p), key=lambda r: r[0], default=None) for rs in per_run.values()]
+        scores = [r[1] for r in latest if r is not None]
+        for m in METRIC_NAMES:
+            vals = [sc.metric(m) for sc in scores]
+            agg["median"][m].append(_median(vals) if vals else None)
+            agg["min"][m].append(round(min(vals), 4) if vals else None)
+            agg["max"][m].append(round(max(vals), 4) if vals else None)
+    return points, agg
+
+
 def performance_series(engine: Engine, experiment_id: int) -> dict[str, Any]:
     """Machine performance after each session, per split, aggregated over repetitions.
 
@@ -163,19 +185,9 @@ def performance_series(engine: Engine, experiment_id: int) -> dict[str, Any]:
         for r in rows:
             if r.split == split:
                 per_run.setdefault(rep_of[r.run_id], []).append(r)
-        points = sorted({r.after_session for rs in per_run.values() for r in rs})
-        agg: dict[str, dict[str, list[float | None]]] = {
-            a: {m: [] for m in METRIC_NAMES} for a in ("median", "min", "max")
-        }
-        for p in points:
-            latest = [max((r for r in rs if r.after_session <= p), key=lambda r: r.after_session, default=None)
-                      for rs in per_run.values()]
-            scores = [Score.of(r) for r in latest if r is not None]
-            for m in METRIC_NAMES:
-                vals = [s.metric(m) for s in scores]
-                agg["median"][m].append(_median(vals) if vals else None)
-                agg["min"][m].append(round(min(vals), 4) if vals else None)
-                agg["max"][m].append(round(max(vals), 4) if vals else None)
+        points, agg = carry_forward(
+            {rep: [(r.after_session, Score.of(r)) for r in rs] for rep, rs in per_run.items()}
+        )
         out[split] = {
             "after_session": points,
             **agg,
