@@ -101,6 +101,7 @@ def report_cmd(
     fmt: Annotated[str, typer.Option("--format", help="table, json, markdown or csv.")] = "table",
     by: Annotated[str | None, typer.Option(
         "--by", help="One column per annotator, label or dataset of the experiments (e.g. h1 vs h2).")] = None,
+    calls: Annotated[bool, typer.Option("--calls", help="Also the LLM call totals per run (tokens, cost).")] = False,
 ) -> None:
     """Print the papers' Table 1 for an experiment (or several side by side)."""
     from pxp.report import FORMATS, ReportError, render_many, report_json, reports_by
@@ -116,7 +117,32 @@ def report_cmd(
         fail(str(e))
     if not reps:
         fail("no finished or aborted sessions to count")
+    totals = _call_totals(experiment) if calls else {}
+    if fmt == "json" and calls:
+        for rep in reps:
+            if rep["experiment"] in totals:
+                rep["calls"] = totals[rep["experiment"]]
     typer.echo(render_many(reps, fmt))
+    if calls and fmt != "json":
+        from pxp.cli_llm import print_calls
+
+        for name, t in totals.items():
+            print_calls(name, t["rows"], t["total"])
+
+
+def _call_totals(experiments: list[str]) -> dict[str, dict[str, Any]]:
+    """LLM call totals per run of each named experiment, keyed by experiment name."""
+    from pxp.llm.accounting import call_totals, grand_total
+    from pxp.store import db_session, find_experiment
+
+    out_: dict[str, dict[str, Any]] = {}
+    for e in experiments:
+        with db_session(state.engine()) as db:
+            exp = find_experiment(db, name_or_id=e)
+        if exp is not None and exp.id is not None:
+            rows = call_totals(state.engine(), exp.id)
+            out_[exp.name] = {"rows": rows, "total": grand_total(rows)}
+    return out_
 
 
 @app.command("validate")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -37,7 +37,12 @@ def calls_cmd(
     if fmt == "json":
         dump({"experiment": exp.name, "rows": rows, "total": total})
         return
-    t = Table(title=f"LLM calls of {exp.name}")
+    print_calls(exp.name, rows, total)
+
+
+def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) -> None:
+    """The per-run call totals as a table (`pxp calls`, `pxp report --calls`)."""
+    t = Table(title=f"LLM calls of {name}")
     for c in ("rep", "provider:model", "purpose", "calls", "errors", "in", "out", "cache read",
               "cache write", "cost $", "mean ms"):
         t.add_column(c, justify="left" if c in ("provider:model", "purpose") else "right", no_wrap=True)

@@ -182,3 +182,40 @@ def test_console_script_reports_unexpected_errors_in_one_line(tmp_path: Path) ->
     assert res.returncode == 1
     assert "Traceback" not in res.stderr and res.stderr.strip().startswith("error:")
     assert len(res.stderr.strip().splitlines()) <= 2
+
+
+def test_report_shows_call_totals_per_run(db_url: str) -> None:
+    make_rad(get_engine(db_url))
+    res = pxp(db_url, "run", "--dataset", "toy-rad", "--reps", "2", "--seed", "3", "--name", "c", "--no-progress")
+    assert res.exit_code == 0, res.output
+    rep = json.loads(pxp(db_url, "report", "--experiment", "c", "--calls", "--format", "json").stdout)
+    rows = rep["calls"]["rows"]
+    assert {r["repetition"] for r in rows} == {1, 2}
+    asks = sum(r["calls"] for r in rows if r["purpose"] == "ask")
+    # the simulated machine is asked once per machine message: ceil(len/2) per session
+    machine_messages = sum(
+        (len(t) + 1) // 2 for t in _session_lengths(db_url, "c")
+    )
+    assert asks == machine_messages and rep["calls"]["total"]["errors"] == 0
+    table = pxp(db_url, "report", "--experiment", "c", "--calls").stdout
+    assert "LLM calls of c" in table and "simulated:simulated" in table
+
+
+def _session_lengths(db_url: str, name: str) -> list[list[int]]:
+    from sqlmodel import Session as DB
+    from sqlmodel import select
+
+    from pxp.models import Experiment, Message, Run, Session
+
+    with DB(get_engine(db_url)) as db:
+        rows = db.exec(
+            select(Message.session_id, Message.j)
+            .join(Session, Session.id == Message.session_id)  # type: ignore[arg-type]
+            .join(Run, Run.id == Session.run_id)  # type: ignore[arg-type]
+            .join(Experiment, Experiment.id == Run.experiment_id)  # type: ignore[arg-type]
+            .where(Experiment.name == name)
+        ).all()
+    by: dict[int, list[int]] = {}
+    for sid, j in rows:
+        by.setdefault(sid, []).append(j)
+    return list(by.values())
