@@ -39,6 +39,11 @@ def _cfg(**kw: Any) -> RunConfig:
     return RunConfig(**base)
 
 
+# Seconds per simulated call in the subprocess runs: long enough (a run takes a few seconds)
+# that a loaded CI machine's poller sees the kill point before the run ends.
+SUBPROCESS_LATENCY = "0.1"
+
+
 def _tables(engine: Engine, name: str) -> tuple[Any, ...]:
     with DB(engine) as db:
         from pxp.store import find_experiment
@@ -186,7 +191,7 @@ def test_sigkill_at_several_points_then_resume(
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     args = [*PXP, "--db", url, "run", "--dataset", "toy-rad", "--split", "train",
             "--reps", "2", "--seed", "2", "--learn", "--eval-at-start", "--sim-accuracy", "0.4", "--sim-adopt", "0.2",
-            "--sim-mislead", "0.3", "--sim-latency", "0.02", "--name", "X", "--no-progress"]
+            "--sim-mislead", "0.3", "--sim-latency", SUBPROCESS_LATENCY, "--name", "X", "--no-progress"]
     proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while _count(db, _POLLS[what]) < at_least and proc.poll() is None and time.monotonic() < deadline:
@@ -306,7 +311,7 @@ def test_sigint_exits_130_and_the_run_resumes(tmp_path: Path, reference: tuple[s
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     args = [*PXP, "--db", url, "run", "--dataset", "toy-rad", "--split", "train", "--reps", "2", "--seed", "2",
             "--eval-at-start", "--sim-accuracy", "0.4", "--sim-adopt", "0.2", "--sim-mislead", "0.3",
-            "--sim-latency", "0.02", "--name", "X"]
+            "--sim-latency", SUBPROCESS_LATENCY, "--name", "X"]
     proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while _count(db, _POLLS["messages"]) < 10 and proc.poll() is None and time.monotonic() < deadline:
@@ -331,7 +336,7 @@ def test_sigkill_on_postgresql_then_resume(pg_url: str, tmp_path: Path, referenc
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     args = [*PXP, "--db", pg_url, "run", "--dataset", "toy-rad", "--split", "train", "--reps", "2", "--seed", "2",
             "--learn", "--eval-at-start", "--sim-accuracy", "0.4", "--sim-adopt", "0.2", "--sim-mislead", "0.3",
-            "--sim-latency", "0.02", "--name", "X", "--no-progress"]
+            "--sim-latency", SUBPROCESS_LATENCY, "--name", "X", "--no-progress"]
     proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline:
