@@ -7,6 +7,7 @@ preview from pxp.agents.browser. Session-state keys start with "annotate_".
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from pxp.agents.base import AgentUnavailable, Answer
 from pxp.agents.browser import answer_changed, human_turn, label_options, predictions_match
@@ -48,7 +49,8 @@ def identity() -> int | None:
             st.button("Log out", on_click=st.logout)
         else:
             name = st.text_input("Your name", key="annotate_name", placeholder="e.g. Dr. Rao")
-        role = st.selectbox("Your role", ROLES, key="annotate_role")
+        role = st.selectbox("Your role", ROLES, key="annotate_role",
+                            on_change=lambda: S.pop("annotate_dataset", None))
     if not name.strip():
         return None
     try:
@@ -58,7 +60,16 @@ def identity() -> int | None:
         return None
 
 
-def choose_experiment() -> int | None:
+ROLE_TASKS = {"Radiologist": "rad", "Chemist": "drug"}
+
+
+def _role_default(datasets: dict[str, str]) -> int:
+    """The first dataset of the role's task (a radiologist starts on X-rays), else the first."""
+    task = ROLE_TASKS.get(str(S.get("annotate_role", "")))
+    return next((i for i, t in enumerate(datasets.values()) if t == task), 0)
+
+
+def choose_experiment() -> tuple[int, DeltaGenerator] | None:
     """The dataset and live experiment to work on (a default one is made when none exists)."""
     eng = resources.engine()
     from pxp.app.data import dataset_choices
@@ -70,7 +81,7 @@ def choose_experiment() -> int | None:
     with st.sidebar:
         st.subheader("What to annotate")
         names = list(datasets)
-        ds = st.selectbox("Dataset", names, key="annotate_dataset",
+        ds = st.selectbox("Dataset", names, key="annotate_dataset", index=_role_default(datasets),
                           format_func=lambda n: f"{n} ({datasets[n]})")
         exps = live_experiments(eng, dataset=ds)
         if not exps:
@@ -89,15 +100,24 @@ def choose_experiment() -> int | None:
         pending = S.pop("annotate_select_experiment", None)
         if pending is not None and pending[0] == ds and pending[1] in by_id:
             S[f"annotate_experiment_{ds}"] = pending[1]
-        eid = st.selectbox(
-            "Experiment", list(by_id), key=f"annotate_experiment_{ds}",
-            format_func=lambda i: f"{by_id[i].name} · {by_id[i].finished}/{by_id[i].instances} done",
-        )
+        eid = st.selectbox("Experiment", list(by_id), key=f"annotate_experiment_{ds}",
+                           format_func=lambda i: by_id[i].name)
         info = by_id[eid]
+        slot = st.empty()  # filled at the end of the run, after its steps: it never lags
         st.caption(f"Machine: {ui.escape_md(machine_name(info.machine))} · n = {info.n}, k = {info.k}")
         with st.expander("New live experiment"):
             new_experiment_form(ds)
-    return int(eid)
+    return int(eid), slot
+
+
+def show_progress(slot: DeltaGenerator, eid: int) -> None:
+    """Cases done in the experiment, read after this run's steps (so it never lags by one)."""
+    info = next((e for e in live_experiments(resources.engine()) if e.id == eid), None)
+    if info is None:
+        return
+    with slot:
+        st.progress(info.finished / info.instances if info.instances else 0.0,
+                    text=f"{info.finished} of {info.instances} cases done")
 
 
 def new_experiment_form(dataset: str) -> None:
@@ -365,9 +385,16 @@ def render() -> None:
         st.info("Enter your name in the sidebar to start. Then read the case on the left, the "
                 "machine's answer on the right, and reply below it.")
         return
-    eid = choose_experiment()
-    if eid is None:
+    chosen = choose_experiment()
+    if chosen is None:
         return
+    eid, slot = chosen
+    annotate(eid, annotator_id)
+    show_progress(slot, eid)
+
+
+def annotate(eid: int, annotator_id: int) -> None:
+    """The case on screen: the machine's turn if due, else the expert's form."""
     show_abandoned(eid, annotator_id)
     sid = current_session(eid, annotator_id)
     notice = S.pop("annotate_notice", None)

@@ -81,6 +81,13 @@ def current(engine: Engine, annotator: str = "Dr Rao") -> tuple[int, list[Messag
         return s.id, msgs
 
 
+def done_count(at: AppTest) -> str:
+    """The sidebar's "N of M cases done" line."""
+    bars = [str(p.proto.text) for p in at.sidebar.get("progress")]
+    assert len(bars) == 1, bars
+    return bars[0]
+
+
 def finished_sessions(engine: Engine) -> list[Session]:
     with DB(engine) as db:
         return list(db.exec(select(Session).where(Session.status == "finished")).all())
@@ -175,6 +182,7 @@ def test_annotate_a_drug_session_with_chosen_tags(app_db: tuple[str, Engine]) ->
     assert [m.tag for m in msgs] == [Tag.INIT, Tag.RATIFY, Tag.RATIFY]
     assert (msgs[1].match, msgs[1].agree, msgs[1].changed) == (True, True, False)
     assert "is finished" in texts(at)
+    assert done_count(at) == f"1 of {len(DRUGS)} cases done", "the count does not lag"
 
 
 def test_a_forbidden_tag_is_refused_with_one_line(app_db: tuple[str, Engine]) -> None:
@@ -584,3 +592,17 @@ def test_a_second_tab_cannot_send_the_same_message_again(app_db: tuple[str, Engi
     assert [m.j for m in msgs] == [1, 2, 3] and msgs[1].prediction == "Pneumonia"
     # the second tab now shows the conversation as it is: the reply to message 3
     assert "Your reply (message 4)" in texts(tab2)
+
+
+def test_the_role_picks_the_first_dataset_of_its_task(app_db: tuple[str, Engine]) -> None:
+    """A chemist starts on a DRUG dataset, a radiologist on a RAD one."""
+    _, engine = app_db
+    make_drug(engine)
+    make_rad(engine)
+    at = new_app("annotate")
+    at.sidebar.text_input(key="annotate_name").input("Dr Rao").run()
+    ok(at)
+    assert at.sidebar.selectbox(key="annotate_dataset").value.endswith("rad")
+    at.sidebar.selectbox(key="annotate_role").set_value("Chemist").run()
+    ok(at)
+    assert at.sidebar.selectbox(key="annotate_dataset").value.endswith("drug")
