@@ -176,3 +176,10 @@ def test_concurrent_machine_steps_store_one_reply(any_engine: Engine) -> None:
     assert sum(g is not None for g in got) == 1
     msgs = load_session(any_engine, sid).messages
     assert [m.j for m in msgs] == [1], "no human message was invented"
+
+
+def test_a_kept_answer_tag_after_an_edit_says_why() -> None:
+    """RATIFY chosen after editing the answer is refused with the reason, not a bare "not allowed"."""
+    turn = human_turn(4, 3, match=None, agree=None, changed=True, chosen=Tag.RATIFY)
+    assert not turn.ok and turn.refused is not None
+    assert "edited" in turn.refused and "REVISE" in turn.refused

@@ -110,6 +110,15 @@ class HumanTurn:
         return self.refused is None and self.facts is not None
 
 
+def _changed_reason(chosen: Tag, changed: bool) -> str:
+    """Why a tag is refused when it disagrees with whether the expert edited their answer."""
+    if changed:
+        return (f"{chosen.value} means you kept your answer, but you edited it since your last "
+                "message: pick REVISE, or undo the edit")
+    return (f"{chosen.value} means you changed your answer: edit your prediction or "
+            "explanation first")
+
+
 def human_turn(
     j: int, k: int, *, match: bool | None, agree: bool | None, changed: bool,
     chosen: Tag | None = None, new_prediction_matches: bool | None = None,
@@ -135,7 +144,7 @@ def human_turn(
         if c != changed:
             reason = check_tag(chosen, j, k, m, a, changed)
             return HumanTurn(chosen, "", None, chosen=True,
-                             refused=reason or f"{chosen.value} is not allowed here")
+                             refused=reason or _changed_reason(chosen, changed))
         match, agree = m, a
     assert match is not None and agree is not None
     if chosen is None:
