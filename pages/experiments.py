@@ -85,16 +85,21 @@ def progress_panel() -> None:
             with b:
                 if p.running:
                     if st.button("Cancel", key=f"experiments_cancel_{eid}", icon=":material/stop:"):
+                        S.pop(f"experiments_error_{eid}", None)
                         workers.cancel(eng, eid)
                         st.rerun(scope="fragment")
                 elif p.done < p.sessions and st.button(
                     "Resume", key=f"experiments_resume_{eid}", icon=":material/play_arrow:"
                 ):
+                    S.pop(f"experiments_error_{eid}", None)
                     try:
                         workers.start(eng, eid, secrets=resources.secret_keys())
                     except workers.WorkerError as err:
-                        st.error(str(err))
+                        S[f"experiments_error_{eid}"] = str(err)  # shown after the rerun
                     st.rerun(scope="fragment")
+            note = S.get(f"experiments_error_{eid}")
+            if note:
+                st.error(note)
 
 
 def render() -> None:

@@ -5,25 +5,36 @@ pxp.runner.run_experiment, so a browser rerun, a closed tab or a Streamlit resta
 never interrupts it and Cancel can stop it at once. Progress is read from the
 database only (DESIGN §3: the state is the stored messages), and a cancelled or
 crashed run resumes from where it stopped, because every step is stored atomically.
+
+The database, not server memory, says whether a worker runs: the worker claims the
+experiment (Experiment.worker, "host:pid") with a conditional UPDATE and writes
+Experiment.heartbeat_at every HEARTBEAT_SECONDS. A heartbeat younger than
+STALE_SECONDS means "running", across server restarts and servers, and a second
+worker is refused; a worker that sees its experiment cancelled stops itself.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import Engine, func
+from sqlalchemy import Engine, func, or_, update
 from sqlmodel import Session as DB
-from sqlmodel import select
+from sqlmodel import col, select
 
-from pxp.models import Experiment, Run, Session
+from pxp.models import Experiment, Run, Session, utcnow
 
 KEY_NAMES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+HEARTBEAT_SECONDS = 2.0
+STALE_SECONDS = 15.0
 
 _lock = threading.Lock()
 _procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
@@ -69,11 +80,81 @@ def _set_status(engine: Engine, experiment_id: int, status: str) -> None:
             db.commit()
 
 
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def heartbeat_age(engine: Engine, experiment_id: int) -> float | None:
+    """Seconds since the experiment's worker last wrote its heartbeat (None: no worker)."""
+    with DB(engine) as db:
+        exp = db.get(Experiment, experiment_id)
+        if exp is None or exp.heartbeat_at is None:
+            return None
+        return (datetime.now(UTC) - _aware(exp.heartbeat_at)).total_seconds()
+
+
+def _fresh(age: float | None) -> bool:
+    return age is not None and age < STALE_SECONDS
+
+
+def _worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def claim(engine: Engine, experiment_id: int, worker: str) -> bool:
+    """Make `worker` the experiment's only worker, unless another has a fresh heartbeat."""
+    now = utcnow()
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(Experiment)
+            .where(col(Experiment.id) == experiment_id,
+                   or_(col(Experiment.heartbeat_at).is_(None),
+                       col(Experiment.heartbeat_at) < now - timedelta(seconds=STALE_SECONDS),
+                       col(Experiment.worker) == worker))
+            .values(worker=worker, heartbeat_at=now)
+        )
+    return bool(res.rowcount == 1)
+
+
+def beat(engine: Engine, experiment_id: int, worker: str) -> str | None:
+    """Write the worker's heartbeat; the experiment's status, or None if it lost the claim."""
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(Experiment)
+            .where(col(Experiment.id) == experiment_id, col(Experiment.worker) == worker)
+            .values(heartbeat_at=utcnow())
+        )
+    if res.rowcount != 1:
+        return None
+    with DB(engine) as db:
+        exp = db.get(Experiment, experiment_id)
+        return None if exp is None else exp.status
+
+
+def release(engine: Engine, experiment_id: int, worker: str | None = None) -> None:
+    """Clear the experiment's worker and heartbeat (only `worker`'s, when given)."""
+    cond = [col(Experiment.id) == experiment_id]
+    if worker is not None:
+        cond.append(col(Experiment.worker) == worker)
+    with engine.begin() as conn:
+        conn.execute(update(Experiment).where(*cond).values(worker=None, heartbeat_at=None))
+
+
+def _already_running(engine: Engine, experiment_id: int, name: str) -> WorkerError | None:
+    age = heartbeat_age(engine, experiment_id)
+    if not _fresh(age):
+        return None
+    return WorkerError(f"{name!r} is already running in another worker "
+                       f"(heartbeat {age:.0f} s ago); cancel it first")
+
+
 def start(engine: Engine, experiment_id: int, *, secrets: dict[str, str] | None = None) -> None:
     """Run (or resume) a controlled experiment in a child process.
 
     `secrets` are API keys from Streamlit secrets, passed to the child's environment
-    only (never stored or logged). Starting an experiment that already runs is a no-op.
+    only (never stored or logged). Starting an experiment this server already runs is
+    a no-op; one another worker runs (a fresh heartbeat in the database, e.g. started
+    before a server restart) raises WorkerError.
     """
     with DB(engine) as db:
         exp = db.get(Experiment, experiment_id)
@@ -81,11 +162,15 @@ def start(engine: Engine, experiment_id: int, *, secrets: dict[str, str] | None 
             raise WorkerError(f"experiment {experiment_id} does not exist")
         if exp.mode != "controlled":
             raise WorkerError(f"{exp.name!r} is a live experiment; it runs in Annotate")
+        name = exp.name
     key = (_url(engine), experiment_id)
     with _lock:
         proc = _procs.get(key)
         if proc is not None and proc.poll() is None:
             return
+        busy = _already_running(engine, experiment_id, name)
+        if busy is not None:
+            raise busy
         env = dict(os.environ)
         for name, value in (secrets or {}).items():
             if name in KEY_NAMES and value and name not in env:
@@ -102,18 +187,25 @@ def start(engine: Engine, experiment_id: int, *, secrets: dict[str, str] | None 
 
 
 def is_running(engine: Engine, experiment_id: int) -> bool:
-    """Whether this server started a worker for the experiment that is still alive."""
+    """Whether a worker runs the experiment: a fresh heartbeat in the database, or a
+    child this server started that is alive (before its first heartbeat)."""
     with _lock:
         proc = _procs.get((_url(engine), experiment_id))
-        return proc is not None and proc.poll() is None
+        if proc is not None and proc.poll() is None:
+            return True
+    return _fresh(heartbeat_age(engine, experiment_id))
 
 
 def cancel(engine: Engine, experiment_id: int, *, timeout: float = 10) -> bool:
-    """Stop the experiment's worker; stored steps are kept and the run can resume."""
+    """Stop the experiment's worker; stored steps are kept and the run can resume.
+
+    A worker this server started is terminated at once; one started elsewhere (or
+    before a restart) sees the "cancelled" status at its next heartbeat and stops.
+    """
     key = (_url(engine), experiment_id)
     with _lock:
         proc = _procs.get(key)
-    stopped = False
+    _set_status(engine, experiment_id, "cancelled")
     if proc is not None and proc.poll() is None:
         proc.terminate()
         try:
@@ -121,9 +213,9 @@ def cancel(engine: Engine, experiment_id: int, *, timeout: float = 10) -> bool:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=timeout)
-        stopped = True
-    _set_status(engine, experiment_id, "cancelled")
-    return stopped
+        release(engine, experiment_id)  # it cannot clear its own heartbeat once killed
+        return True
+    return _fresh(heartbeat_age(engine, experiment_id))
 
 
 def wait(engine: Engine, experiment_id: int, timeout: float | None = None) -> int | None:
@@ -170,11 +262,13 @@ def progress(engine: Engine, experiment_id: int) -> Progress:
             .where(Run.experiment_id == experiment_id)
         ).one()
         status = exp.status
+    running = is_running(engine, experiment_id)
+    if status == "running" and not running:
+        status = "interrupted"  # its worker died without a word (killed, server lost)
     return Progress(
         experiment_id=experiment_id, status=status, sessions=sum(counts.values()),
         finished=counts.get("finished", 0), aborted=counts.get("aborted", 0),
-        messages=int(msgs), running=is_running(engine, experiment_id),
-        error=last_error(engine, experiment_id),
+        messages=int(msgs), running=running, error=last_error(engine, experiment_id),
     )
 
 
@@ -189,6 +283,14 @@ def main(argv: list[str] | None = None) -> int:
     from pxp.store import get_engine
 
     engine = get_engine()
+    me = _worker_id()
+    if not claim(engine, experiment_id, me):
+        print(f"error: experiment {experiment_id} is already running in another worker", flush=True)
+        return 3
+    done = threading.Event()
+    beating = threading.Thread(target=_heartbeat, args=(engine, experiment_id, me, done),
+                               name="pxp-heartbeat", daemon=True)
+    beating.start()
     try:
         run_experiment(engine, experiment_id)
     except Exception as err:
@@ -196,7 +298,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {msg}", flush=True)
         _set_status(engine, experiment_id, "failed")
         return 1
+    finally:
+        done.set()
+        beating.join(timeout=HEARTBEAT_SECONDS * 2)
+        release(engine, experiment_id, me)
     return 0
+
+
+def _heartbeat(engine: Engine, experiment_id: int, me: str, done: threading.Event) -> None:
+    """The worker's heartbeat; it stops its own process when the experiment is cancelled."""
+    while not done.wait(HEARTBEAT_SECONDS):
+        try:
+            status = beat(engine, experiment_id, me)
+        except Exception:  # a busy database: try again at the next beat
+            continue
+        if status in (None, "cancelled"):
+            release(engine, experiment_id, me)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
 
 
 if __name__ == "__main__":

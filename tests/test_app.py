@@ -606,3 +606,72 @@ def test_the_role_picks_the_first_dataset_of_its_task(app_db: tuple[str, Engine]
     at.sidebar.selectbox(key="annotate_role").set_value("Chemist").run()
     ok(at)
     assert at.sidebar.selectbox(key="annotate_dataset").value.endswith("drug")
+
+
+def test_a_worker_started_elsewhere_is_seen_through_its_heartbeat(app_db: tuple[str, Engine]) -> None:
+    """After a server restart (or from another server) the database says the run is running:
+    a second worker is refused with one line, Cancel stops it, then Resume finishes it."""
+    import os
+    import subprocess
+    import sys
+
+    from pxp import workers
+    from pxp.runner import RunConfig, create_experiment
+
+    url, engine = app_db
+    make_rad(engine, per_label=4)
+    exp = create_experiment(engine, RunConfig(dataset="toy-rad", reps=2, simulated={"latency": 0.05}),
+                            name="elsewhere")
+    eid = exp.id or 0
+    # a worker this server did not start: nothing of it is in this process's memory
+    other = subprocess.Popen([sys.executable, "-m", "pxp.workers", str(eid)],
+                             env={**os.environ, "PXP_DATABASE_URL": url},
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while workers.heartbeat_age(engine, eid) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert workers.is_running(engine, eid) and workers.progress(engine, eid).running
+        with pytest.raises(workers.WorkerError, match="already running") as err:
+            workers.start(engine, eid)
+        assert "\n" not in str(err.value)
+        at = new_app("experiments")
+        assert [b for b in at.button if b.key == f"experiments_cancel_{eid}"], "shown as running"
+        assert workers.cancel(engine, eid)
+        assert other.wait(timeout=30) != 0, "the worker stopped itself at its next heartbeat"
+    finally:
+        if other.poll() is None:
+            other.kill()
+    p = workers.progress(engine, eid)
+    assert not p.running and p.status == "cancelled" and p.done < p.sessions
+    workers.start(engine, eid)
+    assert workers.wait(engine, eid, timeout=120) == 0
+    p = workers.progress(engine, eid)
+    assert p.done == p.sessions and p.status == "finished" and not p.running
+    assert workers.heartbeat_age(engine, eid) is None, "a finished worker clears its heartbeat"
+
+
+def test_a_dead_worker_is_not_running_once_its_heartbeat_is_stale(app_db: tuple[str, Engine]) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from pxp import workers
+    from pxp.runner import RunConfig, create_experiment
+
+    _, engine = app_db
+    make_drug(engine)
+    exp = create_experiment(engine, RunConfig(dataset="toy-drug"), name="crashed")
+    eid = exp.id or 0
+    assert workers.claim(engine, eid, "otherhost:1")
+    assert not workers.claim(engine, eid, "thirdhost:2"), "one worker per experiment"
+    with DB(engine) as db:  # the worker died long ago: its last heartbeat is old
+        row = db.get(Experiment, eid)
+        assert row is not None
+        row.status = "running"
+        row.heartbeat_at = datetime.now(UTC) - timedelta(seconds=workers.STALE_SECONDS + 1)
+        db.add(row)
+        db.commit()
+    p = workers.progress(engine, eid)
+    assert not p.running and p.status == "interrupted"
+    workers.start(engine, eid)
+    assert workers.wait(engine, eid, timeout=60) == 0
+    assert workers.progress(engine, eid).status == "finished"

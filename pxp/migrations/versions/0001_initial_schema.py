@@ -68,6 +68,8 @@ def upgrade() -> None:
     sa.Column('k', sa.Integer(), nullable=False),
     sa.Column('config', sa.JSON(), nullable=False),
     sa.Column('created_at', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=False),
+    sa.Column('worker', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True),
+    sa.Column('heartbeat_at', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=True),
     sa.PrimaryKeyConstraint('id')
     )
     with op.batch_alter_table('experiment', schema=None) as batch_op:
