@@ -675,3 +675,44 @@ def test_a_dead_worker_is_not_running_once_its_heartbeat_is_stale(app_db: tuple[
     workers.start(engine, eid)
     assert workers.wait(engine, eid, timeout=60) == 0
     assert workers.progress(engine, eid).status == "finished"
+
+
+def _import_on_page(at: AppTest, kind: str, main: tuple[str, bytes, str],
+                    extras: list[tuple[str, bytes, str]] | None = None) -> AppTest:
+    at.selectbox(key="datasets_kind").set_value(kind).run()
+    ok(at)
+    uploaders = at.get("file_uploader")
+    uploaders[0].upload(*main)
+    if extras:
+        for ex in extras:
+            uploaders[1].upload(*ex)
+    at.text_input(key="datasets_name").input("broken")
+    next(b for b in at.get("form_submit_button") if b.label == "Import").click().run()
+    return ok(at)
+
+
+@pytest.mark.parametrize("kind, main, extras, says", [
+    # a corrupt image behind a valid study CSV
+    ("study_rad", ("cases.csv", b"case,label,img_path,report\nc1,Pneumonia,a.png,Opacity.\n", "text/csv"),
+     [("a.png", b"\x89PNG\r\n\x1a\nnot really a png", "image/png")], "a.png: corrupt"),
+    # a CSV that is not text at all
+    ("study_drug", ("retro.csv", bytes(range(256)) * 8, "text/csv"), None, "not UTF-8 text"),
+    # a zip that is not a zip
+    ("dicom", ("scans.zip", b"PK\x03\x04 truncated", "application/zip"), None, "not a valid zip"),
+])
+def test_bad_uploads_are_one_line_and_keep_what_is_stored(
+    app_db: tuple[str, Engine], kind: str, main: tuple[str, bytes, str],
+    extras: list[tuple[str, bytes, str]] | None, says: str,
+) -> None:
+    from pxp.app.data import datasets_table
+
+    _, engine = app_db
+    make_drug(engine)
+    before = datasets_table(engine).to_dict("records")
+    at = _import_on_page(new_app("datasets"), kind, main, extras)
+    errors = [e.value for e in at.error]
+    assert any("Nothing was imported" in e for e in errors), errors
+    problems = [t.value for t in at.text]
+    assert says in problems[0] and all("Traceback" not in p for p in problems), problems
+    assert all(len(line) < 400 for p in problems for line in p.splitlines())
+    assert datasets_table(engine).to_dict("records") == before, "nothing stored was touched"
