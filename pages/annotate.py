@@ -205,10 +205,15 @@ def finished_note() -> None:
     except LiveError:
         return
     why = {"ratified": "both agents ratified", "rejected": "it was rejected",
-           "bound": f"it reached n = {done.n} messages"}.get(done.stop_reason or "",
-                                                            done.abort_reason or done.status)
+           "bound": f"it reached n = {done.n} messages"}.get(done.stop_reason or "", done.status)
     with st.container(border=True):
-        st.success(f"Case {done.ordinal} ({done.instance_key}) is finished: {why}.")
+        if done.status == "aborted":
+            reason = " ".join((done.abort_reason or "no reason was recorded").split())
+            st.warning(f"Case {done.ordinal} ({ui.escape_md(done.instance_key)}) was aborted "
+                       f"at message {len(done.messages) + 1}: {ui.escape_md(reason)}. "
+                       "Your messages are kept; it counts as not intelligible.", icon=":material/block:")
+        else:
+            st.success(f"Case {done.ordinal} ({ui.escape_md(done.instance_key)}) is finished: {why}.")
         ui.show_flags(done.flags())
         with st.expander("Its transcript"):
             for m in done.messages:
@@ -396,6 +401,13 @@ def render() -> None:
 def annotate(eid: int, annotator_id: int) -> None:
     """The case on screen: the machine's turn if due, else the expert's form."""
     show_abandoned(eid, annotator_id)
+    if S.get("annotate_hold") == eid:
+        # after an aborted case the expert goes on by choice, so a failing machine
+        # cannot abort case after case unseen
+        finished_note()
+        st.button("Next case", key="annotate_next", type="primary", shortcut=SUBMIT_KEY,
+                  icon=":material/skip_next:", on_click=lambda: S.pop("annotate_hold", None))
+        return
     sid = current_session(eid, annotator_id)
     notice = S.pop("annotate_notice", None)
     if notice:
@@ -417,6 +429,8 @@ def annotate(eid: int, annotator_id: int) -> None:
     if s.turn is None:
         S["annotate_last_finished"] = s.id
         S.pop("annotate_sid", None)
+        if s.status == "aborted":
+            S["annotate_hold"] = eid
         st.rerun()
     left, right = st.columns([5, 6], gap="large")
     with left:

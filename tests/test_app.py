@@ -716,3 +716,28 @@ def test_bad_uploads_are_one_line_and_keep_what_is_stored(
     assert says in problems[0] and all("Traceback" not in p for p in problems), problems
     assert all(len(line) < 400 for p in problems for line in p.splitlines())
     assert datasets_table(engine).to_dict("records") == before, "nothing stored was touched"
+
+
+def test_an_llm_answer_in_the_wrong_format_aborts_the_case_clearly(app_db: tuple[str, Engine]) -> None:
+    """The LLM (a local server speaking the OpenAI wire format) answers without the expected
+    fields: the session is aborted, the page says so in one line, the next case follows."""
+    from tests.llm_server import FakeLLM, Reply, answer, checker_reply
+
+    _, engine = app_db
+    make_rad_images(engine, size=(300, 240))
+    with FakeLLM(lambda req: Reply(text="I would rather not say.")) as llm:
+        create_live_experiment(engine, dataset="toy-rad-img", name="live-format", machine="openai:gpt-test",
+                               base_url=llm.openai_url)
+        at = login(new_app("annotate"), "toy-rad-img")
+        warnings = [w.value for w in at.warning]
+        assert any("was aborted at message 1" in w for w in warnings), [e.value for e in at.error]
+        assert all("\n" not in w and "Traceback" not in w for w in warnings)
+        assert "is finished" not in texts(at)
+        with DB(engine) as db:
+            aborted = db.exec(select(Session).where(Session.status == "aborted")).all()
+        assert aborted and aborted[0].abort_reason
+        assert len(aborted) == 1, "a failing machine does not abort case after case unseen"
+        llm.handler = lambda req: checker_reply(req) if req.is_checker else answer("Pneumonia", "Opacity.")
+        at.button(key="annotate_next").click().run()
+        ok(at)
+        assert "Your reply (message 2)" in texts(at), "the next case is ready"
