@@ -27,8 +27,9 @@ try:
 except resources.DatabaseUnavailable as err:
     st.error(f"{err}. Check PXP_DATABASE_URL (or the database_url secret).", icon=":material/error:")
     st.stop()
-if started.notice and not st.session_state.get("app_notice_shown"):
+notice = started.fresh_notice()
+if notice and not st.session_state.get("app_notice_shown"):
     st.session_state["app_notice_shown"] = True
-    st.toast(started.notice)
+    st.toast(notice)
 with resources.routed():
     page.run()

@@ -741,3 +741,11 @@ def test_an_llm_answer_in_the_wrong_format_aborts_the_case_clearly(app_db: tuple
         at.button(key="annotate_next").click().run()
         ok(at)
         assert "Your reply (message 2)" in texts(at), "the next case is ready"
+
+
+def test_the_first_start_notice_is_for_the_first_visitors_only(app_db: tuple[str, Engine]) -> None:
+    from pxp.app.resources import Started
+
+    _, engine = app_db
+    assert Started(engine, "Demo data loaded").fresh_notice() == "Demo data loaded"
+    assert Started(engine, "Demo data loaded", at=time.time() - 3600).fresh_notice() is None

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import streamlit as st
@@ -80,6 +81,11 @@ class Started:
 
     engine: Engine
     notice: str | None = None
+    at: float = field(default_factory=time.time)
+
+    def fresh_notice(self, within: float = 600.0) -> str | None:
+        """The first-start notice, for visitors in the first minutes only (not next week's)."""
+        return self.notice if time.time() - self.at < within else None
 
 
 @st.cache_resource(show_spinner="Opening the database…")  # type: ignore[misc]
