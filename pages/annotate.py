@@ -50,7 +50,7 @@ def identity() -> int | None:
         else:
             name = st.text_input("Your name", key="annotate_name", placeholder="e.g. Dr. Rao")
         role = st.selectbox("Your role", ROLES, key="annotate_role",
-                            on_change=lambda: S.pop("annotate_dataset", None))
+                            on_change=_role_changed)
     if not name.strip():
         return None
     try:
@@ -67,6 +67,17 @@ def _role_default(datasets: dict[str, str]) -> int:
     """The first dataset of the role's task (a radiologist starts on X-rays), else the first."""
     task = ROLE_TASKS.get(str(S.get("annotate_role", "")))
     return next((i for i, t in enumerate(datasets.values()) if t == task), 0)
+
+
+def _role_changed() -> None:
+    """A new role moves the dataset picker to the first dataset of the role's task."""
+    from pxp.app.data import dataset_choices
+
+    datasets = dataset_choices(resources.engine())
+    task = ROLE_TASKS.get(str(S.get("annotate_role", "")))
+    first = next((n for n, t in datasets.items() if t == task), None)
+    if first is not None:
+        S["annotate_dataset"] = first
 
 
 def choose_experiment() -> tuple[int, DeltaGenerator] | None:

@@ -168,7 +168,7 @@ def reaction(reactants: str, target: str) -> None:
     except InvalidSmiles as err:
         st.warning(str(err))
         return
-    st.image(svg, caption="Proposed step: reactants → target", width=640)
+    st.image(svg, caption="Proposed step: reactants → target", width="stretch")
 
 
 def _crop(png: bytes, zoom: float, cx: float, cy: float) -> bytes:
