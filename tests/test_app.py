@@ -151,7 +151,7 @@ def test_annotate_a_rad_session_to_the_end_by_the_rule(app_db: tuple[str, Engine
     assert not conformance(msgs, done[0].n, done[0].k)
     assert msgs[1].tag is Tag.REFUTE and msgs[1].sender is Sender.HUMAN
     page = texts(at)
-    assert "is finished" in page and "2-way intelligible sessions" in page
+    assert "is finished" in page and "2-way intelligible — " in page
     # and the next case is on screen
     nxt, nmsgs = current(engine)
     assert nxt != sid and [m.tag for m in nmsgs] == ["INIT"]

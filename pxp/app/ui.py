@@ -94,7 +94,7 @@ def show_flags(flags: Mapping[str, bool]) -> None:
     """The session's intelligibility (Definitions 1 and 2) as yes/no lines."""
     rows = [
         (":green[:material/check_circle:] " if v else ":gray[:material/radio_button_unchecked:] ")
-        + METRIC_LABELS.get(k, k) + (" — **yes**" if v else " — no")
+        + METRIC_LABELS.get(k, k).replace(" sessions", "") + (" — **yes**" if v else " — no")
         for k, v in flags.items()
     ]
     st.markdown("  \n".join(rows))
