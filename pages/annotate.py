@@ -234,6 +234,11 @@ def finished_note() -> None:
                   on_click=lambda: S.pop("annotate_last_finished", None))
 
 
+def _split(s: LiveSession) -> list[int]:
+    """Column widths: an X-ray gets half the page, a molecule a little less."""
+    return [1, 1] if s.asset_sha256 else [5, 6]
+
+
 def instance_panel(s: LiveSession) -> None:
     eng = resources.engine()
     head = st.container(horizontal=True, vertical_alignment="center")
@@ -430,7 +435,7 @@ def annotate(eid: int, annotator_id: int) -> None:
         return
     s = load_session(resources.engine(), sid)
     if s.turn is Sender.MACHINE and not machine_turn(s):
-        left, right = st.columns([5, 6], gap="large")
+        left, right = st.columns(_split(s), gap="large")
         with left:
             instance_panel(s)
         with right:
@@ -443,7 +448,7 @@ def annotate(eid: int, annotator_id: int) -> None:
         if s.status == "aborted":
             S["annotate_hold"] = eid
         st.rerun()
-    left, right = st.columns([5, 6], gap="large")
+    left, right = st.columns(_split(s), gap="large")
     with left:
         instance_panel(s)
     with right:

@@ -171,7 +171,12 @@ def reaction(reactants: str, target: str) -> None:
     st.image(svg, caption="Proposed step: reactants → target", width="stretch")
 
 
+ZOOM_MIN_SIDE = 1024  # a zoomed crop is drawn at least this wide, so it is not blocky
+
+
+@st.cache_data(max_entries=64, show_spinner=False)  # type: ignore[misc]
 def _crop(png: bytes, zoom: float, cx: float, cy: float) -> bytes:
+    """The zoomed part of the image around (cx, cy), resampled (Lanczos) to a sharp size."""
     from PIL import Image
 
     im = Image.open(io.BytesIO(png))
@@ -179,7 +184,9 @@ def _crop(png: bytes, zoom: float, cx: float, cy: float) -> bytes:
     cw, ch = max(1, int(w / zoom)), max(1, int(h / zoom))
     left = int(min(max(cx * w - cw / 2, 0), w - cw))
     top = int(min(max(cy * h - ch / 2, 0), h - ch))
-    out = im.crop((left, top, left + cw, top + ch)).resize((w, h), Image.Resampling.LANCZOS)
+    scale = max(1.0, ZOOM_MIN_SIDE / max(w, h))
+    size = (int(w * scale), int(h * scale))
+    out = im.crop((left, top, left + cw, top + ch)).resize(size, Image.Resampling.LANCZOS)
     buf = io.BytesIO()
     out.save(buf, format="PNG")
     return buf.getvalue()
