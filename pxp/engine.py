@@ -119,7 +119,7 @@ def instance_view(engine: Engine, instance_id: int, db: DB | None = None) -> Ins
     return view
 
 
-def _call_rows(
+def call_rows(
     calls: Sequence[CallRecord],
     *,
     experiment_id: int | None,
@@ -127,6 +127,7 @@ def _call_rows(
     session_id: int | None,
     j: int | None,
 ) -> list[dict[str, Any]]:
+    """LLMCall row values for the calls of a step, an abort or an evaluation."""
     now = utcnow()
     return [
         {
@@ -163,7 +164,7 @@ def record_calls(
     """Store accounting rows outside a step (failed steps, evaluations)."""
     if not calls:
         return
-    rows = _call_rows(calls, experiment_id=experiment_id, run_id=run_id, session_id=session_id, j=j)
+    rows = call_rows(calls, experiment_id=experiment_id, run_id=run_id, session_id=session_id, j=j)
     with engine.begin() as conn:
         conn.execute(insert(LLMCall), rows)
 
@@ -297,7 +298,7 @@ def step(
         with engine.begin() as conn:
             call_id = None
             if q.calls:
-                rows = _call_rows(q.calls, j=j, **ids)
+                rows = call_rows(q.calls, j=j, **ids)
                 for row in rows:
                     pk = conn.execute(_L.insert(), row).inserted_primary_key
                     call_id = pk[0] if pk is not None else None
@@ -349,7 +350,7 @@ def abort(
         if calls:
             conn.execute(
                 insert(LLMCall),
-                _call_rows(calls, experiment_id=experiment_id, run_id=run_id, session_id=session_id, j=j),
+                call_rows(calls, experiment_id=experiment_id, run_id=run_id, session_id=session_id, j=j),
             )
         conn.execute(
             update(Session)

@@ -34,7 +34,7 @@ from sqlmodel import col, select
 
 from pxp import __version__
 from pxp.agents.base import Agent, AgentUnavailable, CallRecord, CarriedSession, InstanceView
-from pxp.engine import SessionClosed, StepConflict, instance_view, record_calls, step
+from pxp.engine import SessionClosed, StepConflict, call_rows, instance_view, record_calls, step
 from pxp.evaluate import METRIC_NAMES, Score, evaluate
 from pxp.limits import call_limit, set_call_limit
 from pxp.models import Evaluation, Experiment, LLMCall, Run, Session, utcnow
@@ -337,7 +337,7 @@ class _Rep:
         except AgentUnavailable:
             record_calls(self.engine, calls, experiment_id=self.exp.id, run_id=self.run.id, session_id=session_id)
             raise
-        return score, _call_values(calls, self.exp.id, self.run.id, session_id)
+        return score, call_rows(calls, experiment_id=self.exp.id, run_id=self.run.id, session_id=session_id, j=None)
 
     def store_eval(self, after: int, split: str, scored: tuple[Score, list[dict[str, Any]]]) -> Score:
         """Insert an Evaluation row with its calls, in one transaction; a row already there wins."""
@@ -351,22 +351,6 @@ class _Rep:
             _store_call_rows(self.engine, calls)
         self.evals.setdefault((after, split), s)
         return s
-
-
-def _call_values(
-    calls: Sequence[CallRecord], experiment_id: int | None, run_id: int | None, session_id: int | None
-) -> list[dict[str, Any]]:
-    now = utcnow()
-    return [
-        {
-            "experiment_id": experiment_id, "run_id": run_id, "session_id": session_id, "j": None,
-            "provider": c.provider, "model": c.model, "purpose": c.purpose, "attempt": c.attempt,
-            "tokens_in": c.tokens_in, "tokens_out": c.tokens_out, "cache_read": c.cache_read,
-            "cache_write": c.cache_write, "latency_ms": c.latency_ms, "cost_usd": c.cost_usd, "error": c.error,
-            "created_at": now,
-        }
-        for c in calls
-    ]
 
 
 def _store_call_rows(engine: Engine, rows: list[dict[str, Any]]) -> None:
