@@ -9,15 +9,39 @@ checker is told to be symmetric, so the pair is unordered).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pxp.agents.base import AgentUnavailable, CallRecord, FormatFailure, Query
 from pxp.agents.proxy import HumanProxy
 from pxp.limits import call_slot
-from pxp.llm.base import LLMError, Prompt, Provider, TextPart, Turn
+from pxp.llm.base import Completion, LLMError, Prompt, Provider, TextPart, Turn
 from pxp.tasks.spec import FormatProblem, TaskSpec, parse_yes_no
 
 MAX_ATTEMPTS = 5
 CHECKER_TEMPERATURE = 0.0
 CHECKER_MAX_TOKENS = 10
+
+
+def accounted_call(
+    provider: Provider, prompt: Prompt, calls: list[CallRecord], *, purpose: str, attempt: int,
+    unavailable: str = "", **kwargs: Any,
+) -> tuple[CallRecord, Completion]:
+    """One LLM call in a slot of the shared limit, accounted as a CallRecord appended to `calls`.
+
+    An LLMError is recorded on the call and raised as AgentUnavailable (prefixed `unavailable`).
+    """
+    record = CallRecord(provider=provider.name, model=provider.model, purpose=purpose, attempt=attempt)
+    calls.append(record)
+    try:
+        with call_slot():
+            out = provider.complete(prompt, **kwargs)
+    except LLMError as e:
+        record.error = str(e)
+        raise AgentUnavailable(f"{unavailable}{e}") from None
+    record.tokens_in, record.tokens_out = out.tokens_in, out.tokens_out
+    record.cache_read, record.cache_write = out.cache_read, out.cache_write
+    record.latency_ms, record.cost_usd = out.latency_ms, out.cost_usd
+    return record, out
 
 
 def _same(e1: str, e2: str) -> bool:
@@ -57,19 +81,9 @@ class Checker:
         prompt = self.prompt(e1, e2)
         problem = ""
         for attempt in range(1, self.max_attempts + 1):
-            record = CallRecord(provider=self.provider.name, model=self.provider.model,
-                                purpose=purpose, attempt=attempt)
-            calls.append(record)
-            try:
-                with call_slot():
-                    out = self.provider.complete(prompt, max_tokens=self.max_tokens,
-                                                 temperature=self.temperature)
-            except LLMError as e:
-                record.error = str(e)
-                raise AgentUnavailable(f"checker {e}") from None
-            record.tokens_in, record.tokens_out = out.tokens_in, out.tokens_out
-            record.cache_read, record.cache_write = out.cache_read, out.cache_write
-            record.latency_ms, record.cost_usd = out.latency_ms, out.cost_usd
+            record, out = accounted_call(self.provider, prompt, calls, purpose=purpose, attempt=attempt,
+                                         unavailable="checker ", max_tokens=self.max_tokens,
+                                         temperature=self.temperature)
             try:
                 verdict = parse_yes_no(out.text)
             except FormatProblem as e:

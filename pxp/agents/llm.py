@@ -21,14 +21,12 @@ from pxp.agents.base import (
     AgentBase,
     AgentUnavailable,
     Answer,
-    CallRecord,
     CarriedSession,
     FormatFailure,
     Query,
 )
-from pxp.agents.checker import MAX_ATTEMPTS, Checker
-from pxp.limits import call_slot
-from pxp.llm.base import LLMError, Part, Prompt, Provider, TextPart, Turn
+from pxp.agents.checker import MAX_ATTEMPTS, Checker, accounted_call
+from pxp.llm.base import Part, Prompt, Provider, TextPart, Turn
 from pxp.llm.images import ImageError, cached_image, prepare_image
 from pxp.protocol import Msg, Sender, Tag
 from pxp.tasks.base import lexical_agree
@@ -143,19 +141,9 @@ class LLMMachine(AgentBase):
         schema = self.spec.schema() if self.structured else None
         problem = ""
         for attempt in range(1, self.max_attempts + 1):
-            record = CallRecord(provider=self.provider.name, model=self.provider.model,
-                                purpose=purpose, attempt=attempt)
-            q.calls.append(record)
-            try:
-                with call_slot():
-                    out = self.provider.complete(prompt, max_tokens=self.max_tokens,
-                                                 temperature=self.temperature, schema=schema)
-            except LLMError as e:
-                record.error = str(e)
-                raise AgentUnavailable(str(e)) from None
-            record.tokens_in, record.tokens_out = out.tokens_in, out.tokens_out
-            record.cache_read, record.cache_write = out.cache_read, out.cache_write
-            record.latency_ms, record.cost_usd = out.latency_ms, out.cost_usd
+            record, out = accounted_call(self.provider, prompt, q.calls, purpose=purpose, attempt=attempt,
+                                         max_tokens=self.max_tokens, temperature=self.temperature,
+                                         schema=schema)
             try:
                 prediction, explanation = self.spec.parse(out.text, out.data)
             except FormatProblem as e:
