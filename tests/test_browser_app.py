@@ -8,6 +8,7 @@ explanation stays inert text; screenshots go to artifacts/ (gitignored).
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -174,6 +175,8 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
             page.keyboard.press("Control+Enter")
             _idle(page)
             expect(page.get_by_text("is finished", exact=False)).to_be_visible(timeout=30000)
+            # the sidebar's count includes the case just finished (it used to lag by one)
+            expect(page.get_by_text(re.compile(r"^1 of \d+ cases done$"))).to_be_visible()
             # and the next case is on screen, ready for a reply
             expect(page.get_by_text("Your reply (message 2)")).to_be_visible(timeout=30000)
             _idle(page)
