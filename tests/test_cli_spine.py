@@ -118,6 +118,27 @@ def test_malformed_transcripts_give_one_line_reasons(tmp_path: Path, db_url: str
     assert res.exit_code == 1 and reason in res.output and "Traceback" not in res.output
 
 
+def test_a_message_number_twice_is_refused_even_when_nonconformant_is_allowed(tmp_path: Path, db_url: str) -> None:
+    """The store keys messages by (session, j): a repeated j is a file error with its line, not a database error."""
+    f = tmp_path / "dup.jsonl"
+    f.write_text("\n".join([line("s", 1, "machine", "INIT"), line("s", 2, "human", "REFUTE"),
+                            line("s", 2, "human", "REFUTE")]) + "\n")
+    res = pxp(db_url, "import", "transcripts", str(f), "--name", "dup", "--allow-nonconformant")
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "dup.jsonl:3: message 2 of session s (repetition 1) is also on line 2" in res.output
+    assert "database error" not in res.output
+    assert pxp(db_url, "report", "--experiment", "dup").exit_code == 1  # nothing was stored
+
+
+def test_a_bound_below_one_is_refused_even_when_nonconformant_is_allowed(tmp_path: Path, db_url: str) -> None:
+    f = tmp_path / "ok.jsonl"
+    f.write_text("\n".join(VECTORS) + "\n")
+    for flag, value in (("--n", "0"), ("--k", "0")):
+        res = pxp(db_url, "import", "transcripts", str(f), "--name", "zero", flag, value, "--allow-nonconformant")
+        assert res.exit_code == 1 and "must be at least 1" in res.output
+        assert pxp(db_url, "report", "--experiment", "zero").exit_code == 1
+
+
 def test_run_twice_with_the_same_seed_gives_identical_reports(db_url: str) -> None:
     engine = get_engine(db_url)
     make_rad(engine)

@@ -51,6 +51,7 @@ def read_transcripts(path: Path) -> tuple[dict[tuple[int, str], list[Msg]], dict
     problems: list[str] = []
     sessions: dict[tuple[int, str], list[Msg]] = defaultdict(list)
     info: dict[tuple[int, str], dict[str, Any]] = {}
+    seen: dict[tuple[int, str, int], int] = {}  # (rep, session, j) -> its line; the store keys messages by (session, j)
     for lineno, rec in read_jsonl(path):
         where = f"{path.name}:{lineno}"
         missing = [f for f in REQUIRED if rec.get(f) in (None, "")]
@@ -66,6 +67,10 @@ def read_transcripts(path: Path) -> tuple[dict[tuple[int, str], list[Msg]], dict
             problems.append(f"{where}: {err}")
             continue
         key = (rep, str(rec["session"]))
+        first = seen.setdefault((rep, key[1], j), lineno)
+        if first != lineno:
+            problems.append(f"{where}: message {j} of session {key[1]} (repetition {rep}) is also on line {first}")
+            continue
         facts = [_bool(rec.get(f), f"{where} ({f})", problems) for f in ("match", "agree", "changed")]
         sessions[key].append(
             Msg(j, sender, tag, str(rec.get("prediction") or ""), str(rec.get("explanation") or ""), *facts)
@@ -94,6 +99,9 @@ def import_transcripts(
     allow_nonconformant: bool = False,
 ) -> ImportedTranscripts:
     """Validate then store the transcripts as experiment `name` (mode "imported")."""
+    bounds = [f"{what} must be at least 1, got {v}" for what, v in (("the message bound n", n), ("k", k)) if v < 1]
+    if bounds:  # not a property of one session: --allow-nonconformant does not cover it
+        raise ImportProblems(bounds)
     sessions, info = read_transcripts(path)
     bad: list[str] = []
     for (rep, sid), msgs in sessions.items():
