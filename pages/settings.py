@@ -9,6 +9,20 @@ import streamlit as st
 from pxp.app import resources
 from pxp.app.prefs import load_prefs, save_prefs
 
+_KEY_OF = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def _missing_keys(models: list[str], own_server: bool) -> list[str]:
+    """Keys the chosen provider:model agents need that are not present (names only)."""
+    present = resources.key_status()
+    out = []
+    for m in models:
+        provider = m.split(":", 1)[0] if ":" in m else ""
+        key = _KEY_OF.get(provider)
+        if key and not present.get(key) and not (provider == "openai" and own_server) and key not in out:
+            out.append(key)
+    return out
+
 
 def render() -> None:
     eng = resources.engine()
@@ -50,6 +64,10 @@ def render() -> None:
                 st.error(str(err))
             else:
                 st.success("Saved. New experiments use these settings.")
+                missing = _missing_keys([new.generator, new.checker], bool(new.base_url))
+                if missing:
+                    st.warning(f"Not set: {', '.join(missing)}. The model cannot answer until the "
+                               "key is in the environment or Streamlit secrets.")
     st.subheader("API keys")
     st.caption("Keys are read from the environment or Streamlit secrets; pxp never stores or shows them.")
     for name, where in resources.key_status().items():

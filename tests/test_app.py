@@ -417,6 +417,13 @@ def test_settings_saves_prefs_and_never_shows_keys(
         stored = {r.key: r.value for r in db.exec(select(AppSetting)).all()}
     assert stored["n"] == 8 and stored["generator"] == "openai:gpt-4o-mini"
     assert all("sk-test" not in str(v) for v in stored.values())
+    assert not at.warning, "the OpenAI key is present"
+    at.text_input(key="settings_generator").input("anthropic:claude-sonnet-4-5")
+    at.get("form_submit_button")[0].click().run()
+    ok(at)
+    assert [w.value for w in at.warning] == [
+        "Not set: ANTHROPIC_API_KEY. The model cannot answer until the key is in the environment "
+        "or Streamlit secrets."]
 
 
 def test_annotate_with_an_llm_machine_error_then_retry(app_db: tuple[str, Engine]) -> None:
