@@ -2,7 +2,9 @@
 
 Prints p50/p95 of: claim_next, submit_human (message j), machine_step (message j+1),
 and load_session, on SQLite (a temp file) and, with --postgres, on a throwaway database
-created on the server of PXP_TEST_POSTGRES_URL and dropped afterwards. Figures only.
+created on the server of PXP_TEST_POSTGRES_URL and dropped afterwards; then the whole
+Annotate script run (streamlit.testing AppTest, demo data) for a plain rerun and for a
+turn (Send plus the machine's reply). Figures only.
 """
 
 from __future__ import annotations
@@ -69,8 +71,50 @@ def bench(url: str) -> None:
               f"  mean={statistics.fmean(xs) * 1000:6.2f} ms")
 
 
+def bench_page() -> None:
+    """The Annotate page's script run as a browser rerun would time it (no network)."""
+    from streamlit.testing.v1 import AppTest
+
+    from pxp.data.demo import ensure_demo
+
+    url = f"sqlite:///{tempfile.mkdtemp()}/page.db"
+    os.environ["PXP_DATABASE_URL"] = url
+    ensure_demo(get_engine(url))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "streamlit_app.py"),
+                           default_timeout=60)
+    at.run()
+    at.switch_page("pages/annotate.py").run()
+    at.sidebar.text_input(key="annotate_name").input("bench").run()
+    for ds in ("demo-rad", "demo-drug"):
+        at.sidebar.selectbox(key="annotate_dataset").set_value(ds).run()
+        reruns, turns = [], []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            at.run()
+            reruns.append(time.perf_counter() - t0)
+        for _ in range(10):
+            picks = [b for b in at.button if b.key and str(b.key).endswith("_pick_REFUTE")]
+            sends = [b for b in at.button if b.key and str(b.key).endswith("_send")]
+            if not picks or not sends:
+                at.run()
+                continue
+            if ds == "demo-rad":
+                [w for w in at.selectbox if str(w.key).endswith("_pred")][-1].set_value("Pneumonia")
+            else:
+                [w for w in at.text_input if str(w.key).endswith("_pred")][-1].input("CC(=O)Cl.Oc1ccccc1")
+            picks[-1].click().run()
+            t0 = time.perf_counter()
+            [b for b in at.button if b.key and str(b.key).endswith("_send")][-1].click().run()
+            turns.append(time.perf_counter() - t0)
+        for what, xs in (("rerun", reruns), ("turn", turns)):
+            if xs:
+                print(f"annotate page {ds:>9} {what:>5}: n={len(xs):3d}  p50={pct(xs, .5) * 1000:6.1f} ms"
+                      f"  p95={pct(xs, .95) * 1000:6.1f} ms")
+
+
 def main() -> None:
     bench(f"sqlite:///{tempfile.mkdtemp()}/bench.db")
+    bench_page()
     if "--postgres" in sys.argv:
         import uuid
 
