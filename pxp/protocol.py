@@ -273,4 +273,10 @@ def conformance(messages: Sequence[Msg], n: int, k: int, *, status: str = "finis
             )
     elif status == "open" and messages and stop_reason(messages, n) is not None:
         out.append(Violation(messages[-1].j, "the session has stopped but is still marked open"))
+    elif status == "aborted" and messages and (why := stop_reason(messages, n)) is not None:
+        out.append(Violation(
+            messages[-1].j,
+            f"the session stopped ({why} at message {messages[-1].j}) but is marked aborted; "
+            "a session is aborted only before its stop",
+        ))
     return out

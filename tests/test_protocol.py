@@ -185,6 +185,18 @@ def test_conformance_names_each_rule() -> None:
     assert "no messages" in reasons([])
 
 
+def test_an_aborted_session_must_end_before_a_stop() -> None:
+    """The engine only aborts an open session, and a stop closes it in the same transaction:
+    an "aborted" session whose messages reached a stop would be counted apart although the
+    protocol finished it (DESIGN §1, §2)."""
+    assert "stopped (ratified at message 5) but is marked aborted" in reasons(GOOD, status="aborted")
+    rejected = [GOOD[0], Msg(2, H, Tag.REFUTE), Msg(3, M, Tag.REFUTE), Msg(4, H, Tag.REJECT)]
+    assert "stopped (rejected at message 4) but is marked aborted" in reasons(rejected, status="aborted")
+    assert "stopped (bound at message 2)" in reasons(GOOD[:2], n=2, status="aborted")
+    assert conformance(GOOD[:4], 10, 3, status="aborted") == []
+    assert conformance([], 10, 3, status="aborted") == []  # aborted before its first message
+
+
 def test_parse_tags_and_senders_in_any_case() -> None:
     assert Tag.parse(" ratify ") is Tag.RATIFY
     assert Sender.parse("Machine") is M and Sender.parse("h") is H
