@@ -87,7 +87,8 @@ def browse() -> None:
         if info.synthetic:
             ui.synthetic_badge()
     pages = max(1, -(-info.instances // PAGE))
-    page = st.number_input("Page", 1, pages, 1, key=f"datasets_page_{name}") if pages > 1 else 1
+    page = (st.number_input(f"Page (of {pages})", 1, pages, 1, key=f"datasets_page_{name}", width=200)
+            if pages > 1 else 1)
     rows = instances_page(eng, name, offset=(int(page) - 1) * PAGE, limit=PAGE)
     cols = st.columns(3)
     for i, r in enumerate(rows):

@@ -35,9 +35,12 @@ def launch_form() -> None:
         checker = c2.text_input("Checker (AGREE)", prefs.checker, key="experiments_checker",
                                 help="lexical, or provider:model")
         c = st.columns(5)
-        n = c[0].number_input("n", 2, 50, prefs.n, key="experiments_n")
-        k = c[1].number_input("k", 1, 50, prefs.k, key="experiments_k")
-        reps = c[2].number_input("R (repetitions)", 1, 100, 1, key="experiments_reps")
+        n = c[0].number_input("n (messages)", 2, 50, prefs.n, key="experiments_n",
+                              help="At most n messages per session")
+        k = c[1].number_input("k (REJECT after)", 1, 50, prefs.k, key="experiments_k",
+                              help="REJECT is allowed only after message k")
+        reps = c[2].number_input("R (repetitions)", 1, 100, 1, key="experiments_reps",
+                                 help="How many times every case is run, each with its own seed")
         seed = c[3].number_input("Seed", 0, 2**31 - 1, 0, key="experiments_seed")
         learn = c[4].toggle("LEARN", value=True, key="experiments_learn",
                             help="Keep a session's context only if validation accuracy does not drop")
