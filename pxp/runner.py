@@ -435,6 +435,8 @@ def _interact(rep: _Rep, obs: Observer, s: Session, carry: Sequence[CarriedSessi
             continue  # another process stored this step: load and go on
         except SessionClosed:
             return
+        if r.aborted is not None:  # nothing was stored; session_done reports the abort
+            return
         obs.message(rep.run.repetition, s.ordinal, r.message.j, r.message.tag.value)
         if r.finished:
             return

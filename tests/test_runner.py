@@ -236,3 +236,55 @@ def test_concurrent_run_on_postgresql_matches_sqlite(engine: Engine, pg_engine: 
     assert m_table(engine, a) == m_table(pg_engine, b)
     assert e_table(engine, a) == e_table(pg_engine, b)
     assert [r[3:] for r in d_table(engine, a)] == [r[3:] for r in d_table(pg_engine, b)]
+
+
+class _Recorder:
+    """An observer keeping what the runner reports."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[int, int, str]] = []
+        self.done: list[tuple[int, str]] = []
+
+    def run_started(self, rep: int, run_id: int, total: int, done: int) -> None:
+        pass
+
+    def message(self, rep: int, ordinal: int, j: int, tag: str) -> None:
+        self.messages.append((ordinal, j, tag))
+
+    def session_done(self, rep: int, ordinal: int, status: str, kept: bool | None) -> None:
+        self.done.append((ordinal, status))
+
+    def run_ended(self, rep: int, status: str, note: str | None) -> None:
+        pass
+
+
+def test_an_aborted_step_is_not_reported_as_a_message(rad: Engine) -> None:
+    """A format failure stores no message: the observer (the progress display) hears of the
+    session's end, not of a message j that does not exist."""
+    from pxp.agents.base import FormatFailure, Query
+    from pxp.agents.factory import make_agents
+    from pxp.protocol import Sender
+
+    class Failing(SimulatedMachine):
+        def ask(self, q: Query) -> Any:
+            if q.session_id is not None and q.j == 3 and q.instance.id == second:
+                raise FormatFailure("no usable answer in 5 attempts")
+            return super().ask(q)
+
+    def agents(engine: Engine, exp: Experiment, run: Run) -> dict[Sender, Any]:
+        made = make_agents(engine, exp, run)
+        sim = made[Sender.MACHINE]
+        assert isinstance(sim, SimulatedMachine)
+        return {**made, Sender.MACHINE: Failing(sim.pool, sim.config)}
+
+    exp = create_experiment(rad, _cfg(reps=1, learn=False, simulated={"accuracy": 0.0, "adopt": 0.0}), name="ab")
+    with DB(rad) as db:
+        second = db.exec(select(Session.instance_id).where(Session.ordinal == 2)).one()
+    obs = _Recorder()
+    assert run_experiment(rad, exp.id or 0, agent_factory=agents, observer=obs).status == "finished"
+    assert (2, "aborted") in obs.done
+    with DB(rad) as db:
+        stored = {(s.ordinal, m.j, m.tag) for m, s in db.exec(
+            select(Message, Session).join(Session, col(Session.id) == col(Message.session_id))).all()}
+    assert set(obs.messages) == stored  # every reported message is a stored one, and the other way round
+    assert (2, 3, "INIT") not in obs.messages
