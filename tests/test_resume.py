@@ -24,19 +24,16 @@ from pxp.store import make_engine, upgrade
 from pxp.validate import validate
 from tests.factories import make_rad, make_text
 from tests.llm_server import FakeLLM, Reply, answer
-from tests.test_runner import HARSH, d_table, e_table, m_table
+from tests.test_runner import _cfg as runner_cfg
+from tests.test_runner import d_table, e_table, m_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PXP = [sys.executable, "-c", "from pxp.cli import main; main()"]  # the console script's entry point
 
 
 def _cfg(**kw: Any) -> RunConfig:
-    base: dict[str, Any] = {
-        "dataset": "toy-rad", "split": "train", "reps": 2, "seed": 2, "learn": True, "eval_at_start": True,
-        "simulated": dict(HARSH),
-    }
-    base.update(kw)
-    return RunConfig(**base)
+    """test_runner's configuration with two repetitions (what the subprocess runs pass as flags)."""
+    return runner_cfg(**{"reps": 2, **kw})
 
 
 # Seconds per simulated call in the subprocess runs: long enough (a run takes a few seconds)
