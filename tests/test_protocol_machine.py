@@ -1,7 +1,7 @@
 """A hypothesis state machine over random guard outcomes, driven through the real engine.
 
-Every generated session must conform to DESIGN §1, end by n, and carry tags that
-agree with its stored match/agree/changed facts.
+Every generated session must conform to DESIGN §1, end by n, carry tags that agree
+with its stored match/agree/changed facts, and repeat an unchanged answer verbatim.
 """
 
 from __future__ import annotations
@@ -40,11 +40,12 @@ class Chooser(AgentBase):
     def ask(self, q: Query) -> Answer:
         return self.next
 
+    # case-insensitive, so an answer can differ in text yet be unchanged (carried verbatim)
     def match(self, y1: str, y2: str, q: Query) -> bool:
-        return y1 == y2
+        return y1.casefold() == y2.casefold()
 
     def agree(self, e1: str, e2: str, q: Query) -> bool:
-        return e1 == e2
+        return e1.casefold() == e2.casefold()
 
 
 class ProtocolMachine(RuleBasedStateMachine):
@@ -85,7 +86,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             return s.status
 
     @precondition(lambda self: self.sid and self._status() == "open")
-    @rule(y=st.sampled_from(["A", "B", "C"]), e=st.sampled_from(["x", "y"]))
+    @rule(y=st.sampled_from(["A", "a", "B", "C"]), e=st.sampled_from(["x", "X", "y"]))
     def take_step(self, y: str, e: str) -> None:
         self.agent.next = Answer(y, e)
         step(ENGINE, self.sid, {Sender.MACHINE: self.agent, Sender.HUMAN: self.agent})
@@ -103,6 +104,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert m.match is not None and m.agree is not None and m.changed is not None
             assert agent_tag(m.j, self.k, m.match, m.agree, m.changed) is m.tag
             assert m.tag is not Tag.INIT
+            if m.j > 2 and not m.changed:  # an unchanged answer is the sender's message j-2, verbatim
+                own = msgs[m.j - 3]
+                assert (m.prediction, m.explanation) == (own.prediction, own.explanation)
         if status == "finished":
             assert stop_reason(msgs, self.n) is not None
         else:
