@@ -13,7 +13,7 @@ from pxp.agents.proxy import HumanProxy
 from pxp.agents.simulated import SimulatedConfig, SimulatedMachine
 from pxp.engine import instance_view
 from pxp.evaluate import Score, evaluate, performance_series
-from pxp.models import Evaluation, Experiment, LLMCall, Message, Run, Session
+from pxp.models import Evaluation, Experiment, Instance, LLMCall, Message, Run, Session
 from pxp.report import report_json
 from pxp.runner import RunConfig, RunError, carried, create_experiment, run_experiment
 from pxp.store import dataset_instances, find_dataset
@@ -288,3 +288,26 @@ def test_an_aborted_step_is_not_reported_as_a_message(rad: Engine) -> None:
             select(Message, Session).join(Session, col(Session.id) == col(Message.session_id))).all()}
     assert set(obs.messages) == stored  # every reported message is a stored one, and the other way round
     assert (2, 3, "INIT") not in obs.messages
+
+
+def test_the_database_proxy_never_sends_revise(rad: Engine) -> None:
+    """Its answer never changes (DESIGN §1): every human message carries the reference answer,
+    with changed false, so REVISE never appears from the human, on RAD and DRUG."""
+    make_drug(rad, "toy-drug")
+    for ds in ("toy-rad", "toy-drug"):
+        cfg = _cfg(dataset=ds, split=None, reps=2, learn=False, n=10, k=2,
+                   simulated={"accuracy": 0.2, "adopt": 0.5})
+        exp = _run(rad, cfg, f"proxy-{ds}")
+        with DB(rad) as db:
+            rows = db.exec(
+                select(Message.sender, Message.tag, Message.changed, Message.prediction, Message.explanation,
+                       Session.instance_id)
+                .join(Session, col(Session.id) == col(Message.session_id))
+                .join(Run, col(Run.id) == col(Session.run_id)).where(Run.experiment_id == exp.id)
+            ).all()
+            refs = {i.id: (i.reference_prediction, i.reference_explanation) for i in db.exec(select(Instance))}
+        tags = {(s, t) for s, t, *_ in rows}
+        assert ("machine", "REVISE") in tags, "the machine does revise, so the run exercises REVISE"
+        human = [r for r in rows if r[0] == "human"]
+        assert human and all(r[1] != "REVISE" and r[2] is False for r in human)
+        assert all((r[3], r[4]) == refs[r[5]] for r in human)
