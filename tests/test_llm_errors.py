@@ -62,12 +62,12 @@ def test_timeout(server: FakeLLM, spec: str) -> None:
 def test_connection_refused(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-key")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
-    with socket.socket() as sock:  # a port nobody listens on
+    with socket.socket() as sock:  # bound and never listening: refused, and no other process can take the port
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    p = make_provider(spec, ProviderOptions(base_url=f"http://127.0.0.1:{port}", max_retries=0))
-    with pytest.raises(LLMError, match=f"cannot connect to http://127.0.0.1:{port}"):
-        p.complete(PROMPT, max_tokens=20)
+        p = make_provider(spec, ProviderOptions(base_url=f"http://127.0.0.1:{port}", max_retries=0))
+        with pytest.raises(LLMError, match=f"cannot connect to http://127.0.0.1:{port}"):
+            p.complete(PROMPT, max_tokens=20)
 
 
 @pytest.mark.parametrize("spec", SPECS)
