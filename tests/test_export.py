@@ -162,3 +162,37 @@ def test_open_sessions_are_refused_on_import(engine: Engine, tmp_path: Path) -> 
     export_experiment(engine, "Z", tmp_path / "z", "jsonl")
     with pytest.raises(ImportProblems, match="status must be finished or aborted"):
         import_transcripts(engine, tmp_path / "z" / "messages.jsonl", name="Z2", n=10, k=3, task="rad")
+
+
+def test_text_with_unicode_line_separators_round_trips(engine: Engine, tmp_path: Path) -> None:
+    """JSON leaves U+2028, U+2029 and NEL unescaped (ensure_ascii=False); a JSONL reader that
+    splits on them breaks an LLM's or an expert's explanation in two."""
+    from pxp.engine import step
+    from pxp.models import Run
+    from pxp.runner import default_agents
+    from pxp.store import session_msgs
+
+    make_rad(engine, per_label=4)
+    exp = create_experiment(engine, RunConfig(dataset="toy-rad", split="train", reps=1), name="U")
+    with DB(engine) as db:
+        first = db.exec(select(Session).order_by(Session.id)).first()
+        assert first is not None
+        run = db.get(Run, first.run_id)
+        assert run is not None
+        odd = "line one\u2028line two\u2029para\x85next\x0bvt\x1cfs\r\nend"
+    step(engine, first.id or 0, default_agents(engine, exp, run))
+    with DB(engine) as db:
+        m = db.exec(select(Message).where(Message.session_id == first.id)).one()
+        m.explanation = odd
+        db.add(m)
+        db.commit()
+    assert run_experiment(engine, exp.id or 0).status == "finished"
+    export_experiment(engine, "U", tmp_path / "u", "jsonl")
+    res = import_transcripts(engine, tmp_path / "u" / "messages.jsonl", name="U2", n=10, k=3, task="rad")
+    with DB(engine) as db:
+        u2 = find_experiment(db, name_or_id="U2")
+        assert u2 is not None
+        s2 = db.exec(select(Session).join(Run).where(Run.experiment_id == u2.id).order_by(Session.ordinal)).first()
+        assert s2 is not None
+        assert session_msgs(db, session_id=s2.id or 0)[0].explanation == odd
+    assert res.messages == _count(engine, Message) // 2

@@ -173,7 +173,9 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, str]]]:
     text = read_text(path)
     rows: list[tuple[int, dict[str, str]]] = []
     problems: list[str] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # lines end at "\n" only: str.splitlines() would also split inside strings at U+2028,
+    # U+2029 and NEL, which JSON leaves unescaped
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
