@@ -239,3 +239,37 @@ def test_prices() -> None:
     c = cost_usd("anthropic", "claude-sonnet-4-6", tokens_in=1_000_000, tokens_out=0, cache_read=1_000_000,
                  cache_write=1_000_000)
     assert c == pytest.approx(3.0 + 0.3 + 3.75)
+
+
+# --- MATCH on labels in any script --------------------------------------------------------------
+
+
+def test_label_match_folds_case_accents_and_punctuation_but_keeps_every_script() -> None:
+    """Normalisation must not erase letters outside ASCII: two different Chinese, Greek or
+    Cyrillic labels are not equal, and a custom task's answer maps to its own label."""
+    from pxp.tasks.base import match_label, match_text
+
+    assert match_label("Pleural  effusion.", "pleural effusion")
+    assert match_label("Épanchement pleural", "epanchement  PLEURAL")
+    for a, b in [("肺炎", "气胸"), ("Πνευμονία", "Πνευμοθώρακας"), ("пневмония", "пневмоторакс")]:
+        assert match_label(a, a) and not match_label(a, b)
+        assert not match_text(a, b)
+    assert match_label("ΠΝΕΥΜΟΝΊΑ", "πνευμονια")  # case and accents fold in Greek too
+    spec = task_spec("rad", {}, ["肺炎", "气胸", "心脏肥大"])
+    assert spec.check_prediction("气胸") == "气胸"
+    with pytest.raises(FormatProblem):
+        spec.check_prediction("肺不张")
+
+
+def test_lexical_agree_reads_words_in_every_script() -> None:
+    """Offline AGREE: explanations with no ASCII word are compared too (an empty bag of words
+    made any two Chinese or Greek explanations agree)."""
+    from pxp.tasks.base import lexical_agree, lexical_similarity
+
+    a, b = "左下肺野斑片状实变影，可见支气管充气征", "心影增大，心胸比增大"
+    assert not lexical_agree(a, b) and lexical_agree(a, a)
+    assert lexical_agree(a, "左下肺野斑片状实变影")
+    assert not lexical_agree("Διογκωμένη καρδιά", "Πλευριτική συλλογή υγρού")
+    assert lexical_agree("Διογκωμένη καρδιά", "διογκωμένη ΚΑΡΔΙΑ")
+    assert lexical_similarity("", "") == 1.0 and lexical_similarity("", "words") == 0.0
+    assert lexical_similarity("The heart is enlarged.", "heart enlarged") == pytest.approx(1.0)

@@ -23,9 +23,16 @@ class InvalidSmiles(ValueError):
 
 def normalise_label(label: str) -> str:
     """Case, accents, punctuation and spacing folded: 'Pleural  effusion.' == 'pleural effusion'."""
-    text = unicodedata.normalize("NFKD", label).encode("ascii", "ignore").decode()
-    text = re.sub(r"[^a-z0-9]+", " ", text.lower())
+    text = re.sub(r"[\W_]+", " ", _fold(label))
     return " ".join(text.split())
+
+
+def _fold(text: str) -> str:
+    """Case-folded, accents dropped as combining marks (not by an ASCII encode, which would
+    erase every letter outside Latin: any two Chinese or Greek labels would be equal)."""
+    if text.isascii():
+        return text.lower()
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)).casefold()
 
 
 def match_label(y1: str, y2: str) -> bool:
@@ -67,7 +74,10 @@ def match_text(y1: str, y2: str) -> bool:
     return normalise_label(y1) == normalise_label(y2)
 
 
-_WORD = re.compile(r"[a-z0-9]+")
+# words of any script; Chinese and Japanese are written without spaces, so each of their
+# characters is a word of its own (kana and hangul syllables likewise)
+_IDEO = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_WORD = re.compile(rf"[{_IDEO}]|[^\W_{_IDEO}]+")
 _STOP = frozenset(
     [
         "a",
@@ -105,7 +115,7 @@ _STOP = frozenset(
 
 
 def _bag(text: str) -> Counter[str]:
-    return Counter(w for w in _WORD.findall(text.lower()) if w not in _STOP)
+    return Counter(w for w in _WORD.findall(_fold(text)) if w not in _STOP)
 
 
 def lexical_similarity(e1: str, e2: str) -> float:
