@@ -62,7 +62,10 @@ def _judge(
             pred = bool(human.match(answer.prediction, ref.prediction, hq))
         except ValueError:  # e.g. an invalid SMILES: a parse failure, counted as wrong
             pred = False
-        expl = bool(human.agree(answer.explanation, ref.explanation, hq))
+        try:
+            expl = bool(human.agree(answer.explanation, ref.explanation, hq))
+        except FormatFailure:  # the checker gave no usable verdict: not counted as agreeing
+            expl = False
         return pred, expl, [*q.calls, *hq.calls]
     except AgentUnavailable as err:
         err.calls = [*q.calls, *hq.calls]  # type: ignore[attr-defined]

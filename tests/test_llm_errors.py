@@ -7,8 +7,10 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from sqlalchemy import Engine
 
 from pxp.llm.base import LLMError, Prompt, ProviderOptions, Schema, TextPart, Turn, make_provider
 from tests.llm_server import FakeLLM, Reply, Request, answer
@@ -140,3 +142,35 @@ def test_call_totals_on_sqlite_and_postgresql(any_engine) -> None:  # type: igno
     total = grand_total(rows)
     assert total["calls"] == 6 and total["tokens_in"] == 28 and total["cache_read"] == 10
     assert total["cost_usd"] == 1.5
+
+
+def test_a_checker_with_no_yes_no_answer_counts_as_disagreement_in_an_evaluation(
+    server: FakeLLM, engine: Engine
+) -> None:
+    """In an evaluation (LEARN's validation, the test split) an unusable checker answer is a
+    wrong explanation, as an unusable machine answer is; it must not fail the repetition."""
+    from pxp.agents.base import Answer
+    from pxp.agents.checker import CheckedHumanProxy, Checker
+    from pxp.agents.simulated import SimulatedConfig, SimulatedMachine
+    from pxp.engine import instance_view
+    from pxp.evaluate import evaluate
+    from pxp.store import dataset_instances, db_session
+    from pxp.tasks.registry import task_spec
+    from tests.factories import make_rad
+
+    ds = make_rad(engine, per_label=1)
+    with db_session(engine) as db:
+        views = [instance_view(engine, i.id or 0, db) for i in dataset_instances(db, dataset_id=ds)]
+    server.handler = lambda req: Reply(text="Maybe.")
+    checker = Checker(_provider("openai:gpt-4o-mini", server, max_retries=0), task_spec("rad", {}))
+    human = CheckedHumanProxy(checker, match_kind="label")
+
+    class Reworded(SimulatedMachine):  # right labels, explanations the checker must judge
+        def ask(self, q: Any) -> Answer:
+            return Answer(q.instance.reference.prediction, "a differently worded report")
+
+    calls: list[Any] = []
+    score = evaluate(Reworded(views, SimulatedConfig()), human, views, (), record=calls.extend)
+    assert (score.prediction, score.explanation, score.both, score.instances) == (1.0, 0.0, 0.0, len(views))
+    assert calls and all(c.purpose == "eval" for c in calls)
+    assert sum(1 for c in calls if c.error and c.error.startswith("format")) == 5 * len(views)
