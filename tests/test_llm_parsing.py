@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
@@ -108,6 +108,7 @@ def test_yes_no_refuses_anything_else(text: str) -> None:
         parse_yes_no(text)
 
 
+@settings(deadline=None)  # no per-example time limit: a loaded machine is not a failure
 @given(st.text(max_size=200))
 def test_parse_never_crashes(text: str) -> None:
     for spec in (RAD, DRUG):
@@ -122,6 +123,7 @@ _WORD = st.text(alphabet=st.characters(whitelist_categories=("L", "N"), whitelis
                 min_size=1, max_size=12)
 
 
+@settings(deadline=None)
 @given(st.sampled_from(list(RAD.labels)), st.lists(_WORD, min_size=1, max_size=12),
        st.sampled_from(["", "**", "*"]))
 def test_parse_round_trips_the_answer_format(label: str, words: list[str], emph: str) -> None:
