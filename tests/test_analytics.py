@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, update
+from sqlmodel import col, select
 
 from pxp import analytics
 from pxp.analytics import Selection
@@ -204,6 +205,70 @@ def test_long_sessions_use_several_words(engine: Engine) -> None:
     assert len(got["by_message"]["two_way"]) == 40
     # a bound smaller than the longest session (non-conformant import): still exact
     assert analytics.table1(engine, Selection(experiments=(exp_id,)), n=7).as_json("x") == reference(per_rep, 7)
+
+
+def test_sql_equals_reference_on_edge_cases(any_engine: Engine) -> None:
+    """n = 1, bounds at and around the 15-message word, sessions with no message or only INIT,
+    aborted sessions with messages (never intelligible), all-aborted repetitions, and an
+    experiment with runs but no closed session."""
+    rng = random.Random(3)
+    init = (Sender.MACHINE, Tag.INIT)
+
+    def shapes(n: int) -> list[list[tuple[Sender, Tag]]]:
+        out: list[list[tuple[Sender, Tag]]] = [[], [init]]
+        for length in range(2, n + 3):
+            out.append([init, *((Sender.HUMAN if j % 2 == 0 else Sender.MACHINE,
+                                 rng.choice([Tag.RATIFY, Tag.REFUTE, Tag.REVISE, Tag.REJECT]))
+                                for j in range(2, length + 1))])
+        return out
+
+    truth: dict[int, tuple[int, dict[int, list[SessionTags]]]] = {}
+    with db_session(any_engine) as db:
+        ds = Dataset(name="edges", task="rad")
+        db.add(ds)
+        db.flush()
+        inst = Instance(dataset_id=ds.id or 0, key="x", ordinal=1)
+        db.add(inst)
+        db.flush()
+        for n in (1, 2, 14, 15, 16, 31):
+            for mix in ("finished", "aborted", "mixed"):
+                exp = Experiment(name=f"edge-{n}-{mix}", task="rad", n=n)
+                db.add(exp)
+                db.flush()
+                truth[exp.id or 0] = (n, {})
+                for r in (1, 2, 3):
+                    run = Run(experiment_id=exp.id or 0, repetition=r)
+                    db.add(run)
+                    db.flush()
+                    for o, tags in enumerate(shapes(n), start=1):
+                        status = mix if mix != "mixed" else rng.choice(["finished", "aborted"])
+                        s = Session(run_id=run.id or 0, instance_id=inst.id or 0, ordinal=o, n=n, status=status)
+                        db.add(s)
+                        db.flush()
+                        for j, (sender, tag) in enumerate(tags, start=1):
+                            db.add(Message(session_id=s.id or 0, j=j, sender=sender.value,
+                                           receiver=sender.other.value, tag=tag.value))
+                        truth[exp.id or 0][1].setdefault(r, []).append(
+                            SessionTags(tuple(tags), aborted=status == "aborted"))
+        idle = Experiment(name="edge-idle", task="rad", n=10)
+        db.add(idle)
+        db.flush()
+        run = Run(experiment_id=idle.id or 0, repetition=1)
+        db.add(run)
+        db.flush()
+        db.add(Session(run_id=run.id or 0, instance_id=inst.id or 0, ordinal=1, n=10))  # open: never counted
+        idle_id = idle.id or 0
+    for exp_id, (n, runs) in truth.items():
+        got = analytics.table1(any_engine, Selection(experiments=(exp_id,)), n=n).as_json("x")
+        assert got == table1(runs, n).as_json("x"), exp_id
+    with db_session(any_engine) as db:
+        aborted_only = [e.id or 0 for e in db.exec(select(Experiment).where(col(Experiment.name).endswith("-aborted")))]
+    for exp_id in aborted_only:  # every session aborted, INIT-only and long ones alike: nothing intelligible
+        t = analytics.table1(any_engine, Selection(experiments=(exp_id,)))
+        assert t.aborted_sessions == t.total_sessions > 0
+        assert all(m.max == 0 for m in t.metrics.values()) and all(max(v) == 0 for v in t.by_message.values())
+    idle_t = analytics.table1(any_engine, Selection(experiments=(idle_id,)))
+    assert (idle_t.repetitions, idle_t.total_sessions, idle_t.by_message["two_way"]) == (0, 0, [0] * 10)
 
 
 def test_empty_selection(engine: Engine) -> None:
