@@ -385,6 +385,7 @@ def _split_views(engine: Engine, dataset: str, split: str | None) -> list[Instan
 def _learn(rep: _Rep, s: Session, carry: list[CarriedSession], this: CarriedSession | None, last_kept: int) -> bool:
     """LEARN after session s: keep its context iff validation accuracy does not drop."""
     cfg = rep.cfg
+    val_split = cfg.val_split or "val"  # evaluations are stored under the split's own name
     before = after = None
     trial_calls: list[dict[str, Any]] = []
     if s.status == "aborted" or this is None:
@@ -395,9 +396,9 @@ def _learn(rep: _Rep, s: Session, carry: list[CarriedSession], this: CarriedSess
         kept, note = True, f"kept: no validation instances in split {cfg.val_split!r}, LEARN cannot check"
     else:
         metric = cfg.learn_metric
-        base = rep.evals.get((last_kept, "val"))
+        base = rep.evals.get((last_kept, val_split))
         if base is None:  # first decision, or a crash before it was stored
-            base = rep.store_eval(last_kept, "val", rep.score(rep.val, carry, None))
+            base = rep.store_eval(last_kept, val_split, rep.score(rep.val, carry, None))
         trial, trial_calls = rep.score(rep.val, [*carry, this], s.id)
         before, after = base.metric(metric), trial.metric(metric)
         kept = after >= before
@@ -413,10 +414,10 @@ def _learn(rep: _Rep, s: Session, carry: list[CarriedSession], this: CarriedSess
                     updated_at=utcnow())
         )
         if res.rowcount == 1 and kept and after is not None:
-            conn.execute(insert(Evaluation).values(**_eval_values(rep.run.id or 0, s.ordinal, "val", trial)))
+            conn.execute(insert(Evaluation).values(**_eval_values(rep.run.id or 0, s.ordinal, val_split, trial)))
     if res.rowcount == 1:
         if kept and after is not None:
-            rep.evals[(s.ordinal, "val")] = trial
+            rep.evals[(s.ordinal, val_split)] = trial
         return kept
     with db_session(rep.engine) as db:  # another process decided first: its decision stands
         row = db.get(Session, s.id)

@@ -311,3 +311,25 @@ def test_the_database_proxy_never_sends_revise(rad: Engine) -> None:
         human = [r for r in rows if r[0] == "human"]
         assert human and all(r[1] != "REVISE" and r[2] is False for r in human)
         assert all((r[3], r[4]) == refs[r[5]] for r in human)
+
+
+def test_learn_evaluations_carry_the_validation_splits_own_name(engine: Engine) -> None:
+    make_rad(engine, per_label=4)
+    with DB(engine) as db:
+        for inst in db.exec(select(Instance).where(Instance.split == "val")).all():
+            inst.split = "dev"
+            db.add(inst)
+        db.commit()
+    exp = _run(engine, _cfg(reps=1, val_split="dev"), "dev-split")
+    with DB(engine) as db:
+        splits = {
+            e.split
+            for e in db.exec(
+                select(Evaluation).join(Run, col(Run.id) == col(Evaluation.run_id)).where(Run.experiment_id == exp.id)
+            ).all()
+        }
+        decided = db.exec(
+            select(Session).join(Run, col(Run.id) == col(Session.run_id)).where(Run.experiment_id == exp.id)
+        ).all()
+    assert splits == {"dev", "test"}
+    assert any(s.learn_val_before is not None for s in decided)
