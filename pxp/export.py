@@ -19,8 +19,9 @@ Layout (one directory, `--out PATH`; EXT is jsonl, csv or parquet):
 
 Rows are ordered by repetition, session ordinal and j. `messages.jsonl` is in the
 transcripts format (DESIGN §6), so `pxp import transcripts messages.jsonl` reads it back,
-aborted sessions included (open sessions of a paused run are refused there; a session
-aborted before its first message has no line).
+aborted sessions included (open sessions of a paused run are refused there). A session
+aborted before its first message has one row with j, sender and tag empty and status
+"aborted".
 """
 
 from __future__ import annotations
@@ -134,6 +135,19 @@ def experiment_tables(engine: Engine, exp: Experiment) -> dict[str, list[dict[st
             "status": s.status,
             "created_at": _iso(m.created_at),
         })
+    # an aborted session with no message (e.g. no parseable INIT) keeps one row, so that
+    # `pxp import transcripts messages.jsonl` still counts it apart
+    ordinal = {s.id: s.ordinal for s in sessions}
+    for s in sessions:
+        if s.status == "aborted" and not counts.get(s.id):
+            m_rows.append({
+                "session": s.id, "instance": key(s), "repetition": rep[s.run_id], "j": None, "sender": None,
+                "receiver": None, "tag": None, "prediction": None, "explanation": None, "match": None,
+                "agree": None, "changed": None,
+                "annotator": annotators.get(s.annotator_id) if s.annotator_id is not None else None,
+                "status": s.status, "created_at": _iso(s.created_at),
+            })
+    m_rows.sort(key=lambda r: (r["repetition"], ordinal.get(r["session"], 0), r["j"] or 0))
     c_rows = [
         {"repetition": rep[by_id[c.session_id].run_id], "session": c.session_id, "j": c.j, "content": c.content}
         for c in contexts
@@ -183,6 +197,8 @@ def _write(path: Path, rows: list[dict[str, Any]], fmt: str, columns: list[str])
     flat = [{k: (json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v) for k, v in r.items()}
             for r in rows]
     df = pd.DataFrame(flat, columns=columns)
+    if "j" in df.columns:  # whole numbers even where a message-less aborted session leaves j empty
+        df["j"] = df["j"].astype("Int64")
     if fmt == "csv":
         df.to_csv(path, index=False)
     else:

@@ -196,3 +196,33 @@ def test_text_with_unicode_line_separators_round_trips(engine: Engine, tmp_path:
         assert s2 is not None
         assert session_msgs(db, session_id=s2.id or 0)[0].explanation == odd
     assert res.messages == _count(engine, Message) // 2
+
+
+def test_a_session_aborted_before_its_first_message_round_trips(engine: Engine, tmp_path: Path) -> None:
+    """No parseable INIT: the session has no message, yet export + import still count it apart."""
+    from pxp.engine import abort
+    from pxp.models import Run
+
+    make_rad(engine, per_label=4)
+    exp = create_experiment(engine, RunConfig(dataset="toy-rad", split="train", reps=1), name="Z")
+    with DB(engine) as db:
+        first = db.exec(select(Session).order_by(Session.id)).first()
+        assert first is not None
+    abort(engine, first.id or 0, "no parseable answer after 5 attempts")
+    assert run_experiment(engine, exp.id or 0).status == "finished"
+    out = export_experiment(engine, "Z", tmp_path / "z", "jsonl")
+    assert out is not None
+    lines = [json.loads(x) for x in (tmp_path / "z" / "messages.jsonl").read_text().splitlines()]
+    marker = [r for r in lines if r["j"] is None]
+    assert len(marker) == 1 and marker[0]["status"] == "aborted" and marker[0]["session"] == first.id
+    assert lines[0] is marker[0] or lines.index(marker[0]) == 0  # ordered by session ordinal
+    import_transcripts(engine, tmp_path / "z" / "messages.jsonl", name="Z2", n=10, k=3, task="rad")
+    a, b = report_json(engine, "Z"), report_json(engine, "Z2")
+    assert a["aborted_sessions"] == b["aborted_sessions"] == 1
+    for r in (a, b):
+        r.pop("experiment")
+        r.pop("performance", None)
+    assert a == b
+    with DB(engine) as db:
+        z2 = db.exec(select(Session).join(Run).join(Experiment).where(Experiment.name == "Z2")).all()
+    assert sum(s.status == "aborted" for s in z2) == 1

@@ -55,6 +55,13 @@ def read_transcripts(path: Path) -> tuple[dict[tuple[int, str], list[Msg]], dict
     for lineno, rec in read_jsonl(path):
         where = f"{path.name}:{lineno}"
         missing = [f for f in REQUIRED if rec.get(f) in (None, "")]
+        if set(missing) == {"j", "sender", "tag"} and rec.get("status") == "aborted":
+            # a session aborted before its first message: no message, counted apart
+            key = (int(rec.get("repetition") or 1), str(rec["session"]))
+            sessions.setdefault(key, [])
+            info.setdefault(key, {"instance": str(rec["instance"]), "annotator": rec.get("annotator") or None,
+                                  "status": "aborted"})
+            continue
         if missing:
             problems.append(f"{where}: missing {', '.join(missing)}")
             continue
