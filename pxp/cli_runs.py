@@ -189,21 +189,31 @@ def _default_split(engine: Any, dataset: str) -> str | None:
 
 
 def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool, concurrency: int | None) -> None:
+    import signal
+
     from pxp.progress import make_progress, render_usage
     from pxp.report import render, report_json
     from pxp.runner import NullObserver, RunError, run_experiment, usage_summary
+    from pxp.workers import WorkerError, hold
 
     engine = state.engine()
     hint = f"resume with `pxp run --resume {name}`"
     observer: Any = make_progress(engine, experiment_id, err) if show_progress else NullObserver()
+    # the same claim and heartbeat as the app's workers: one worker per experiment, the app
+    # shows this run as running, and its Cancel pauses it as Ctrl-C does
+    held = hold(engine, experiment_id, on_cancel=signal.SIGINT)
     try:
-        if show_progress:
-            with observer:
-                outcome = run_experiment(engine, experiment_id, observer=observer, concurrency=concurrency)
-        else:
-            outcome = run_experiment(engine, experiment_id, concurrency=concurrency)
+        with held:
+            if show_progress:
+                with observer:
+                    outcome = run_experiment(engine, experiment_id, observer=observer, concurrency=concurrency)
+            else:
+                outcome = run_experiment(engine, experiment_id, concurrency=concurrency)
+    except WorkerError as e:
+        fail(str(e))
     except KeyboardInterrupt:
-        err.print(f"interrupted: every repetition is paused; {hint}", highlight=False, markup=False, soft_wrap=True)
+        why = "cancelled from another worker" if held.cancelled else "interrupted"
+        err.print(f"{why}: every repetition is paused; {hint}", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(130) from None
     except (RunError, ValueError) as e:
         fail(f"{e}; the experiment {name!r} is stored, {hint} once fixed")

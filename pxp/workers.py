@@ -140,7 +140,34 @@ def release(engine: Engine, experiment_id: int, worker: str | None = None) -> No
         conn.execute(update(Experiment).where(*cond).values(worker=None, heartbeat_at=None))
 
 
+def _dead_here(worker: str | None) -> bool:
+    """Whether `worker` ("host:pid") was a process of this host that no longer exists (killed
+    with SIGKILL, it could not release its claim): its heartbeat need not be waited out."""
+    if not worker or ":" not in worker:
+        return False
+    host, _, pid = worker.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
+
+
+def _release_dead(engine: Engine, experiment_id: int) -> None:
+    """Clear the claim of a worker of this host that died without releasing it."""
+    with DB(engine) as db:
+        exp = db.get(Experiment, experiment_id)
+        worker = None if exp is None else exp.worker
+    if _dead_here(worker):
+        release(engine, experiment_id, worker)
+
+
 def _already_running(engine: Engine, experiment_id: int, name: str) -> WorkerError | None:
+    _release_dead(engine, experiment_id)
     age = heartbeat_age(engine, experiment_id)
     if not _fresh(age):
         return None
@@ -272,6 +299,64 @@ def progress(engine: Engine, experiment_id: int) -> Progress:
     )
 
 
+class Hold:
+    """A claim on an experiment kept alive by a heartbeat thread (see `hold`)."""
+
+    def __init__(self, engine: Engine, experiment_id: int, worker: str, on_cancel: int) -> None:
+        self.engine, self.experiment_id, self.worker = engine, experiment_id, worker
+        self.on_cancel = on_cancel
+        self.cancelled = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="pxp-heartbeat", daemon=True)
+
+    def __enter__(self) -> Hold:
+        with DB(self.engine) as db:
+            exp = db.get(Experiment, self.experiment_id)
+            name = exp.name if exp is not None else str(self.experiment_id)
+        _release_dead(self.engine, self.experiment_id)
+        if not claim(self.engine, self.experiment_id, self.worker):
+            raise _already_running(self.engine, self.experiment_id, name) or WorkerError(
+                f"{name!r} is already running in another worker; cancel it first")
+        with self.engine.begin() as conn:  # a cancelled run taken up again is no longer cancelled
+            conn.execute(update(Experiment)
+                         .where(col(Experiment.id) == self.experiment_id, col(Experiment.status) == "cancelled")
+                         .values(status="paused"))
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(timeout=HEARTBEAT_SECONDS * 2)
+        if self.cancelled:  # the run paused on the cancel; it stays marked as cancelled
+            _set_status(self.engine, self.experiment_id, "cancelled")
+        release(self.engine, self.experiment_id, self.worker)
+
+    def _beat(self) -> None:
+        """Write the heartbeat; signal this process when the experiment is cancelled or taken."""
+        while not self._done.wait(HEARTBEAT_SECONDS):
+            try:
+                status = beat(self.engine, self.experiment_id, self.worker)
+            except Exception:  # a busy database: try again at the next beat
+                continue
+            if status in (None, "cancelled"):
+                self.cancelled = True
+                release(self.engine, self.experiment_id, self.worker)
+                os.kill(os.getpid(), self.on_cancel)
+                return
+
+
+def hold(engine: Engine, experiment_id: int, *, worker: str | None = None,
+         on_cancel: int = signal.SIGTERM) -> Hold:
+    """Claim the experiment for this process and keep its heartbeat while the block runs.
+
+    Entering raises WorkerError (one line) when another worker has a fresh heartbeat;
+    leaving releases the claim. When the experiment is cancelled (or the claim is lost)
+    the heartbeat thread sends `on_cancel` to this process: SIGTERM ends a worker child,
+    SIGINT pauses `pxp run` as Ctrl-C does. Used by both the app's workers and `pxp run`.
+    """
+    return Hold(engine, experiment_id, worker or _worker_id(), on_cancel)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The child process: run_experiment(engine, id); errors end as one line."""
     args = sys.argv[1:] if argv is None else argv
@@ -283,14 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     from pxp.store import get_engine
 
     engine = get_engine()
-    me = _worker_id()
-    if not claim(engine, experiment_id, me):
+    held = hold(engine, experiment_id)
+    try:
+        held.__enter__()
+    except WorkerError:
         print(f"error: experiment {experiment_id} is already running in another worker", flush=True)
         return 3
-    done = threading.Event()
-    beating = threading.Thread(target=_heartbeat, args=(engine, experiment_id, me, done),
-                               name="pxp-heartbeat", daemon=True)
-    beating.start()
     try:
         run_experiment(engine, experiment_id)
     except Exception as err:
@@ -299,23 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         _set_status(engine, experiment_id, "failed")
         return 1
     finally:
-        done.set()
-        beating.join(timeout=HEARTBEAT_SECONDS * 2)
-        release(engine, experiment_id, me)
+        held.__exit__(None, None, None)
     return 0
-
-
-def _heartbeat(engine: Engine, experiment_id: int, me: str, done: threading.Event) -> None:
-    """The worker's heartbeat; it stops its own process when the experiment is cancelled."""
-    while not done.wait(HEARTBEAT_SECONDS):
-        try:
-            status = beat(engine, experiment_id, me)
-        except Exception:  # a busy database: try again at the next beat
-            continue
-        if status in (None, "cancelled"):
-            release(engine, experiment_id, me)
-            os.kill(os.getpid(), signal.SIGTERM)
-            return
 
 
 if __name__ == "__main__":

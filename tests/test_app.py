@@ -658,6 +658,82 @@ def test_a_worker_started_elsewhere_is_seen_through_its_heartbeat(app_db: tuple[
     assert workers.heartbeat_age(engine, eid) is None, "a finished worker clears its heartbeat"
 
 
+PXP_CLI = ["-c", "from pxp.cli import main; main()"]  # the console script's entry point
+
+
+def test_the_cli_refuses_an_experiment_the_app_runs(app_db: tuple[str, Engine]) -> None:
+    """`pxp run --resume` takes the app workers' claim: a fresh heartbeat of another worker
+    refuses it with one line (exit 1) and leaves that worker's claim alone."""
+    import subprocess
+    import sys
+
+    from pxp import workers
+    from pxp.runner import RunConfig, create_experiment
+
+    url, engine = app_db
+    make_rad(engine)
+    exp = create_experiment(engine, RunConfig(dataset="toy-rad"), name="app-runs-it")
+    eid = exp.id or 0
+    assert workers.claim(engine, eid, "appserver:1")  # a worker the app started, beating
+    res = subprocess.run([sys.executable, *PXP_CLI, "--db", url, "run", "--resume", "app-runs-it", "--no-progress"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "already running" in lines[0] and "Traceback" not in res.stderr
+    assert workers.is_running(engine, eid) and workers.progress(engine, eid).done == 0
+    with DB(engine) as db:
+        row = db.get(Experiment, eid)
+        assert row is not None and row.worker == "appserver:1"
+
+
+def test_the_app_sees_a_cli_run_refuses_a_second_worker_and_its_cancel_pauses_it(
+        app_db: tuple[str, Engine]) -> None:
+    """`pxp run` writes the heartbeat: the app shows it running, refuses to start a worker on it,
+    and Cancel pauses it (exit 130, resumable, claim released); `pxp run --resume` then finishes it."""
+    import subprocess
+    import sys
+
+    from pxp import workers
+
+    url, engine = app_db
+    make_rad(engine, per_label=4)
+    cli = subprocess.Popen([sys.executable, *PXP_CLI, "--db", url, "run", "--dataset", "toy-rad", "--reps", "2",
+                            "--sim-latency", "0.3", "--name", "from-cli", "--no-progress"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        eid = None
+        while time.monotonic() < deadline and cli.poll() is None:
+            with DB(engine) as db:
+                row = db.exec(select(Experiment).where(Experiment.name == "from-cli")).first()
+                # claimed, and run_experiment has marked it running (a Cancel before that mark
+                # would be overwritten by it: the runner sets "running" unconditionally)
+                if row is not None and row.heartbeat_at is not None and row.status == "running":
+                    eid = row.id
+                    break
+            time.sleep(0.05)
+        assert eid is not None, cli.stderr.read() if cli.stderr else ""
+        assert workers.is_running(engine, eid) and workers.progress(engine, eid).running
+        with pytest.raises(workers.WorkerError, match="already running") as err:
+            workers.start(engine, eid)
+        assert "\n" not in str(err.value)
+        assert workers.cancel(engine, eid), "the app cancels a run it did not start through the database"
+        _, stderr = cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 130, stderr
+    assert "cancelled" in stderr and "pxp run --resume from-cli" in stderr and "Traceback" not in stderr
+    p = workers.progress(engine, eid)
+    assert p.status == "cancelled" and not p.running and p.done < p.sessions
+    assert workers.heartbeat_age(engine, eid) is None, "the CLI released its claim on the way out"
+    res = subprocess.run([sys.executable, *PXP_CLI, "--db", url, "run", "--resume", "from-cli", "--no-progress",
+                          "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    p = workers.progress(engine, eid)
+    assert p.status == "finished" and p.done == p.sessions and workers.heartbeat_age(engine, eid) is None
+
+
 def test_a_dead_worker_is_not_running_once_its_heartbeat_is_stale(app_db: tuple[str, Engine]) -> None:
     from datetime import UTC, datetime, timedelta
 
