@@ -32,6 +32,9 @@ from pxp.tasks.base import InvalidSmiles, smiles_set
 
 ROLES = ["Radiologist", "Chemist", "Other expert"]
 TAG_KEYS = {Tag.RATIFY: "Alt+1", Tag.REFUTE: "Alt+2", Tag.REVISE: "Alt+3", Tag.REJECT: "Alt+4"}
+# the two questions of the AGENT rule (MATCH, AGREE): Yes and No keys of each
+MATCH_KEYS = ("Alt+5", "Alt+6")
+AGREE_KEYS = ("Alt+7", "Alt+8")
 SUBMIT_KEY = "Ctrl+Enter"
 S = st.session_state
 
@@ -275,9 +278,20 @@ def transcript_panel(s: LiveSession) -> None:
         ui.show_message(last, machine_label=s.machine_label, task_kind=s.match_kind)
 
 
-def _yes_no(label: str, key: str, hint: str | None) -> bool | None:
-    v = st.radio(label, ["Yes", "No"], index=None, horizontal=True, key=key, help=hint)
-    return None if v is None else v == "Yes"
+def _yes_no(label: str, key: str, keys: tuple[str, str]) -> bool | None:
+    """A Yes/No question as two buttons with keyboard shortcuts; the answer (None: not yet)."""
+    v: bool | None = S.get(key)
+    st.markdown(label)
+    with st.container(horizontal=True):
+        for text, value, sc in (("Yes", True, keys[0]), ("No", False, keys[1])):
+            st.button(text, key=f"{key}_{text.lower()}", shortcut=sc,
+                      type="primary" if v is value else "secondary",
+                      on_click=_answer, args=(key, value))
+    return v
+
+
+def _answer(state_key: str, value: bool) -> None:
+    S[state_key] = value
 
 
 def answer_form(s: LiveSession) -> None:
@@ -290,9 +304,9 @@ def answer_form(s: LiveSession) -> None:
     st.markdown(f"#### Your reply (message {j})")
     c1, c2 = st.columns(2)
     with c1:
-        match = _yes_no("Does the machine's prediction match yours?", f"{key}_match", None)
+        match = _yes_no("Does the machine's prediction match yours?", f"{key}_match", MATCH_KEYS)
     with c2:
-        agree = _yes_no("Does its explanation agree with yours?", f"{key}_agree", None)
+        agree = _yes_no("Does its explanation agree with yours?", f"{key}_agree", AGREE_KEYS)
 
     prediction, valid = prediction_input(s, key, mine.prediction if mine else "")
     explanation = st.text_area(
@@ -454,7 +468,9 @@ def annotate(eid: int, annotator_id: int) -> None:
     with right:
         transcript_panel(s)
         answer_form(s)
-    st.caption(f"Keyboard: {', '.join(f'{k} {t.value}' for t, k in TAG_KEYS.items())}, "
+    st.caption(f"Keyboard: prediction matches {MATCH_KEYS[0]} Yes / {MATCH_KEYS[1]} No, "
+               f"explanation agrees {AGREE_KEYS[0]} Yes / {AGREE_KEYS[1]} No, "
+               f"{', '.join(f'{k} {t.value}' for t, k in TAG_KEYS.items())}, "
                f"Alt+0 automatic tag, {SUBMIT_KEY} send.")
 
 

@@ -136,8 +136,11 @@ def test_annotate_a_rad_session_to_the_end_by_the_rule(app_db: tuple[str, Engine
     for _ in range(10):
         if finished_sessions(engine):
             break
-        at.radio(key=by_suffix(at.radio, "_match").key).set_value("No")
-        at.radio(key=by_suffix(at.radio, "_agree").key).set_value("No")
+        by_suffix(at.button, "_match_no").click().run()
+        by_suffix(at.button, "_agree_no").click().run()
+        ok(at)
+        assert by_suffix(at.button, "_match_no").proto.type == "primary", "the answer shows as chosen"
+        assert by_suffix(at.button, "_match_yes").proto.type == "secondary"
         by_suffix(at.selectbox, "_pred").set_value("Pneumothorax")
         by_suffix(at.text_area, "_expl").input("A visceral pleural line at the apex with no markings beyond.")
         at.run()
@@ -155,6 +158,30 @@ def test_annotate_a_rad_session_to_the_end_by_the_rule(app_db: tuple[str, Engine
     # and the next case is on screen
     nxt, nmsgs = current(engine)
     assert nxt != sid and [m.tag for m in nmsgs] == ["INIT"]
+
+
+def test_the_two_questions_have_keyboard_shortcuts_shown_in_the_ui(app_db: tuple[str, Engine]) -> None:
+    """MATCH and AGREE are answered with Alt+5/6 and Alt+7/8 (as the tags with Alt+1–4): the
+    buttons carry the shortcuts, the keyboard line lists them, and the answers drive the tag."""
+    _, engine = app_db
+    make_rad(engine)
+    at = login(new_app("annotate"), "toy-rad")
+    keys = {b.key.rsplit("_", 2)[-2] + "_" + b.key.rsplit("_", 1)[-1]: b.proto.shortcut
+            for b in at.button if b.key.endswith(("_match_yes", "_match_no", "_agree_yes", "_agree_no"))}
+    assert keys == {"match_yes": "alt+5", "match_no": "alt+6", "agree_yes": "alt+7", "agree_no": "alt+8"}
+    hint = next(c.value for c in at.caption if c.value.startswith("Keyboard:"))
+    assert "prediction matches Alt+5 Yes / Alt+6 No" in hint and "explanation agrees Alt+7 Yes / Alt+8 No" in hint
+    assert "Answer the two questions above" in texts(at)
+    sid, msgs = current(engine)
+    by_suffix(at.selectbox, "_pred").set_value(msgs[0].prediction)
+    by_suffix(at.text_area, "_expl").input(msgs[0].explanation)
+    by_suffix(at.button, "_match_yes").click().run()
+    by_suffix(at.button, "_agree_yes").click().run()
+    ok(at)
+    assert "Your message will be tagged" in texts(at)
+    by_suffix(at.button, "_send").click().run()
+    ok(at)
+    assert all_msgs(engine, sid)[1].tag is Tag.RATIFY, "Yes and Yes: the AGENT rule ratifies"
 
 
 def test_annotate_a_drug_session_with_chosen_tags(app_db: tuple[str, Engine]) -> None:

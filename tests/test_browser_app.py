@@ -1,7 +1,7 @@
 """The app in a real browser: Playwright driving Debian's chromium against `streamlit run`.
 
 A newcomer's path (demo data loaded on first start, the simulated agent) annotated to
-the end with the keyboard shortcuts; an <img onerror>/<script> payload in an LLM
+the end with the keyboard shortcuts (tags and the two Yes/No questions); an <img onerror>/<script> payload in an LLM
 explanation stays inert text; screenshots go to artifacts/ (gitignored).
 """
 
@@ -189,9 +189,13 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
             smiles.fill("CC(=O)Cl.Oc1ccccc1C(=O)O")
             smiles.press("Enter")
             _idle(page)
-            page.keyboard.press("Alt+2")
+            # the two questions by keyboard: Alt+6 (prediction does not match), Alt+8 (nor the
+            # explanation): the AGENT rule tags REFUTE
+            page.keyboard.press("Alt+6")
             _idle(page)
-            expect(page.get_by_text("you chose it", exact=False)).to_be_visible()
+            page.keyboard.press("Alt+8")
+            _idle(page)
+            expect(page.get_by_text("Your message will be tagged", exact=False)).to_be_visible()
             page.keyboard.press("Control+Enter")
             page.wait_for_timeout(30)
             page.keyboard.press("Control+Enter")
