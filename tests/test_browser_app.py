@@ -14,8 +14,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 from sqlmodel import Session as DB
@@ -44,6 +45,53 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _start_streamlit(env: dict[str, str], tmp_path: Path, attempts: int = 5,
+                     pick: Callable[[], int] = _free_port) -> tuple[Any, str, IO[bytes]]:
+    """`streamlit run` on a free port; (process, base URL, its log).
+
+    The port is free when picked but another process may take it before Streamlit binds
+    it: Streamlit then exits ("Port N is not available"), and we retry on a new port. The
+    server counts as up only when it answers /_stcore/health, is still alive (not another
+    server answering on that port) and has logged its own URL.
+    """
+    last = ""
+    for attempt in range(attempts):
+        port = pick()
+        path = tmp_path / f"server-{attempt}.log"
+        log = path.open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
+             "--server.headless", "true", "--server.port", str(port),
+             "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=1) as r:
+                    if r.status == 200 and proc.poll() is None and f":{port}" in path.read_text(errors="replace"):
+                        return proc, base, log
+            except OSError:
+                pass
+            time.sleep(0.2)
+        _stop(proc)
+        log.close()
+        last = path.read_text(errors="replace")
+        if "not available" not in last:  # not a lost port race: a real failure
+            break
+    raise RuntimeError("streamlit did not start: " + last[-2000:])
+
+
+def _stop(proc: Any) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
     if not Path(CHROMIUM).exists():
@@ -61,36 +109,33 @@ def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
     sid = claim_next(engine, experiment_id=eid, annotator_id=me)
     assert sid is not None
     seed_messages(engine, sid, [Msg(1, Sender.MACHINE, Tag.INIT, "Pneumonia", PAYLOAD)])
-    port = _free_port()
     env = {**os.environ, "PXP_DATABASE_URL": url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    log = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
-         "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=1) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        proc.terminate()
-        raise RuntimeError("streamlit did not start: " + (tmp_path / "server.log").read_text()[-2000:])
+    proc, base, log = _start_streamlit(env, tmp_path)
     try:
         yield base, url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(proc)
         log.close()
+
+
+def test_streamlit_start_retries_on_a_port_taken_after_it_was_picked(tmp_path: Path) -> None:
+    """The port race of the fixture: another process listens on the picked port first."""
+    env = {**os.environ, "PXP_DATABASE_URL": f"sqlite:///{tmp_path / 'race.db'}",
+           "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = int(taken.getsockname()[1])
+        picks = iter([busy])
+        proc, base, log = _start_streamlit(env, tmp_path, pick=lambda: next(picks, None) or _free_port())
+        try:
+            assert base != f"http://127.0.0.1:{busy}" and proc.poll() is None
+            assert "not available" in (tmp_path / "server-0.log").read_text()
+            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as r:
+                assert r.status == 200
+        finally:
+            _stop(proc)
+            log.close()
 
 
 def _idle(page: object) -> None:
