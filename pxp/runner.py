@@ -524,9 +524,13 @@ def _set_run_status(engine: Engine, run_id: int, status: str, note: str | None) 
         )
 
 
-def _set_experiment_status(engine: Engine, experiment_id: int, status: str) -> None:
+def _set_experiment_status(engine: Engine, experiment_id: int, status: str, *, unless: str | None = None) -> None:
+    """Set the experiment's status, except when it is `unless` (a Cancel that came first stands)."""
+    q = update(Experiment).where(col(Experiment.id) == experiment_id)
+    if unless is not None:
+        q = q.where(col(Experiment.status) != unless)
     with engine.begin() as conn:
-        conn.execute(update(Experiment).where(col(Experiment.id) == experiment_id).values(status=status))
+        conn.execute(q.values(status=status))
 
 
 # --- the experiment ---------------------------------------------------------------------------
@@ -576,7 +580,7 @@ def run_experiment(
     stop = stop or threading.Event()
     statuses: dict[int, tuple[str, str | None]] = {r.repetition: (r.status, r.note) for r in runs}
     if todo:
-        _set_experiment_status(engine, experiment_id, "running")
+        _set_experiment_status(engine, experiment_id, "running", unless="cancelled")
         interrupted = False
         with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="pxp-rep") as pool:
             futures: dict[Future[str], Run] = {

@@ -333,3 +333,27 @@ def test_learn_evaluations_carry_the_validation_splits_own_name(engine: Engine) 
         ).all()
     assert splits == {"dev", "test"}
     assert any(s.learn_val_before is not None for s in decided)
+
+
+def test_a_cancel_before_the_run_starts_is_not_overwritten(engine: Engine) -> None:
+    """The app's Cancel may land between a worker's claim and the runner's start: it stands."""
+    from pxp.runner import NullObserver
+
+    make_rad(engine, per_label=2)
+    exp = create_experiment(engine, _cfg(reps=1, eval_at_start=False), name="cancel-first")
+    with DB(engine) as db:
+        row = db.get(Experiment, exp.id)
+        assert row is not None
+        row.status = "cancelled"
+        db.add(row)
+        db.commit()
+    seen: list[str] = []
+
+    class Watch(NullObserver):
+        def run_started(self, rep: int, run_id: int, total: int, done: int) -> None:
+            with DB(engine) as db:
+                e = db.get(Experiment, exp.id)
+                seen.append(e.status if e is not None else "")
+
+    run_experiment(engine, exp.id or 0, observer=Watch())
+    assert seen == ["cancelled"]  # the runner did not mark it running over the cancel
