@@ -28,6 +28,7 @@ from pxp.agents.base import (
     FormatFailure,
     InstanceView,
     Query,
+    call_fields,
 )
 from pxp.models import Asset, Context, Dataset, Instance, LLMCall, Message, Run, Session, utcnow
 from pxp.protocol import (
@@ -135,17 +136,7 @@ def call_rows(
             "run_id": run_id,
             "session_id": session_id,
             "j": j,
-            "provider": c.provider,
-            "model": c.model,
-            "purpose": c.purpose,
-            "attempt": c.attempt,
-            "tokens_in": c.tokens_in,
-            "tokens_out": c.tokens_out,
-            "cache_read": c.cache_read,
-            "cache_write": c.cache_write,
-            "latency_ms": c.latency_ms,
-            "cost_usd": c.cost_usd,
-            "error": c.error,
+            **call_fields(c),
             "created_at": now,
         }
         for c in calls

@@ -35,6 +35,7 @@ from sqlalchemy import Engine
 from sqlmodel import col, select
 
 from pxp import __version__
+from pxp.agents.base import call_fields
 from pxp.models import Annotator, Context, Evaluation, Experiment, Instance, LLMCall, Message, Run, Session, utcnow
 from pxp.store import db_session, find_experiment
 
@@ -169,17 +170,7 @@ def experiment_tables(engine: Engine, exp: Experiment) -> dict[str, list[dict[st
             "repetition": rep.get(c.run_id) if c.run_id is not None else None,
             "session": c.session_id,
             "j": c.j,
-            "provider": c.provider,
-            "model": c.model,
-            "purpose": c.purpose,
-            "attempt": c.attempt,
-            "tokens_in": c.tokens_in,
-            "tokens_out": c.tokens_out,
-            "cache_read": c.cache_read,
-            "cache_write": c.cache_write,
-            "latency_ms": c.latency_ms,
-            "cost_usd": c.cost_usd,
-            "error": c.error,
+            **call_fields(c),
         }
         for c in calls
     ]

@@ -67,6 +67,18 @@ class CallRecord:
     error: str | None = None
 
 
+#: The accounting fields a CallRecord shares with an LLMCall row (stored and exported alike).
+CALL_FIELDS: tuple[str, ...] = (
+    "provider", "model", "purpose", "attempt", "tokens_in", "tokens_out",
+    "cache_read", "cache_write", "latency_ms", "cost_usd", "error",
+)
+
+
+def call_fields(c: Any) -> dict[str, Any]:
+    """The accounting fields of a CallRecord or an LLMCall row."""
+    return {f: getattr(c, f) for f in CALL_FIELDS}
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceView:
     """What an agent may see of instance x, including its reference answer.
