@@ -1,4 +1,4 @@
-"""The `pxp` command line (typer). Global `--db URL`; errors are one clear line."""
+"""The `pxp` command line (typer). `--db URL` before or after any command; errors are one clear line."""
 
 from __future__ import annotations
 
@@ -12,10 +12,54 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from sqlalchemy import Engine
+from typer.core import TyperGroup
 
-from pxp.store import get_engine
+from pxp.store import get_engine, sqlite_file
+
+_DB_HELP = "Database URL (default: PXP_DATABASE_URL or sqlite:///pxp.db); also accepted after the command."
+
+
+def hoist_db(args: list[str], commands: dict[str, Any]) -> list[str]:
+    """Move `--db URL` / `--db=URL` given after the command to the front (issue 11 §4), so
+    `pxp report --db URL ...` and `pxp import csv F --db URL` work as `pxp --db URL ...`.
+
+    Stops at `--`; a command with its own `--db` option keeps it. Two different URLs are refused.
+    """
+    head, rest, urls = [], list(args), []
+    cmd = next((a for i, a in enumerate(rest) if not a.startswith("-")
+                and (i == 0 or rest[i - 1] != "--db")), None)
+    own = commands.get(cmd) if cmd else None
+    if own is not None and any("--db" in getattr(p, "opts", ()) for p in getattr(own, "params", ())):
+        return args
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        if a == "--":
+            head += rest[i:]
+            break
+        if a == "--db" and i + 1 < len(rest):
+            urls.append(rest[i + 1])
+            i += 2
+            continue
+        if a.startswith("--db="):
+            urls.append(a[len("--db="):])
+        else:
+            head.append(a)
+        i += 1
+    if len(set(urls)) > 1:
+        raise typer.BadParameter(f"--db given twice with different URLs ({', '.join(urls)})")
+    return (["--db", urls[0]] if urls else []) + head
+
+
+class DbGroup(TyperGroup):
+    """pxp's command group: `--db URL` before or after any command (issue 11 §4)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_db(args, dict(self.commands)))
+
 
 app = typer.Typer(
+    cls=DbGroup,
     name="pxp",
     help="Run the PXP intelligibility protocol and measure how intelligible it was.",
     no_args_is_help=True,
@@ -33,8 +77,26 @@ err = Console(stderr=True)
 class CliState:
     db: str | None = None
 
-    def engine(self) -> Engine:
-        return get_engine(self.db)
+    def engine(self, *, must_exist: bool = False) -> Engine:
+        """The database of a command that creates data: a new SQLite file is announced once."""
+        if must_exist:
+            return self.reader()
+        path = sqlite_file(self.db)
+        existed = path is None or path.exists()
+        engine = get_engine(self.db)
+        if not existed and path is not None and path.exists():
+            err.print(f"created database {escape(str(path))}", highlight=False, soft_wrap=True)
+        return engine
+
+    def reader(self) -> Engine:
+        """The database of a command that only reads: it must exist (nothing is created), and a
+        read-only SQLite file opens read-only."""
+        from pxp.store import StoreError
+
+        try:
+            return get_engine(self.db, must_exist=True)
+        except StoreError as e:
+            fail(str(e))
 
 
 state = CliState()
@@ -50,7 +112,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
 def _global(
     db: Annotated[
         str | None,
-        typer.Option("--db", help="Database URL (default: PXP_DATABASE_URL or sqlite:///pxp.db)."),
+        typer.Option("--db", help=_DB_HELP),
     ] = None,
 ) -> None:
     state.db = db
@@ -102,6 +164,9 @@ def report_cmd(
     by: Annotated[str | None, typer.Option(
         "--by", help="One column per annotator, label or dataset of the experiments (e.g. h1 vs h2).")] = None,
     calls: Annotated[bool, typer.Option("--calls", help="Also the LLM call totals per run (tokens, cost).")] = False,
+    full: Annotated[bool, typer.Option(
+        "--full", help="The whole machine performance series (default: first, last, best, every tenth).")
+    ] = False,
 ) -> None:
     """Print the papers' Table 1 for an experiment (or several side by side)."""
     from pxp.report import FORMATS, ReportError, render_many, report_json, reports_by
@@ -110,9 +175,9 @@ def report_cmd(
         fail(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     try:
         if by is not None:
-            reps = reports_by(state.engine(), experiment, by)
+            reps = reports_by(state.reader(), experiment, by)
         else:
-            reps = [report_json(state.engine(), e) for e in experiment]
+            reps = [report_json(state.reader(), e) for e in experiment]
     except ReportError as e:
         fail(str(e))
     if not reps:
@@ -122,7 +187,7 @@ def report_cmd(
         for rep in reps:
             if rep["experiment"] in totals:
                 rep["calls"] = totals[rep["experiment"]]
-    typer.echo(render_many(reps, fmt))
+    typer.echo(render_many(reps, fmt, full=full))
     if calls and fmt != "json":
         from pxp.cli_llm import print_calls
 
@@ -137,10 +202,10 @@ def _call_totals(experiments: list[str]) -> dict[str, dict[str, Any]]:
 
     out_: dict[str, dict[str, Any]] = {}
     for e in experiments:
-        with db_session(state.engine()) as db:
+        with db_session(state.reader()) as db:
             exp = find_experiment(db, name_or_id=e)
         if exp is not None and exp.id is not None:
-            rows = call_totals(state.engine(), exp.id)
+            rows = call_totals(state.reader(), exp.id)
             out_[exp.name] = {"rows": rows, "total": grand_total(rows)}
     return out_
 
@@ -153,7 +218,7 @@ def validate_cmd(
     from pxp.store import db_session, find_experiment
     from pxp.validate import validate
 
-    engine = state.engine()
+    engine = state.reader()
     exp_id = None
     if experiment is not None:
         with db_session(engine) as db:

@@ -27,7 +27,7 @@ def calls_cmd(
 
     if fmt not in ("table", "json"):
         fail(f"unknown format {fmt!r} (table or json)")
-    engine = state.engine()
+    engine = state.reader()
     with db_session(engine) as db:
         exp = find_experiment(db, name_or_id=experiment)
     if exp is None or exp.id is None:
@@ -93,7 +93,7 @@ def task_attach_cmd(
         cfg = load_task_config(file)
     except TaskConfigError as e:
         fail(str(e))
-    with db_session(state.engine()) as db:
+    with db_session(state.engine(must_exist=True)) as db:
         ds = find_dataset(db, name=dataset)
         if ds is None:
             fail(f"no dataset named {dataset!r}")

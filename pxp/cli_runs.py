@@ -73,7 +73,8 @@ def run_cmd(
     seed: Annotated[int, typer.Option("--seed")] = 0,
     split: Annotated[
         str | None,
-        typer.Option("--split", help="Split to interact on (default: train if the dataset has one, else all)."),
+        typer.Option("--split", help="Split to interact on, or all (default: train if the dataset has one, "
+                     "else all)."),
     ] = None,
     val_split: Annotated[str, typer.Option("--val-split", help="LEARN's validation split.")] = "val",
     test_split: Annotated[str, typer.Option("--test-split", help="Split for machine performance.")] = "test",
@@ -109,7 +110,12 @@ def run_cmd(
     max_tokens: Annotated[
         int | None, typer.Option("--max-tokens", help="Generator max tokens (RAD 300, DRUG 1024).")
     ] = None,
-    report_format: Annotated[str, typer.Option("--format", help="table, json, markdown or csv.")] = "table",
+    report_format: Annotated[str, typer.Option(
+        "--format", help="table, json, markdown or csv (json and csv carry the whole performance series).")
+    ] = "table",
+    full: Annotated[bool, typer.Option(
+        "--full", help="Print the whole machine performance series (default: first, last, best, every tenth).")
+    ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress on stderr.")] = True,
 ) -> None:
     """Run a controlled experiment: INTERACT over R concurrent repetitions, LEARN, machine performance.
@@ -124,8 +130,11 @@ def run_cmd(
 
     if report_format not in FORMATS:
         fail(f"unknown format {report_format!r} (one of {', '.join(FORMATS)})")
+    every_instance = split == "all"
+    if every_instance:
+        split = None
     values: dict[str, Any] = locals()
-    engine = state.engine()
+    engine = state.engine(must_exist=resume is not None or like is not None)
     given = [o for o in (*_CONFIG_OPTIONS, *_SIM_OPTIONS) if _given(ctx, o)]
     try:
         if resume is not None:
@@ -155,7 +164,8 @@ def run_cmd(
                 if dataset is None:
                     fail("--dataset is required (or --resume / --like EXPERIMENT)")
                 cfg = RunConfig(
-                    dataset=dataset, split=split if split is not None else _default_split(engine, dataset),
+                    dataset=dataset,
+                    split=split if split is not None or every_instance else _default_split(engine, dataset),
                     val_split=val_split or None, test_split=test_split or None, machine=machine, human=human,
                     reps=reps, n=n, k=k, seed=seed, shuffle=shuffle, checker=checker, base_url=base_url,
                     temperature=temperature, max_tokens=max_tokens, learn=learn, learn_metric=learn_metric,
@@ -168,7 +178,8 @@ def run_cmd(
                 err.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
     except (RunError, ValueError) as e:
         fail(str(e))
-    _run_and_report(exp.id or 0, exp.name, report_format, progress, concurrency if "concurrency" in given else None)
+    _run_and_report(exp.id or 0, exp.name, report_format, progress, concurrency if "concurrency" in given else None,
+                    full=full)
 
 
 def _version() -> str:
@@ -188,7 +199,8 @@ def _default_split(engine: Any, dataset: str) -> str | None:
         return "train" if dataset_instances(db, dataset_id=ds.id, split="train") else None
 
 
-def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool, concurrency: int | None) -> None:
+def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool, concurrency: int | None,
+                    *, full: bool = False) -> None:
     import signal
 
     from pxp.progress import make_progress, render_usage
@@ -219,7 +231,7 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
         fail(f"{e}; the experiment {name!r} is stored, {hint} once fixed")
     except Exception as e:  # a failed repetition: stored and resumable; one line, never a trace
         fail(f"a repetition failed ({type(e).__name__}: {e}); {hint}")
-    typer.echo(render(report_json(engine, name), fmt))
+    typer.echo(render(report_json(engine, name), fmt, full=full))
     summary = render_usage(usage_summary(engine, experiment_id), outcome.seconds)
     if fmt in ("table", "markdown"):
         typer.echo("\n".join(summary))
@@ -248,7 +260,7 @@ def export_cmd(
     from pxp.export import ExportError, export_experiment
 
     try:
-        res = export_experiment(state.engine(), experiment, out_dir, fmt)
+        res = export_experiment(state.reader(), experiment, out_dir, fmt)
     except ExportError as e:
         fail(str(e))
     rows = ", ".join(f"{k} {v}" for k, v in res.rows.items())

@@ -226,15 +226,34 @@ def series_rows(series: dict[str, Any], split: str) -> list[tuple[str, str, str,
     ]
 
 
-def render_series(series: dict[str, Any], fmt: str) -> list[str]:
+def summary_points(series: dict[str, Any], split: str) -> list[int]:
+    """Indices of the points a short series shows: first, last, best (median of both), every tenth."""
+    s = series[split]
+    count = len(s["after_session"])
+    if count == 0:
+        return []
+    both = s["median"][METRIC_NAMES[-1]]
+    best = max(range(count), key=lambda i: (both[i] is not None, both[i] or 0.0, -i))
+    return sorted({0, count - 1, best, *range(0, count, 10)})
+
+
+def render_series(series: dict[str, Any], fmt: str, *, full: bool = False) -> list[str]:
     """Text lines (table, markdown or csv rows) of the performance series.
 
     The test split when there is one (Figure 2); the validation trace stays in the JSON.
+    Table and markdown show first, last, best and every tenth point unless `full`
+    (csv always carries every point).
     """
     lines: list[str] = []
     for split in [s for s in series if s == "test"] or list(series):
         body = series_rows(series, split)
         title = f"Machine performance on the {split} split after each session (median [min–max] over repetitions)"
+        if not full and fmt != "csv":
+            keep = summary_points(series, split)
+            if len(keep) < len(body):
+                title += (f"; {len(keep)} of {len(body)} points: first, last, best, every tenth "
+                          "(--full or --format csv|json for all)")
+                body = [body[i] for i in keep]
         head = ("After session", "Prediction", "Explanation", "Both")
         if fmt == "markdown":
             lines += ["", f"_{title}_", "", "| " + " | ".join(head) + " |", "| --: | :-: | :-: | :-: |"]

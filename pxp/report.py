@@ -81,18 +81,21 @@ def rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     return out
 
 
-def render(report: dict[str, Any], fmt: str) -> str:
-    """Render a JSON report as table (plain text), json, markdown or csv."""
+def render(report: dict[str, Any], fmt: str, *, full: bool = False) -> str:
+    """Render a JSON report as table (plain text), json, markdown or csv.
+
+    Table and markdown summarise a long performance series unless `full`.
+    """
     if fmt == "json":
         return json.dumps(report, indent=2)
-    return render_many([report], fmt)
+    return render_many([report], fmt, full=full)
 
 
 def _md(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def render_many(reports: list[dict[str, Any]], fmt: str) -> str:
+def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) -> str:
     """Several reports side by side in the papers' layout (one column per experiment or group).
 
     Each column is `count (proportion)`, median over its repetitions; min–max follows in
@@ -137,7 +140,7 @@ def render_many(reports: list[dict[str, Any]], fmt: str) -> str:
             *["| " + " | ".join(_md(c) for c in row) + " |" for row in [*table, aborted]],
             "",
             *[f"_{_md(n)}_  " for n in notes],
-            *_performance(reports, fmt),
+            *_performance(reports, fmt, full),
         ]
         return "\n".join(lines).rstrip()
     widths = [max(len(str(x)) for x in col) for col in zip(header, *table, aborted, strict=True)]
@@ -145,11 +148,11 @@ def render_many(reports: list[dict[str, Any]], fmt: str) -> str:
                                                                                                strict=True))).rstrip()
              for row in [header, *table, aborted]]
     lines += notes
-    lines += _performance(reports, fmt)
+    lines += _performance(reports, fmt, full)
     return "\n".join(lines)
 
 
-def _performance(reports: list[dict[str, Any]], fmt: str) -> list[str]:
+def _performance(reports: list[dict[str, Any]], fmt: str, full: bool = False) -> list[str]:
     """The machine performance series of each report that has one (pxp.evaluate)."""
     from pxp.evaluate import render_series
 
@@ -158,5 +161,5 @@ def _performance(reports: list[dict[str, Any]], fmt: str) -> list[str]:
         if r.get("performance"):
             if len(reports) > 1:
                 out += ["", f"{r['experiment']}:"]
-            out += render_series(r["performance"], fmt)
+            out += render_series(r["performance"], fmt, full=full)
     return out

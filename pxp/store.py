@@ -6,6 +6,8 @@ or `--db`. Queries are plain functions with keyword-only arguments.
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -41,9 +43,51 @@ class StoreError(RuntimeError):
     """A database problem worth one clear line to the user."""
 
 
+class DatabaseMissing(StoreError):
+    """A database that a reading command was pointed at does not exist."""
+
+
 def database_url(url: str | None = None) -> str:
-    """The URL to use: the explicit one, else PXP_DATABASE_URL, else ./pxp.db."""
-    return url or get_settings().database_url
+    """The URL to use: the explicit one, else PXP_DATABASE_URL, else ./pxp.db.
+
+    `postgres://` (the form hosting services print) and `postgresql://` map to psycopg.
+    """
+    url = url or get_settings().database_url
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() in ("postgres", "postgresql"):
+        return f"postgresql+psycopg://{rest}"
+    if sep and scheme.lower().startswith("postgres+"):
+        return f"postgresql+{scheme.partition('+')[2]}://{rest}"
+    return url
+
+
+def sqlite_file(url: str | None = None) -> Path | None:
+    """The file of a SQLite URL (None for other databases and in-memory ones)."""
+    parsed = make_url(database_url(url))
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    db = parsed.database or ""
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return Path(db).expanduser()
+
+
+def _writable(path: Path) -> bool:
+    """Whether `path` can be written: os.access, and for root (whom os.access lets
+    through) also a write bit in the mode, so a chmod 444 archive is treated as read-only."""
+    if not os.access(path, os.W_OK):
+        return False
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return bool(path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    return True
+
+
+def read_only_mode(path: Path) -> str | None:
+    """How a SQLite file must be opened: None (read-write), "ro" (file read-only, folder
+    writable: SQLite can still make its WAL index), "immutable" (folder read-only too)."""
+    if not path.exists() or _writable(path):
+        return None
+    return "ro" if _writable(path.parent) else "immutable"
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -55,14 +99,39 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def make_engine(url: str | None = None) -> Engine:
-    """A new engine for `url`: SQLite files get WAL and a 30 s busy timeout."""
+def _sqlite_ro_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA query_only=ON")
+    cur.close()
+
+
+def make_engine(url: str | None = None, *, must_exist: bool = False) -> Engine:
+    """A new engine for `url`: SQLite files get WAL and a 30 s busy timeout.
+
+    `must_exist` (commands that only read, the app's existing-database setting): a SQLite
+    file that does not exist is refused with DatabaseMissing, naming the path, and nothing
+    is created. A SQLite file that cannot be written is opened read-only (mode=ro, or
+    immutable when its folder is read-only too).
+    """
     url = database_url(url)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         db = parsed.database or ""
-        if db and db != ":memory:":
-            Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        path = sqlite_file(url)
+        if path is not None and not path.exists():
+            if must_exist:
+                raise DatabaseMissing(f"no database at {path} (check the path; nothing was created)")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        mode = read_only_mode(path) if path is not None else None
+        if path is not None and mode is not None:
+            flags = "mode=ro&immutable=1" if mode == "immutable" else "mode=ro"
+            engine = create_engine(
+                f"sqlite:///file:{path.resolve()}?{flags}&uri=true",
+                connect_args={"check_same_thread": False, "timeout": 30},
+            )
+            event.listen(engine, "connect", _sqlite_ro_pragmas)
+            return engine
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 30},
@@ -70,22 +139,48 @@ def make_engine(url: str | None = None) -> Engine:
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
-        url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
-def get_engine(url: str | None = None, *, migrate: bool = True) -> Engine:
-    """A cached engine per URL, migrated to the latest schema on first use."""
+def is_read_only(engine: Engine) -> bool:
+    """Whether the engine opened a SQLite file read-only (make_engine)."""
+    return engine.url.get_backend_name() == "sqlite" and "mode=ro" in (engine.url.database or "")
+
+
+def get_engine(url: str | None = None, *, migrate: bool = True, must_exist: bool = False) -> Engine:
+    """A cached engine per URL, migrated to the latest schema on first use.
+
+    `must_exist`: see make_engine. A read-only database is not migrated; one whose
+    schema is older than this pxp's is refused with one line.
+    """
     key = database_url(url)
+    path = sqlite_file(key)
+    if must_exist and path is not None and not path.exists():
+        raise DatabaseMissing(f"no database at {path} (check the path; nothing was created)")
+    key_ro = f"{key}#ro" if path is not None and read_only_mode(path) else key
     with _lock:
-        engine = _engines.get(key)
+        engine = _engines.get(key_ro)
         if engine is None:
-            engine = make_engine(key)
-            if migrate:
+            engine = make_engine(key, must_exist=must_exist)
+            if is_read_only(engine):
+                _check_head(engine, path)
+            elif migrate:
                 upgrade(engine)
-            _engines[key] = engine
+            _engines[key_ro] = engine
     return engine
+
+
+def _check_head(engine: Engine, path: Path | None) -> None:
+    """A read-only database must already be at the latest schema (it cannot be migrated)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    if current != head:
+        raise StoreError(f"{path} is read-only and its schema ({current or 'none'}) is not this pxp's "
+                         f"({head}); copy it to writable storage to upgrade it")
 
 
 def alembic_config(engine: Engine | None = None) -> Config:
