@@ -231,7 +231,8 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
         fail(f"{e}; the experiment {name!r} is stored, {hint} once fixed")
     except Exception as e:  # a failed repetition: stored and resumable; one line, never a trace
         fail(f"a repetition failed ({type(e).__name__}: {e}); {hint}")
-    typer.echo(render(report_json(engine, name), fmt, full=full))
+    # csv and json carry the whole performance series; table and markdown a summary unless --full
+    typer.echo(render(report_json(engine, name), fmt, full=full or fmt == "csv"))
     summary = render_usage(usage_summary(engine, experiment_id), outcome.seconds)
     if fmt in ("table", "markdown"):
         typer.echo("\n".join(summary))

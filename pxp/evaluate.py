@@ -234,7 +234,7 @@ def summary_points(series: dict[str, Any], split: str) -> list[int]:
         return []
     both = s["median"][METRIC_NAMES[-1]]
     best = max(range(count), key=lambda i: (both[i] is not None, both[i] or 0.0, -i))
-    return sorted({0, count - 1, best, *range(0, count, 10)})
+    return sorted({0, count - 1, best, *range(9, count, 10)})
 
 
 def render_series(series: dict[str, Any], fmt: str, *, full: bool = False) -> list[str]:
@@ -248,22 +248,23 @@ def render_series(series: dict[str, Any], fmt: str, *, full: bool = False) -> li
     for split in [s for s in series if s == "test"] or list(series):
         body = series_rows(series, split)
         title = f"Machine performance on the {split} split after each session (median [min–max] over repetitions)"
+        note: list[str] = []
         if not full and fmt != "csv":
             keep = summary_points(series, split)
             if len(keep) < len(body):
-                title += (f"; {len(keep)} of {len(body)} points: first, last, best, every tenth "
-                          "(--full or --format csv|json for all)")
+                note = [f"{len(keep)} of {len(body)} points: first, last, best, every tenth "
+                        "(--full or --format csv|json for all)"]
                 body = [body[i] for i in keep]
         head = ("After session", "Prediction", "Explanation", "Both")
         if fmt == "markdown":
-            lines += ["", f"_{title}_", "", "| " + " | ".join(head) + " |", "| --: | :-: | :-: | :-: |"]
+            lines += ["", f"_{title}_", *(f"_{n}_" for n in note), "", "| " + " | ".join(head) + " |", "| --: | :-: | :-: | :-: |"]
             lines += ["| " + " | ".join(r) + " |" for r in body]
         elif fmt == "csv":
             lines += [",".join(f"{split} {h.lower()}" if i == 0 else h for i, h in enumerate(head))]
             lines += [",".join(f'"{c}"' for c in r) for r in body]
         else:
             widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
-            lines += ["", title]
+            lines += ["", title, *note]
             lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
             lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in body]
     return lines

@@ -132,7 +132,9 @@ def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) 
         w.writerow([h.replace("–", "-") for h in header])
         w.writerows(table)
         w.writerow(aborted)
-        return buf.getvalue()
+        # the performance series follows Table 1 only when asked for (`--full`; `pxp run --format csv`)
+        series = _performance(reports, fmt, True) if full else []
+        return buf.getvalue() + "".join(f"\n{ln}" for ln in series if ln)
     if fmt == "markdown":
         lines = [
             "| " + " | ".join(_md(h) for h in header) + " |",

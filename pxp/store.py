@@ -144,7 +144,7 @@ def make_engine(url: str | None = None, *, must_exist: bool = False) -> Engine:
 
 def is_read_only(engine: Engine) -> bool:
     """Whether the engine opened a SQLite file read-only (make_engine)."""
-    return engine.url.get_backend_name() == "sqlite" and "mode=ro" in (engine.url.database or "")
+    return engine.url.get_backend_name() == "sqlite" and engine.url.query.get("mode") == "ro"
 
 
 def get_engine(url: str | None = None, *, migrate: bool = True, must_exist: bool = False) -> Engine:
