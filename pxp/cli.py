@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -76,17 +78,45 @@ err = Console(stderr=True)
 
 class CliState:
     db: str | None = None
+    #: a SQLite file this command created, and the folders it made for it (outermost first)
+    created: tuple[Path, list[Path]] | None = None
 
     def engine(self, *, must_exist: bool = False) -> Engine:
-        """The database of a command that creates data: a new SQLite file is announced once."""
+        """The database of a command that creates data (a new SQLite file is announced at the end)."""
         if must_exist:
             return self.reader()
         path = sqlite_file(self.db)
-        existed = path is None or path.exists()
-        engine = get_engine(self.db)
-        if not existed and path is not None and path.exists():
+        if path is not None and not path.exists() and self.created is None:
+            made = [p for p in reversed(path.parents) if not p.exists()]
+            engine = get_engine(self.db)
+            self.created = (path, made)
+            return engine
+        return get_engine(self.db)
+
+    def finish(self, ok: bool) -> None:
+        """End of a command: say once that it created a database; a failed command that created
+        one and stored nothing in it removes it again (bad input writes nothing)."""
+        if self.created is None:
+            return
+        path, made = self.created
+        self.created = None
+        from pxp.store import forget_engine, holds_data
+
+        try:
+            keep = ok or holds_data(get_engine(self.db))
+        except Exception:
+            keep = True
+        if keep:
             err.print(f"created database {escape(str(path))}", highlight=False, soft_wrap=True)
-        return engine
+            return
+        forget_engine(self.db)
+        for f in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            f.unlink(missing_ok=True)
+        for d in reversed(made):
+            try:
+                d.rmdir()
+            except OSError:
+                break
 
     def reader(self) -> Engine:
         """The database of a command that only reads: it must exist (nothing is created), and a
@@ -108,14 +138,28 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+@contextmanager
+def _command_scope() -> Iterator[None]:
+    """Around every command: CliState.finish with whether the command succeeded."""
+    try:
+        yield
+    except BaseException as e:
+        state.finish(getattr(e, "exit_code", 1) == 0)
+        raise
+    state.finish(True)
+
+
 @app.callback()
 def _global(
+    ctx: typer.Context,
     db: Annotated[
         str | None,
         typer.Option("--db", help=_DB_HELP),
     ] = None,
 ) -> None:
     state.db = db
+    state.created = None
+    ctx.with_resource(_command_scope())
 
 
 # --- import transcripts ------------------------------------------------------------------

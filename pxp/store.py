@@ -170,6 +170,22 @@ def get_engine(url: str | None = None, *, migrate: bool = True, must_exist: bool
     return engine
 
 
+def forget_engine(url: str | None = None) -> None:
+    """Dispose of the cached engines of `url` (before its file is removed)."""
+    key = database_url(url)
+    with _lock:
+        for k in (key, f"{key}#ro"):
+            engine = _engines.pop(k, None)
+            if engine is not None:
+                engine.dispose()
+
+
+def holds_data(engine: Engine) -> bool:
+    """True when the database holds a dataset or an experiment."""
+    with DB(engine) as db:
+        return count_rows(db, Dataset) + count_rows(db, Experiment) > 0
+
+
 def _check_head(engine: Engine, path: Path | None) -> None:
     """A read-only database must already be at the latest schema (it cannot be migrated)."""
     from alembic.runtime.migration import MigrationContext

@@ -158,6 +158,17 @@ def test_commands_that_create_data_create_the_database_and_say_so_once(tmp_path:
     assert res.exit_code == 0 and "created database" not in res.stderr
 
 
+def test_a_failed_first_command_leaves_no_database_behind(tmp_path: Path) -> None:
+    new = tmp_path / "new" / "deeper" / "x.db"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    for args in (["import", "transcripts", str(bad), "--name", "t"], ["run", "--dataset", "nope"]):
+        res = pxp("--db", f"sqlite:///{new}", *args)
+        assert res.exit_code == 1 and "created database" not in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.parametrize(("opts", "reason"), [
     (["--machine", "foo:bar"], "machine 'foo:bar' is not available"),
     (["--machine", "anthropic:"], "machine:"),
