@@ -257,7 +257,8 @@ def render_series(series: dict[str, Any], fmt: str, *, full: bool = False) -> li
                 body = [body[i] for i in keep]
         head = ("After session", "Prediction", "Explanation", "Both")
         if fmt == "markdown":
-            lines += ["", f"_{title}_", *(f"_{n}_" for n in note), "", "| " + " | ".join(head) + " |", "| --: | :-: | :-: | :-: |"]
+            lines += ["", f"_{title}_", *(f"_{n}_" for n in note), ""]
+            lines += ["| " + " | ".join(head) + " |", "| --: | :-: | :-: | :-: |"]
             lines += ["| " + " | ".join(r) + " |" for r in body]
         elif fmt == "csv":
             lines += [",".join(f"{split} {h.lower()}" if i == 0 else h for i, h in enumerate(head))]

@@ -20,9 +20,9 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 from typer.testing import CliRunner
 
+from pxp import store
 from pxp.cli import _register_commands, app
 from pxp.models import Experiment
-from pxp import store
 from pxp.store import get_engine, make_engine
 from tests.factories import make_rad
 from tests.test_cli_spine import VECTORS
