@@ -561,10 +561,18 @@ def test_an_unreachable_database_is_one_line(monkeypatch: pytest.MonkeyPatch) ->
 def test_a_failing_worker_reports_one_line(app_db: tuple[str, Engine]) -> None:
     from pxp import workers
     from pxp.runner import RunConfig, create_experiment
+    from pxp.store import db_session
 
     _, engine = app_db
     make_drug(engine)
-    exp = create_experiment(engine, RunConfig(dataset="toy-drug", machine="nosuch:model"), name="bad")
+    exp = create_experiment(engine, RunConfig(dataset="toy-drug"), name="bad")
+    # create_experiment refuses an unknown machine, so the stored config is spoiled afterwards
+    # (as one stored by another pxp version could be): the worker fails when it builds the agents
+    with db_session(engine) as db:
+        row = db.get(Experiment, exp.id)
+        assert row is not None
+        row.config = {**row.config, "machine": "nosuch:model"}
+        db.add(row)
     workers.start(engine, exp.id or 0)
     assert workers.wait(engine, exp.id or 0, timeout=60) == 1
     p = workers.progress(engine, exp.id or 0)
