@@ -35,10 +35,11 @@ from sqlmodel import col, select
 from pxp import __version__
 from pxp.agents.base import Agent, AgentUnavailable, CallRecord, CarriedSession, InstanceView
 from pxp.engine import SessionClosed, StepConflict, call_rows, instance_view, record_calls, step
-from pxp.evaluate import METRIC_NAMES, Score, evaluate
+from pxp.evaluate import Score, evaluate
 from pxp.limits import call_limit, set_call_limit
 from pxp.models import Evaluation, Experiment, LLMCall, Run, Session, utcnow
 from pxp.protocol import Sender
+from pxp.run_checks import check_config
 from pxp.store import (
     dataset_instances,
     db_session,
@@ -174,53 +175,6 @@ def _prompt_templates(task: str, ds_config: Mapping[str, Any], labels: Sequence[
         }
     except Exception as e:  # a task config that cannot build prompts fails later, with its own message
         return {"error": f"{type(e).__name__}: {e}"}
-
-
-_PROBABILITIES = ("accuracy", "adopt", "mislead")
-
-
-def check_config(cfg: RunConfig) -> None:
-    """Refuse a config that cannot run (DESIGN §1 bounds, agents, options) before anything is stored.
-
-    The dataset and its splits are checked by create_experiment, also before storing.
-    """
-    from pxp.llm.base import LLMConfigError, is_llm_spec, parse_spec
-
-    if cfg.n < 2:
-        raise RunError(f"--n must be at least 2 (got {cfg.n})")
-    if cfg.k < 1:
-        raise RunError(f"--k must be at least 1 (got {cfg.k})")
-    if cfg.k > cfg.n:
-        raise RunError(f"--k ({cfg.k}) must not be greater than --n ({cfg.n})")
-    if cfg.reps < 1:
-        raise RunError("--reps must be at least 1")
-    if cfg.concurrency < 1:
-        raise RunError("--concurrency must be at least 1")
-    if cfg.learn_metric not in METRIC_NAMES:
-        raise RunError(f"learn_metric must be one of {', '.join(METRIC_NAMES)}")
-    if cfg.human != "proxy":
-        raise RunError(f"human {cfg.human!r} cannot drive a controlled run; use --human proxy")
-    for role, spec, plain in (("machine", cfg.machine, "simulated"), ("checker", cfg.checker, "lexical")):
-        if spec == plain:
-            continue
-        if not is_llm_spec(spec):
-            raise RunError(f"{role} {spec!r} is not available; use {plain}, anthropic:<model> or openai:<model>")
-        try:
-            parse_spec(spec)
-        except LLMConfigError as e:
-            raise RunError(f"{role}: {e}") from None
-    for key in _PROBABILITIES:
-        v = cfg.simulated.get(key)
-        if v is not None and not 0.0 <= float(v) <= 1.0:
-            raise RunError(f"--sim-{key} must be between 0 and 1 (got {v})")
-    if float(cfg.simulated.get("latency", 0.0)) < 0:
-        raise RunError(f"--sim-latency must not be negative (got {cfg.simulated['latency']})")
-    if not 0.0 <= cfg.agree_threshold <= 1.0:
-        raise RunError(f"agree_threshold must be between 0 and 1 (got {cfg.agree_threshold})")
-    if cfg.temperature is not None and cfg.temperature < 0:
-        raise RunError(f"--temperature must not be negative (got {cfg.temperature})")
-    if cfg.max_tokens is not None and cfg.max_tokens < 1:
-        raise RunError(f"--max-tokens must be at least 1 (got {cfg.max_tokens})")
 
 
 def create_experiment(engine: Engine, cfg: RunConfig, *, name: str | None = None) -> Experiment:
