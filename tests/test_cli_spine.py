@@ -186,6 +186,7 @@ def test_run_twice_with_the_same_seed_gives_identical_reports(db_url: str) -> No
 
 
 def test_run_errors_are_one_line(db_url: str) -> None:
+    get_engine(db_url)  # an existing database (a failed run into a new one leaves none behind)
     res = pxp(db_url, "run", "--dataset", "nope")
     assert res.exit_code == 1 and "no dataset named 'nope'" in res.output
     res = pxp(db_url, "report", "--experiment", "nope")
