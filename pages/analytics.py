@@ -17,6 +17,7 @@ import streamlit as st
 from pxp import analytics
 from pxp.analytics import Options, Selection
 from pxp.app import resources, ui
+from pxp.app.selection import format_ids, initial_experiments
 from pxp.intelligibility import METRIC_LABELS, METRICS, Table1
 from pxp.report import render_many
 
@@ -30,6 +31,7 @@ COLUMNS = {
     "pooled": "everything selected in one column",
 }
 FIG1_DEFAULT = ["one_way_human", "one_way_machine", "two_way"]
+S = st.session_state
 
 
 def _csv(df: pd.DataFrame) -> str:
@@ -45,11 +47,15 @@ def filters(opts: Options) -> tuple[Selection, str | None, list[str]]:
     """The page's filters; returns the selection, the column grouping and the chosen experiment names."""
     names = {e["id"]: e["name"] for e in opts.experiments}
     top = st.columns([3, 2])
+    if "analytics_experiments" not in S or any(i not in names for i in S["analytics_experiments"]):
+        S["analytics_experiments"] = initial_experiments(opts.experiments, st.query_params.get("exp"),
+                                                         S.get("analytics_keep_experiments"))
     chosen = top[0].multiselect(
-        "Experiments", list(names), default=[opts.experiments[-1]["id"]],
-        format_func=lambda i: names.get(i, f"experiment {i}"), key="analytics_experiments",
-        placeholder="all experiments",
+        "Experiments", list(names), format_func=lambda i: names.get(i, f"experiment {i}"),
+        key="analytics_experiments", placeholder="all experiments",
     )
+    S["analytics_keep_experiments"] = list(chosen)  # kept across visits (widget state is not)
+    st.query_params["exp"] = format_ids(chosen)
     columns = top[1].selectbox("Columns", list(COLUMNS), format_func=lambda c: COLUMNS[c], key="analytics_columns")
     with st.expander("Filters: dataset, repetition, annotator, label, date"):
         c = st.columns(4)
@@ -284,7 +290,12 @@ def render() -> None:
                 "transcripts; its Table 1 and figures appear here.")
         return
     sel, by, names = filters(opts)
+    if "analytics_view" not in S:
+        wanted = st.query_params.get("view") or S.get("analytics_keep_view")
+        S["analytics_view"] = wanted if wanted in VIEWS else VIEWS[0]
     view = st.radio("View", VIEWS, horizontal=True, key="analytics_view", label_visibility="collapsed")
+    S["analytics_keep_view"] = view
+    st.query_params["view"] = view or VIEWS[0]
     if sel.experiments:
         st.caption("Experiments: " + ui.escape_md(", ".join(names)))
     views: dict[str, Any] = {

@@ -860,7 +860,11 @@ def options(engine: Engine) -> Options:
 
     def compute() -> Options:
         with engine.connect() as c:
-            exps = [dict(r) for r in c.execute(
+            ended = {int(e): int(n) for e, n in c.execute(  # sessions Table 1 counts, per experiment
+                select(R.c.experiment_id, func.count()).select_from(S.join(R, R.c.id == S.c.run_id))
+                .where(S.c.status != "open").group_by(R.c.experiment_id)
+            ).all()}
+            exps = [dict(r) | {"ended": int(ended.get(r["id"], 0))} for r in c.execute(
                 select(E.c.id, E.c.name, E.c.task, E.c.mode, E.c.status, E.c.n, E.c.k).order_by(E.c.id)
             ).mappings()]
             dss = [dict(r) for r in c.execute(select(D.c.id, D.c.name, D.c.task).order_by(D.c.name)).mappings()]
