@@ -18,8 +18,8 @@ from pxp.live import create_live_experiment
 from pxp.models import Experiment, Session
 from pxp.run_check import config_errors
 from pxp.runner import RunConfig, create_experiment, run_experiment
-from tests.factories import LABELS, make_drug, make_rad
 from tests import test_app
+from tests.factories import LABELS, make_drug, make_rad
 from tests.test_app import APP, new_app, ok, texts
 
 app_db = test_app.app_db  # the app's fixture: a fresh SQLite database, no API keys
