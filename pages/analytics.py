@@ -81,6 +81,11 @@ def filters(opts: Options) -> tuple[Selection, str | None, list[str]]:
     return sel, by, [names[i] for i in chosen if i in names]
 
 
+def pin_first(df: pd.DataFrame) -> dict[str, Any]:
+    """Column config keeping the first column in view while a wide table scrolls sideways."""
+    return {str(df.columns[0]): st.column_config.Column(pinned=True)} if len(df.columns) else {}
+
+
 def is_filtered(sel: Selection) -> bool:
     return bool(sel.datasets or sel.repetitions or sel.annotators or sel.labels or sel.since or sel.until)
 
@@ -118,7 +123,7 @@ def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
         reproduce_line(sel, by, names)
         return
     df = analytics.table1_frame(tables)
-    st.dataframe(df, hide_index=True, key="analytics_table1")
+    st.dataframe(df, hide_index=True, key="analytics_table1", column_config=pin_first(df))
     st.caption("count (proportion of total sessions): the median over repetitions, min–max over repetitions. "
                "Aborted sessions count in the total, are never intelligible, and are shown apart. "
                "Open sessions are not counted.")
@@ -211,9 +216,22 @@ def view_breakdown(sel: Selection, by: str, what: str) -> pd.DataFrame:
         st.info("No finished or aborted sessions in this selection yet.")
         return df
     st.caption(f"Which {what} end intelligible: Table 1 per {by}, medians over repetitions.")
-    st.dataframe(analytics.breakdown_display(df), hide_index=True, key=f"analytics_breakdown_{by}")
+    shown = analytics.breakdown_display(df)
+    st.dataframe(shown, hide_index=True, key=f"analytics_breakdown_{by}", column_config=pin_first(shown))
     download_csv(f"Per {by} (CSV)", df, f"by_{by}.csv", f"analytics_dl_{by}")
     return df
+
+
+def view_labels(sel: Selection, opts: Options) -> None:
+    """Per label: RAD's diagnoses; DRUG datasets carry no label, and the page says so."""
+    df = view_breakdown(sel, "label", "labels (diagnoses)")
+    chosen = set(sel.experiments)
+    tasks = {str(e["task"]) for e in opts.experiments if not chosen or e["id"] in chosen}
+    if "drug" in tasks:
+        st.info("DRUG (retrosynthesis) cases have no label: the study's CSV names a target and its reactants, "
+                "not a reaction type, so their sessions are counted under “(none)”.")
+    elif not df.empty and "(none)" in set(df.iloc[:, 0].astype(str)):
+        st.caption("“(none)”: instances imported without a label.")
 
 
 def view_annotators(sel: Selection) -> None:
@@ -251,8 +269,11 @@ def view_costs(sel: Selection) -> None:
         c[3].metric("Calls per session (median)", f"{df.calls.median():g}")
         import plotly.express as px
 
-        st.plotly_chart(px.histogram(df.assign(latency_s=df.latency_ms / 1000), x="latency_s", nbins=40,
-                                     labels={"latency_s": "LLM latency per session (s)"}), key="analytics_cost_fig")
+        hist = px.histogram(df.assign(latency_s=df.latency_ms.clip(lower=0) / 1000), x="latency_s", nbins=40,
+                            labels={"latency_s": "LLM latency per session (s)"})
+        hist.update_traces(xbins={"start": 0})
+        hist.update_xaxes(rangemode="nonnegative")
+        st.plotly_chart(hist, key="analytics_cost_fig")
         st.dataframe(df, hide_index=True)
         download_csv("Per session (CSV)", df, "llm_per_session.csv", "analytics_dl_costs")
     st.caption("All calls of the selected experiments by provider, model and purpose (including evaluations).")
@@ -304,7 +325,7 @@ def render() -> None:
         "Figure 2": lambda: view_figure2(sel),
         "Transitions": lambda: view_transitions(sel),
         "Session lengths": lambda: view_lengths(sel),
-        "Labels": lambda: view_breakdown(sel, "label", "labels (diagnoses, reaction types)"),
+        "Labels": lambda: view_labels(sel, opts),
         "Annotators": lambda: view_annotators(sel),
         "LLM cost": lambda: view_costs(sel),
         "Per-session flags": lambda: view_sessions(sel),

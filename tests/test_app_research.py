@@ -179,3 +179,61 @@ def test_the_selection_rule() -> None:
     assert initial_experiments(exps, None, [3]) == [3]  # then the last choice
     assert initial_experiments(exps, None, None) == [2]
     assert initial_experiments(exps, "", None) == []  # an explicit "all experiments"
+
+
+def _run(engine: Engine, name: str, **kw: object) -> int:
+    exp = create_experiment(engine, RunConfig(dataset=kw.pop("dataset", "toy-rad"), **kw), name=name)  # type: ignore[arg-type]
+    run_experiment(engine, exp.id or 0)
+    return exp.id or 0
+
+
+def test_figure1_ticks_are_message_bounds_with_a_title_and_a_band_when_n_is_large(
+    app_db: tuple[str, Engine],
+) -> None:
+    from pxp import analytics
+    from pxp.analytics import Selection
+
+    _, engine = app_db
+    make_rad(engine)
+    small, large = _run(engine, "small", n=4, k=2), _run(engine, "large", n=40, k=3)
+    for eid, n in ((small, 4), (large, 40)):
+        t = analytics.table1(engine, Selection(experiments=(eid,)))
+        fig = analytics.figure1({"x": t}).to_dict()
+        ax = fig["layout"]["xaxis"]
+        assert ax["tickvals"][0] == 1 and ax["tickvals"][-1] == n and all(1 <= v <= n for v in ax["tickvals"])
+        assert len(ax["tickvals"]) <= 21 and ax["range"][0] > 0
+        assert "Figure 1" in fig["layout"]["title"]["text"]
+        bars = [tr for tr in fig["data"] if tr.get("error_y")]
+        bands = [tr for tr in fig["data"] if tr.get("fill") == "toself"]
+        assert (bool(bars), bool(bands)) == ((True, False) if n == 4 else (False, True))
+
+
+def test_figure2_repetition_lines_fade_with_r(app_db: tuple[str, Engine]) -> None:
+    import pandas as pd
+
+    from pxp import analytics
+
+    rows = [{"experiment": "e", "repetition": r, "after_session": s, "prediction": 0.5, "explanation": 0.4,
+             "both": 0.3, "instances": 5} for r in range(1, 101) for s in range(3)]
+    fig = analytics.figure2(pd.DataFrame(rows)).to_dict()
+    faint = [tr["opacity"] for tr in fig["data"] if tr.get("opacity") is not None]
+    assert len(faint) == 300 and max(faint) <= 0.06
+    assert "Figure 2" in fig["layout"]["title"]["text"]
+
+
+def test_the_labels_view_says_why_drug_cases_have_no_label(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_drug(engine)
+    _run(engine, "drug-run", dataset="toy-drug")
+    at = new_app("analytics")
+    ok(at.radio(key="analytics_view").set_value("Labels").run())
+    assert any("DRUG" in i.value and "no label" in i.value for i in at.info)
+
+
+def test_the_theme_primary_colour_is_not_red() -> None:
+    import tomllib
+    from pathlib import Path
+
+    theme = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())["theme"]
+    r, g, b = (int(theme["primaryColor"][i:i + 2], 16) for i in (1, 3, 5))
+    assert not (r > 180 and g < 110 and b < 110), theme["primaryColor"]  # Streamlit's default is #ff4b4b
