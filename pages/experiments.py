@@ -135,7 +135,9 @@ def render() -> None:
     st.title("Experiments")
     st.caption("A controlled run: the machine talks with the database proxy of the expert "
                "(the reference answers) over every case, R times.")
-    with st.expander("New controlled experiment", expanded=not S.get("experiments_seen", False)):
+    # open on the first visit, and while its choices are in use (a Task change reruns the page)
+    opened = not S.get("experiments_seen", False) or "experiments_task" in S
+    with st.expander("New controlled experiment", expanded=opened):
         outcome = launch_form()
     S["experiments_seen"] = True
     if outcome is not None:
