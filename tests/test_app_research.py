@@ -237,3 +237,24 @@ def test_the_theme_primary_colour_is_not_red() -> None:
     theme = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())["theme"]
     r, g, b = (int(theme["primaryColor"][i:i + 2], 16) for i in (1, 3, 5))
     assert not (r > 180 and g < 110 and b < 110), theme["primaryColor"]  # Streamlit's default is #ff4b4b
+
+
+def test_the_latency_histogram_starts_at_zero_seconds(app_db: tuple[str, Engine]) -> None:
+    import json
+
+    from pxp.models import LLMCall
+    from pxp.store import db_session
+
+    _, engine = app_db
+    make_rad(engine)
+    eid = _run(engine, "calls")
+    with db_session(engine) as db:
+        for i, s in enumerate(db.exec(select(Session)).all()):
+            db.add(LLMCall(experiment_id=eid, run_id=s.run_id, session_id=s.id, provider="openai", model="m",
+                           purpose="ask", tokens_in=10, tokens_out=5, latency_ms=3.0 + i, cost_usd=0.001))
+    at = new_app("analytics")
+    ok(at.radio(key="analytics_view").set_value("LLM cost").run())
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    (hist,) = [c for c in charts if c["data"] and c["data"][0].get("type") == "histogram"]
+    assert hist["layout"]["xaxis"]["rangemode"] == "nonnegative"
+    assert hist["data"][0]["xbins"]["start"] == 0
