@@ -85,17 +85,6 @@ def _parents(el: object) -> list[object]:
     return out
 
 
-def test_a_stored_run_with_a_bad_machine_offers_no_resume(app_db: tuple[str, Engine]) -> None:
-    _, engine = app_db
-    make_drug(engine)
-    exp = create_experiment(engine, RunConfig(dataset="toy-drug", machine="nosuch:model"), name="bad")
-    workers.start(engine, exp.id or 0)
-    assert workers.wait(engine, exp.id or 0, timeout=60) == 1
-    at = new_app("experiments")
-    assert not any("Resume" in str(b.label) for b in at.button)
-    assert "Cannot be resumed" in texts(at)
-
-
 def test_config_errors_name_each_problem() -> None:
     assert config_errors(RunConfig(dataset="d").as_dict()) == []
     assert config_errors(RunConfig(dataset="d", machine="anthropic:claude-x", checker="openai:gpt-4o").as_dict()) == []

@@ -15,7 +15,7 @@ from sqlmodel import select
 from pxp import workers
 from pxp.models import Experiment
 from pxp.store import get_engine
-from tests.test_browser_app import ARTIFACTS, CHROMIUM, _idle, server  # noqa: F401  (server is a fixture)
+from tests.test_browser_app import ARTIFACTS, _idle, launch, server  # noqa: F401  (server is a fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -26,11 +26,7 @@ def test_the_launch_summary_is_the_run_that_started(server: tuple[str, str]) -> 
     base, url = server
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"],
-        )
+        browser = launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(f"{base}/experiments")
