@@ -289,7 +289,7 @@ def view_sessions(sel: Selection) -> None:
         return
     st.caption(f"{len(df)} sessions with their seven Table 1 properties" +
                (" (the first 1,000 shown; the downloads hold all)." if len(df) > 1000 else "."))
-    st.dataframe(df.head(1000), hide_index=True, key="analytics_sessions")
+    st.dataframe(df.head(1000), hide_index=True, key="analytics_sessions", column_config=pin_first(df))
     c = st.columns(2)
     with c[0]:
         st.download_button("Per-session flags (CSV)", lambda: _csv(analytics.session_frame(engine, sel)),

@@ -120,7 +120,8 @@ def render() -> None:
         page = int(st.number_input(f"Page (of {pages})", 1, pages, 1, key="sessions_page"))
     table = sessions_table(resources.engine(), **f, limit=PAGE, offset=(page - 1) * PAGE)
     st.caption(page_caption(total, page, len(table)))
-    st.dataframe(table, hide_index=True, height=min(38 * (len(table) + 1), 320))
+    st.dataframe(table, hide_index=True, height=min(38 * (len(table) + 1), 320),
+                 column_config={"session": st.column_config.Column(pinned=True)})
     ids = [int(x) for x in table["session"]]
     labels = {int(r.session): f"#{r.session} · {r.experiment} · {r.instance} · {r.status}"
               for r in table.itertuples()}

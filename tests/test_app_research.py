@@ -247,3 +247,15 @@ def test_the_latency_histogram_starts_at_zero_seconds(app_db: tuple[str, Engine]
     (hist,) = [c for c in charts if c["data"] and c["data"][0].get("type") == "histogram"]
     assert hist["layout"]["xaxis"]["rangemode"] == "nonnegative"
     assert hist["data"][0]["xbins"]["start"] == 0
+
+
+def test_wide_tables_keep_their_first_column_in_view(app_db: tuple[str, Engine]) -> None:
+    import json
+
+    _, engine = app_db
+    _finished_and_live(engine)
+    at = new_app("analytics")
+    ok(at.selectbox(key="analytics_columns").set_value("experiment").run())
+    ok(at.multiselect(key="analytics_experiments").set_value([]).run())  # all: a wide table
+    cols = json.loads(at.dataframe[0].proto.columns)
+    assert any(c.get("pinned") for c in cols.values()), cols
