@@ -17,6 +17,7 @@ import streamlit as st
 from pxp import analytics
 from pxp.analytics import Options, Selection
 from pxp.app import resources, ui
+from pxp.app.selection import format_ids, initial_experiments
 from pxp.intelligibility import METRIC_LABELS, METRICS, Table1
 from pxp.report import render_many
 
@@ -30,6 +31,7 @@ COLUMNS = {
     "pooled": "everything selected in one column",
 }
 FIG1_DEFAULT = ["one_way_human", "one_way_machine", "two_way"]
+S = st.session_state
 
 
 def _csv(df: pd.DataFrame) -> str:
@@ -45,11 +47,15 @@ def filters(opts: Options) -> tuple[Selection, str | None, list[str]]:
     """The page's filters; returns the selection, the column grouping and the chosen experiment names."""
     names = {e["id"]: e["name"] for e in opts.experiments}
     top = st.columns([3, 2])
+    if "analytics_experiments" not in S or any(i not in names for i in S["analytics_experiments"]):
+        S["analytics_experiments"] = initial_experiments(opts.experiments, st.query_params.get("exp"),
+                                                         S.get("analytics_keep_experiments"))
     chosen = top[0].multiselect(
-        "Experiments", list(names), default=[opts.experiments[-1]["id"]],
-        format_func=lambda i: names.get(i, f"experiment {i}"), key="analytics_experiments",
-        placeholder="all experiments",
+        "Experiments", list(names), format_func=lambda i: names.get(i, f"experiment {i}"),
+        key="analytics_experiments", placeholder="all experiments",
     )
+    S["analytics_keep_experiments"] = list(chosen)  # kept across visits (widget state is not)
+    st.query_params["exp"] = format_ids(chosen)
     columns = top[1].selectbox("Columns", list(COLUMNS), format_func=lambda c: COLUMNS[c], key="analytics_columns")
     with st.expander("Filters: dataset, repetition, annotator, label, date"):
         c = st.columns(4)
@@ -73,6 +79,11 @@ def filters(opts: Options) -> tuple[Selection, str | None, list[str]]:
     )
     by = None if columns == "pooled" else columns
     return sel, by, [names[i] for i in chosen if i in names]
+
+
+def pin_first(df: pd.DataFrame) -> dict[str, Any]:
+    """Column config keeping the first column in view while a wide table scrolls sideways."""
+    return {str(df.columns[0]): st.column_config.Column(pinned=True)} if len(df.columns) else {}
 
 
 def is_filtered(sel: Selection) -> bool:
@@ -112,7 +123,7 @@ def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
         reproduce_line(sel, by, names)
         return
     df = analytics.table1_frame(tables)
-    st.dataframe(df, hide_index=True, key="analytics_table1")
+    st.dataframe(df, hide_index=True, key="analytics_table1", column_config=pin_first(df))
     st.caption("count (proportion of total sessions): the median over repetitions, min–max over repetitions. "
                "Aborted sessions count in the total, are never intelligible, and are shown apart. "
                "Open sessions are not counted.")
@@ -205,9 +216,22 @@ def view_breakdown(sel: Selection, by: str, what: str) -> pd.DataFrame:
         st.info("No finished or aborted sessions in this selection yet.")
         return df
     st.caption(f"Which {what} end intelligible: Table 1 per {by}, medians over repetitions.")
-    st.dataframe(analytics.breakdown_display(df), hide_index=True, key=f"analytics_breakdown_{by}")
+    shown = analytics.breakdown_display(df)
+    st.dataframe(shown, hide_index=True, key=f"analytics_breakdown_{by}", column_config=pin_first(shown))
     download_csv(f"Per {by} (CSV)", df, f"by_{by}.csv", f"analytics_dl_{by}")
     return df
+
+
+def view_labels(sel: Selection, opts: Options) -> None:
+    """Per label: RAD's diagnoses; DRUG datasets carry no label, and the page says so."""
+    df = view_breakdown(sel, "label", "labels (diagnoses)")
+    chosen = set(sel.experiments)
+    tasks = {str(e["task"]) for e in opts.experiments if not chosen or e["id"] in chosen}
+    if "drug" in tasks:
+        st.info("DRUG (retrosynthesis) cases have no label: the study's CSV names a target and its reactants, "
+                "not a reaction type, so their sessions are counted under “(none)”.")
+    elif not df.empty and "(none)" in set(df.iloc[:, 0].astype(str)):
+        st.caption("“(none)”: instances imported without a label.")
 
 
 def view_annotators(sel: Selection) -> None:
@@ -245,8 +269,11 @@ def view_costs(sel: Selection) -> None:
         c[3].metric("Calls per session (median)", f"{df.calls.median():g}")
         import plotly.express as px
 
-        st.plotly_chart(px.histogram(df.assign(latency_s=df.latency_ms / 1000), x="latency_s", nbins=40,
-                                     labels={"latency_s": "LLM latency per session (s)"}), key="analytics_cost_fig")
+        hist = px.histogram(df.assign(latency_s=df.latency_ms.clip(lower=0) / 1000), x="latency_s", nbins=40,
+                            labels={"latency_s": "LLM latency per session (s)"})
+        hist.update_traces(xbins={"start": 0})
+        hist.update_xaxes(rangemode="nonnegative")
+        st.plotly_chart(hist, key="analytics_cost_fig")
         st.dataframe(df, hide_index=True)
         download_csv("Per session (CSV)", df, "llm_per_session.csv", "analytics_dl_costs")
     st.caption("All calls of the selected experiments by provider, model and purpose (including evaluations).")
@@ -262,7 +289,7 @@ def view_sessions(sel: Selection) -> None:
         return
     st.caption(f"{len(df)} sessions with their seven Table 1 properties" +
                (" (the first 1,000 shown; the downloads hold all)." if len(df) > 1000 else "."))
-    st.dataframe(df.head(1000), hide_index=True, key="analytics_sessions")
+    st.dataframe(df.head(1000), hide_index=True, key="analytics_sessions", column_config=pin_first(df))
     c = st.columns(2)
     with c[0]:
         st.download_button("Per-session flags (CSV)", lambda: _csv(analytics.session_frame(engine, sel)),
@@ -284,7 +311,12 @@ def render() -> None:
                 "transcripts; its Table 1 and figures appear here.")
         return
     sel, by, names = filters(opts)
+    if "analytics_view" not in S:
+        wanted = st.query_params.get("view") or S.get("analytics_keep_view")
+        S["analytics_view"] = wanted if wanted in VIEWS else VIEWS[0]
     view = st.radio("View", VIEWS, horizontal=True, key="analytics_view", label_visibility="collapsed")
+    S["analytics_keep_view"] = view
+    st.query_params["view"] = view or VIEWS[0]
     if sel.experiments:
         st.caption("Experiments: " + ui.escape_md(", ".join(names)))
     views: dict[str, Any] = {
@@ -293,7 +325,7 @@ def render() -> None:
         "Figure 2": lambda: view_figure2(sel),
         "Transitions": lambda: view_transitions(sel),
         "Session lengths": lambda: view_lengths(sel),
-        "Labels": lambda: view_breakdown(sel, "label", "labels (diagnoses, reaction types)"),
+        "Labels": lambda: view_labels(sel, opts),
         "Annotators": lambda: view_annotators(sel),
         "LLM cost": lambda: view_costs(sel),
         "Per-session flags": lambda: view_sessions(sel),

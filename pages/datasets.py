@@ -19,12 +19,20 @@ def import_panel() -> None:
     k = imports.kind(key)
     st.caption(k.help)
     options: dict[str, object] = {}
+    attempt = int(S.get("datasets_attempt", 0))  # a new key clears the uploaders after a failed attempt
     with st.form("datasets_import", clear_on_submit=False):
-        main = st.file_uploader("File", type=list(k.main_types), key="datasets_main")
+        main = st.file_uploader("File", type=list(k.main_types), key=f"datasets_main_{attempt}")
         extras = []
         if k.needs_images:
-            extras = st.file_uploader("Images (files or a .zip)", accept_multiple_files=True,
-                                      type=["png", "jpg", "jpeg", "zip"], key="datasets_extras")
+            c1, c2 = st.columns([3, 2]) if key == "study_rad" else (st.container(), None)
+            extras = c1.file_uploader("Images (files or a .zip)", accept_multiple_files=True,
+                                      type=["png", "jpg", "jpeg", "zip"], key=f"datasets_extras_{attempt}")
+            if c2 is not None:
+                c2.caption(imports.RAD_LAYOUT)
+                c2.code("study.csv\nimages/case_001.png\nimages/case_002.png   (or images.zip)", language=None)
+        if key == "study_rad":
+            options["split"] = st.selectbox("Split for every row (optional; else the CSV's split column)",
+                                            [None, "train", "val", "test"], key="datasets_rad_split")
         name: str = ""
         if key == "task":
             options["dataset"] = st.selectbox("Attach to dataset", list(dataset_choices(eng)),
@@ -60,13 +68,17 @@ def import_panel() -> None:
         with st.spinner("Checking and importing…"):
             out = imports.run_import(eng, key, main, extras or [], name=name.strip() or None,
                                      options=options)
-        if out.ok:
-            st.success(out.messages[0])
-            for w in out.messages[1:]:
-                st.warning(w)
-        else:
-            st.error(f"Nothing was imported ({len(out.messages)} problem(s)):")
-            st.text("\n".join(out.messages[:50]))
+        if not out.ok:
+            S["datasets_attempt"] = attempt + 1  # the next try starts from empty uploaders
+            S["datasets_failed"] = out.messages
+            st.rerun()
+        st.success(out.messages[0])
+        for w in out.messages[1:]:
+            st.warning(w)
+    failed = S.pop("datasets_failed", None)
+    if failed:
+        st.error(f"Nothing was imported ({len(failed)} problem(s)); the uploads were cleared, choose them again:")
+        st.text("\n".join(failed[:50]))
 
 
 def browse() -> None:

@@ -5,30 +5,38 @@ from __future__ import annotations
 import streamlit as st
 
 from pxp import workers
-from pxp.app import resources
+from pxp.app import resources, ui
 from pxp.app.data import dataset_choices, dataset_info, experiments_table
 from pxp.app.prefs import load_prefs
+from pxp.run_check import config_errors
 from pxp.runner import RunConfig, RunError, create_experiment
 
 S = st.session_state
 
 
-def launch_form() -> None:
+def launch_form() -> str | None:
+    """The launch form; returns the outcome line to show outside the expander (or None)."""
     eng = resources.engine()
     prefs = load_prefs(eng)
     datasets = dataset_choices(eng)
     if not datasets:
         st.warning("There is no dataset yet. Import one on the Datasets page.")
-        return
+        return None
     tasks = sorted(set(datasets.values()))
+    # Task → dataset → split depend on each other, so they sit outside the form and rerun on change.
+    c1, c2, c3 = st.columns(3)
+    task = c1.selectbox("Task", tasks, key="experiments_task")
+    names = [n for n, t in datasets.items() if t == task] or list(datasets)
+    if S.get("experiments_dataset") not in names:
+        S["experiments_dataset"] = names[0]
+    ds = c2.selectbox("Dataset", names, key="experiments_dataset")
+    info = dataset_info(eng, ds) if ds else None
+    splits = ["all", *sorted((info.splits if info else {}).keys())]
+    if S.get("experiments_split") not in splits:
+        S["experiments_split"] = "all"
+    split = c3.selectbox("Split", splits, key="experiments_split",
+                         format_func=lambda s: s if s == "all" else f"{s} ({(info.splits if info else {})[s]})")
     with st.form("experiments_new"):
-        c1, c2, c3 = st.columns(3)
-        task = c1.selectbox("Task", tasks, key="experiments_task")
-        names = [n for n, t in datasets.items() if t == task] or list(datasets)
-        ds = c2.selectbox("Dataset", names, key="experiments_dataset")
-        info = dataset_info(eng, ds) if ds else None
-        splits = ["all", *sorted((info.splits if info else {}).keys())]
-        split = c3.selectbox("Split", splits, key="experiments_split")
         c1, c2 = st.columns(2)
         machine = c1.text_input("Machine (generator)", prefs.generator, key="experiments_machine",
                                 help="simulated, or provider:model")
@@ -45,22 +53,38 @@ def launch_form() -> None:
         learn = c[4].toggle("LEARN", value=True, key="experiments_learn",
                             help="Keep a session's context only if validation accuracy does not drop")
         name = st.text_input("Name (optional)", key="experiments_name")
+        st.caption(f"Starts on dataset **{ui.escape_md(ds or '')}**, split **{ui.escape_md(split)}** "
+                   "(Task, Dataset and Split above apply at once).")
         go = st.form_submit_button("Create and start", type="primary", icon=":material/play_arrow:")
-    if go and ds:
-        cfg = RunConfig(
-            dataset=ds, split=None if split == "all" else split, machine=machine.strip() or "simulated",
-            checker=checker.strip() or "lexical", base_url=prefs.base_url or None, n=int(n), k=int(k),
-            reps=int(reps), seed=int(seed), learn=bool(learn),
-            temperature=prefs.generator_temperature if machine.strip() != "simulated" else None,
-            max_tokens=prefs.generator_max_tokens or None,
-        )
-        try:
-            exp = create_experiment(eng, cfg, name=name.strip() or None)
-            workers.start(eng, exp.id or 0, secrets=resources.secret_keys())
-        except (RunError, workers.WorkerError, ValueError) as err:
-            st.error(str(err))
-            return
-        st.success(f"Experiment {exp.name!r} started.")
+    if not (go and ds):
+        return None
+    m = machine.strip() or "simulated"
+    cfg = RunConfig(
+        dataset=ds, split=None if split == "all" else split, machine=m,
+        checker=checker.strip() or "lexical", base_url=prefs.base_url or None, n=int(n), k=int(k),
+        reps=int(reps), seed=int(seed), learn=bool(learn),
+        temperature=prefs.generator_temperature if m != "simulated" else None,
+        max_tokens=prefs.generator_max_tokens or None,
+    )
+    problems = config_errors(cfg.as_dict())
+    if problems:
+        return "error:Not started, nothing stored: " + "; ".join(problems)
+    try:
+        exp = create_experiment(eng, cfg, name=name.strip() or None)
+    except (RunError, ValueError) as err:
+        return f"error:Not started, nothing stored: {err}"
+    try:
+        workers.start(eng, exp.id or 0, secrets=resources.secret_keys())
+    except workers.WorkerError as err:
+        return f"error:Experiment {exp.name!r} was created but did not start: {err}"
+    return "ok:" + launch_summary(exp.name, exp.config)
+
+
+def launch_summary(name: str, config: dict[str, object]) -> str:
+    """The run that started, named from its stored configuration."""
+    split = config.get("split") or "all"
+    return (f"Started {name!r}: dataset {config.get('dataset')}, split {split}, machine {config.get('machine')}, "
+            f"n={config.get('n')}, k={config.get('k')}, R={config.get('reps')}.")
 
 
 @st.fragment(run_every=2.0)
@@ -91,6 +115,8 @@ def progress_panel() -> None:
                         S.pop(f"experiments_error_{eid}", None)
                         workers.cancel(eng, eid)
                         st.rerun(scope="fragment")
+                elif row.problem:
+                    st.caption(f"Cannot be resumed: {ui.escape_md(row.problem)}")
                 elif p.done < p.sessions and st.button(
                     "Resume", key=f"experiments_resume_{eid}", icon=":material/play_arrow:"
                 ):
@@ -109,9 +135,16 @@ def render() -> None:
     st.title("Experiments")
     st.caption("A controlled run: the machine talks with the database proxy of the expert "
                "(the reference answers) over every case, R times.")
-    with st.expander("New controlled experiment", expanded=not S.get("experiments_seen", False)):
-        launch_form()
+    # open on the first visit, and while its choices are in use (a Task change reruns the page)
+    opened = not S.get("experiments_seen", False) or "experiments_task" in S
+    with st.expander("New controlled experiment", expanded=opened):
+        outcome = launch_form()
     S["experiments_seen"] = True
+    if outcome is not None:
+        S["experiments_outcome"] = outcome
+    kind, _, line = str(S.get("experiments_outcome", "")).partition(":")
+    if line:
+        (st.success if kind == "ok" else st.error)(ui.escape_md(line))
     st.subheader("Progress")
     progress_panel()
     live = experiments_table(resources.engine(), mode="live")

@@ -5,10 +5,28 @@ from __future__ import annotations
 import streamlit as st
 
 from pxp.app import resources, ui
-from pxp.app.data import STATUSES, TAGS, session_calls, session_filter_options, sessions_table
+from pxp.app.data import (
+    STATUSES,
+    TAGS,
+    session_calls,
+    session_filter_options,
+    sessions_count,
+    sessions_table,
+)
 from pxp.live import LiveError, LiveSession, load_session
 
 S = st.session_state
+PAGE = 500
+
+
+def page_caption(total: int, page: int, shown: int) -> str:
+    """'all 12 sessions' or 'the newest 500 of 6,012', then the page's range."""
+    if total <= PAGE:
+        return f"All {total:,} session(s), newest first"
+    first = (page - 1) * PAGE + 1
+    head = f"The newest {shown:,} of {total:,} sessions" if page == 1 else \
+        f"Sessions {first:,}–{first + shown - 1:,} of {total:,}, newest first"
+    return head + " · page through the rest with Page"
 
 
 def filters() -> dict[str, str | None]:
@@ -72,7 +90,10 @@ def detail(sid: int) -> None:
     ui.transcript_papers(s.messages, machine_label=s.machine_label, task_kind=s.match_kind,
                          instance_render=lambda: instance_thumb(s))
     st.markdown("**Intelligibility of this session**")
-    ui.show_flags(s.flags())
+    if s.status == "open":
+        st.caption("Not counted (open): a session counts towards Definitions 1 and 2 once it ends.")
+    else:
+        ui.show_flags(s.flags())
     st.markdown("**LLM calls behind it**")
     calls = session_calls(eng, sid)
     if len(calls):
@@ -89,12 +110,18 @@ def detail(sid: int) -> None:
 def render() -> None:
     st.title("Sessions")
     f = filters()
-    table = sessions_table(resources.engine(), **f)
-    if not len(table):
+    total = sessions_count(resources.engine(), **f)
+    if not total:
         st.info("No session matches. Annotate a case or run an experiment first.")
         return
-    st.caption(f"{len(table)} session(s), newest first")
-    st.dataframe(table, hide_index=True, height=min(38 * (len(table) + 1), 320))
+    pages = (total + PAGE - 1) // PAGE
+    page = 1
+    if pages > 1:
+        page = int(st.number_input(f"Page (of {pages})", 1, pages, 1, key="sessions_page"))
+    table = sessions_table(resources.engine(), **f, limit=PAGE, offset=(page - 1) * PAGE)
+    st.caption(page_caption(total, page, len(table)))
+    st.dataframe(table, hide_index=True, height=min(38 * (len(table) + 1), 320),
+                 column_config={"session": st.column_config.Column(pinned=True)})
     ids = [int(x) for x in table["session"]]
     labels = {int(r.session): f"#{r.session} · {r.experiment} · {r.instance} · {r.status}"
               for r in table.itertuples()}

@@ -34,7 +34,6 @@ from sqlalchemy import cast as cast_
 from sqlalchemy.sql.elements import ColumnElement
 
 from pxp.intelligibility import (
-    METRIC_LABELS,
     METRICS,
     RepetitionCounts,
     Table1,
@@ -411,47 +410,10 @@ def figure1_frame(t: Table1, name: str = "") -> pd.DataFrame:
 
 def figure1(frames: dict[str, Table1], metrics: Sequence[str] = ("one_way_human", "one_way_machine", "two_way"),
             *, proportion: bool = False) -> Any:
-    """Figure 1: cumulative intelligible sessions against the message bound, min/max error bars.
+    """Figure 1 (drawn in pxp.figures)."""
+    from pxp import figures
 
-    One panel per group (the paper's (a), (b), (c)), sharing the y axis; counts, or
-    proportions of the group's (median) total sessions.
-    """
-    from plotly.subplots import make_subplots
-
-    names = list(frames) or [""]
-    cols = min(len(names), 3)
-    rows = -(-len(names) // cols)
-    fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True, subplot_titles=[plain(n) for n in names]
-                        if len(names) > 1 else None, horizontal_spacing=0.04, vertical_spacing=0.12)
-    colors = {"one_way_human": "#1f77b4", "one_way_machine": "#ff7f0e", "two_way": "#2ca02c",
-              "strong_human": "#9467bd", "strong_machine": "#8c564b", "ultra_strong_human": "#e377c2",
-              "ultra_strong_machine": "#7f7f7f"}
-    for i, (name, t) in enumerate(frames.items()):
-        df = figure1_frame(t, name)
-        if proportion:
-            scale = 1 / t.total_sessions if t.total_sessions else 0.0
-            df[["median", "min", "max"]] = df[["median", "min", "max"]].astype(float) * scale
-        for metric in metrics:
-            d = df[df.metric == metric]
-            label = METRIC_LABELS[metric].replace(" intelligible sessions", "")
-            fig.add_trace(go_scatter(
-                x=d.j, y=d["median"], mode="lines+markers", name=plain(label), legendgroup=metric,
-                showlegend=i == 0, line={"color": colors[metric]},
-                error_y={"type": "data", "symmetric": False,
-                         "array": (d["max"] - d["median"]).tolist(),
-                         "arrayminus": (d["median"] - d["min"]).tolist()},
-            ), row=i // cols + 1, col=i % cols + 1)
-    fig.update_xaxes(title_text="message bound j", dtick=1)
-    fig.update_yaxes(title_text="proportion of sessions" if proportion else "sessions (median over repetitions)",
-                     col=1)
-    fig.update_layout(legend_title="", margin={"t": 40}, height=380 * rows)
-    return fig
-
-
-def go_scatter(**kw: Any) -> Any:
-    import plotly.graph_objects as go
-
-    return go.Scatter(**kw)
+    return figures.figure1(frames, metrics, proportion=proportion)
 
 
 def table1_frame(tables: dict[str, Table1]) -> pd.DataFrame:
@@ -687,39 +649,10 @@ def performance_median(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def figure2(df: pd.DataFrame, metrics: Sequence[str] = PERFORMANCE) -> Any:
-    """Figure 2: machine performance against sessions processed, per repetition and median.
+    """Figure 2 (drawn in pxp.figures)."""
+    from pxp import figures
 
-    One panel per experiment; thin step lines per repetition, thick lines the median.
-    """
-    from plotly.subplots import make_subplots
-
-    exps = sorted(df.experiment.unique()) if not df.empty else [""]
-    cols = min(len(exps), 3)
-    rows = -(-len(exps) // cols)
-    fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True, horizontal_spacing=0.04, vertical_spacing=0.12,
-                        subplot_titles=[plain(e) for e in exps] if len(exps) > 1 else None)
-    med = performance_median(df)
-    colors = {"prediction": "#1f77b4", "explanation": "#ff7f0e", "both": "#2ca02c"}
-    for i, exp in enumerate(exps):
-        where = {"row": i // cols + 1, "col": i % cols + 1}
-        d = df[df.experiment == exp]
-        for rep, dr in d.groupby("repetition"):
-            for mname in metrics:
-                fig.add_trace(go_scatter(
-                    x=dr.after_session, y=dr[mname], mode="lines", opacity=0.35, showlegend=False,
-                    line_shape="hv", line={"color": colors[mname], "width": 1}, legendgroup=mname,
-                    name=plain(f"{exp} r{rep} {mname}"),
-                ), **where)
-        dm = med[med.experiment == exp]
-        for mname in metrics:
-            fig.add_trace(go_scatter(
-                x=dm.after_session, y=dm[mname], mode="lines+markers", line_shape="hv", legendgroup=mname,
-                line={"color": colors[mname], "width": 3}, name=f"{mname} (median)", showlegend=i == 0,
-            ), **where)
-    fig.update_xaxes(title_text="sessions processed")
-    fig.update_yaxes(title_text="accuracy", range=[0, 1.02], col=1)
-    fig.update_layout(margin={"t": 40}, height=380 * rows)
-    return fig
+    return figures.figure2(df, metrics)
 
 
 # --- LLM cost and latency ---------------------------------------------------------------------
@@ -860,7 +793,11 @@ def options(engine: Engine) -> Options:
 
     def compute() -> Options:
         with engine.connect() as c:
-            exps = [dict(r) for r in c.execute(
+            ended = {int(e): int(n) for e, n in c.execute(  # sessions Table 1 counts, per experiment
+                select(R.c.experiment_id, func.count()).select_from(S.join(R, R.c.id == S.c.run_id))
+                .where(S.c.status != "open").group_by(R.c.experiment_id)
+            ).all()}
+            exps = [dict(r) | {"ended": int(ended.get(r["id"], 0))} for r in c.execute(
                 select(E.c.id, E.c.name, E.c.task, E.c.mode, E.c.status, E.c.n, E.c.k).order_by(E.c.id)
             ).mappings()]
             dss = [dict(r) for r in c.execute(select(D.c.id, D.c.name, D.c.task).order_by(D.c.name)).mappings()]

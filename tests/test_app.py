@@ -579,6 +579,8 @@ def test_a_failing_worker_reports_one_line(app_db: tuple[str, Engine]) -> None:
     assert p.status == "failed" and p.error and "\n" not in p.error and "Traceback" not in p.error
     at = new_app("experiments")
     assert any(p.error in e.value for e in at.error)
+    # a configuration error can never be fixed by resuming: no Resume button, and why
+    assert not any("Resume" in str(b.label) for b in at.button) and "Cannot be resumed" in texts(at)
 
 
 def test_datasets_page_upload_form(app_db: tuple[str, Engine]) -> None:

@@ -83,6 +83,15 @@ def _start_streamlit(env: dict[str, str], tmp_path: Path, attempts: int = 5,
     raise RuntimeError("streamlit did not start: " + last[-2000:])
 
 
+def launch(pw: Any) -> Any:
+    """Debian's chromium, headless, with the flags a shared CI machine needs."""
+    return pw.chromium.launch(
+        executable_path=CHROMIUM, headless=True,
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync"],
+    )
+
+
 def _stop(proc: Any) -> None:
     proc.terminate()
     try:
@@ -170,11 +179,7 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
     requests: list[str] = []
     dialogs: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"],
-        )
+        browser = launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 1700})
             page.on("request", lambda r: requests.append(r.url))

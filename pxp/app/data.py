@@ -27,6 +27,7 @@ from pxp.models import (
     Session,
 )
 from pxp.protocol import Sender, Tag, conformance
+from pxp.run_check import config_errors
 from pxp.store import session_msgs
 
 STATUSES = ["open", "finished", "aborted"]
@@ -143,9 +144,10 @@ def experiments_table(engine: Engine, *, mode: str | None = None) -> pd.DataFram
                 "reps": int(e.config.get("reps", 1) or 1), "n": e.n, "k": e.k,
                 "status": e.status, "sessions": sum(cs.values()),
                 "finished": cs.get("finished", 0), "aborted": cs.get("aborted", 0),
+                "problem": "; ".join(config_errors(e.config)) if e.mode == "controlled" else "",
             })
     return pd.DataFrame(rows, columns=["id", "name", "mode", "task", "dataset", "machine", "reps",
-                                       "n", "k", "status", "sessions", "finished", "aborted"])
+                                       "n", "k", "status", "sessions", "finished", "aborted", "problem"])
 
 
 def _machine_label(machine: str) -> str:
@@ -170,33 +172,57 @@ def session_filter_options(engine: Engine) -> SessionFilters:
         )
 
 
+def _sessions_query(
+    select_what: Any, *, dataset: str | None, experiment: str | None, annotator: str | None,
+    status: str | None, tag: str | None,
+) -> Any:
+    """The sessions matching the filters (one place for the list and its count)."""
+    q = (
+        select_what
+        .join(Run, col(Run.id) == col(Session.run_id))
+        .join(Experiment, col(Experiment.id) == col(Run.experiment_id))
+        .join(Instance, col(Instance.id) == col(Session.instance_id))
+        .join(Dataset, col(Dataset.id) == col(Instance.dataset_id))
+        .join(Annotator, col(Annotator.id) == col(Session.annotator_id), isouter=True)
+    )
+    if dataset:
+        q = q.where(Dataset.name == dataset)
+    if experiment:
+        q = q.where(Experiment.name == experiment)
+    if annotator:
+        q = q.where(Annotator.name == annotator)
+    if status:
+        q = q.where(Session.status == status)
+    if tag:
+        q = q.where(col(Session.id).in_(select(Message.session_id).where(Message.tag == tag)))
+    return q
+
+
+def sessions_count(
+    engine: Engine, *, dataset: str | None = None, experiment: str | None = None,
+    annotator: str | None = None, status: str | None = None, tag: str | None = None,
+) -> int:
+    """How many sessions match the filters."""
+    q = _sessions_query(sa_select(func.count()).select_from(Session), dataset=dataset,
+                        experiment=experiment, annotator=annotator, status=status, tag=tag)
+    with DB(engine) as db:
+        return int(db.execute(q).scalar_one())
+
+
 def sessions_table(
     engine: Engine, *, dataset: str | None = None, experiment: str | None = None,
     annotator: str | None = None, status: str | None = None, tag: str | None = None,
-    limit: int = 500,
+    limit: int = 500, offset: int = 0,
 ) -> pd.DataFrame:
-    """Sessions matching the filters, with their tags, stop reason and conformance."""
+    """Sessions matching the filters (newest first, `limit` from `offset`), with their tags,
+    stop reason and conformance."""
     with DB(engine) as db:
-        q = (
+        q = _sessions_query(
             sa_select(Session, Experiment.name, Experiment.config, Instance.key, Dataset.name,  # type: ignore[call-overload]
-                      Annotator.name)
-            .join(Run, col(Run.id) == col(Session.run_id))
-            .join(Experiment, col(Experiment.id) == col(Run.experiment_id))
-            .join(Instance, col(Instance.id) == col(Session.instance_id))
-            .join(Dataset, col(Dataset.id) == col(Instance.dataset_id))
-            .join(Annotator, col(Annotator.id) == col(Session.annotator_id), isouter=True)
+                      Annotator.name),
+            dataset=dataset, experiment=experiment, annotator=annotator, status=status, tag=tag,
         )
-        if dataset:
-            q = q.where(Dataset.name == dataset)
-        if experiment:
-            q = q.where(Experiment.name == experiment)
-        if annotator:
-            q = q.where(Annotator.name == annotator)
-        if status:
-            q = q.where(Session.status == status)
-        if tag:
-            q = q.where(col(Session.id).in_(select(Message.session_id).where(Message.tag == tag)))
-        rows = list(db.execute(q.order_by(col(Session.id).desc()).limit(limit)).all())
+        rows = list(db.execute(q.order_by(col(Session.id).desc()).offset(offset).limit(limit)).all())
         sids = [r[0].id for r in rows]
         msgs: dict[int, list[Any]] = defaultdict(list)
         if sids:

@@ -125,6 +125,53 @@ def stage(main: Upload, extras: Sequence[Upload], root: Path) -> Path:
     return main_path
 
 
+IMAGE_TYPES = (".png", ".jpg", ".jpeg")
+RAD_LAYOUT = (
+    "Expected: the CSV (case, label, report, img_path) and its images, either as separate files or as "
+    "one .zip of the images folder. Each `img_path` is matched by its file name, so a folder prefix "
+    "(e.g. images/ or C:\\study\\images\\) need not match; file names must then be unique."
+)
+
+
+def match_images(csv_path: Path, root: Path) -> Path:
+    """The study CSV with every `img_path` that is not found under `root` pointed at the
+    uploaded image of the same file name (when exactly one has it).
+
+    Uploads lose their folders (separate files) or carry another prefix (a zip of the
+    images folder); the CSV is rewritten under the same name, row for row, so the
+    importer's `file:line` messages still name the uploaded CSV's lines.
+    """
+    import csv
+
+    by_name: dict[str, list[Path]] = {}
+    for p in root.rglob("*"):
+        if p.is_file() and p.suffix.lower() in IMAGE_TYPES:
+            by_name.setdefault(p.name.lower(), []).append(p)
+    text = csv_path.read_text(encoding="utf-8-sig", errors="replace")
+    rows = list(csv.reader(text.splitlines(keepends=True)))
+    if not rows or "img_path" not in [h.strip() for h in rows[0]]:
+        return csv_path  # the importer reports the missing column
+    col = [h.strip() for h in rows[0]].index("img_path")
+    changed = False
+    for r in rows[1:]:
+        if col >= len(r) or not r[col].strip():
+            continue
+        given = r[col].strip().replace("\\", "/")
+        if (root / given).is_file() and ".." not in PurePosixPath(given).parts:
+            continue
+        found = by_name.get(PurePosixPath(given).name.lower(), [])
+        if len(found) == 1:
+            r[col] = found[0].relative_to(root).as_posix()
+            changed = True
+    if not changed:
+        return csv_path
+    out = root / "matched" / csv_path.name
+    out.parent.mkdir(exist_ok=True)
+    with out.open("w", encoding="utf-8", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
+    return out
+
+
 def _problems(err: Exception) -> list[str]:
     probs = getattr(err, "problems", None)
     if isinstance(probs, list) and probs:
@@ -175,7 +222,10 @@ def run_import(
                     result = fn(engine, path, name=name or path.stem, n=int(opts.get("n", 10)),
                                 k=int(opts.get("k", 3)), task=str(opts.get("task", "text")))
                 elif key == "study_rad":
-                    result = fn(engine, path, images_root=root if extras else None, name=name)
+                    if extras:
+                        path = match_images(path, root)
+                    result = fn(engine, path, images_root=root if extras else None, name=name,
+                                split=opts.get("split") or None)
                 elif key == "generic":
                     result = fn(engine, path, task=str(opts.get("task") or "text"),
                                 mapping=list(opts.get("mapping") or []), name=name,
