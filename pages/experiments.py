@@ -8,7 +8,7 @@ from pxp import workers
 from pxp.app import resources, ui
 from pxp.app.data import dataset_choices, dataset_info, experiments_table
 from pxp.app.prefs import load_prefs
-from pxp.run_check import config_errors
+from pxp.run_checks import config_errors
 from pxp.runner import RunConfig, RunError, create_experiment
 
 S = st.session_state

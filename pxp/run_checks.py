@@ -1,12 +1,15 @@
 """The checks a controlled run's configuration passes before anything is stored (issue 11 §6, 15 §4).
 
 DESIGN §1 bounds (n at least 2, 1 <= k <= n), the agents the config names, and the ranges
-of the options; pxp.runner.create_experiment calls check_config first.
+of the options. One list of problems serves the CLI (pxp.runner.create_experiment calls
+check_config first) and the app (the Experiments page shows config_errors before launch,
+and never offers Resume for a stored config that has any).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pxp.runner import RunConfig
@@ -14,47 +17,69 @@ if TYPE_CHECKING:
 _PROBABILITIES = ("accuracy", "adopt", "mislead")
 
 
-def check_config(cfg: RunConfig) -> None:
-    """Refuse a config that cannot run (DESIGN §1 bounds, agents, options) before anything is stored.
-
-    The dataset and its splits are checked by create_experiment, also before storing.
-    """
-    from pxp.evaluate import METRIC_NAMES
+def _role_error(role: str, spec: str, plain: str) -> str | None:
+    """Why `spec` cannot name the role's agent (`plain`, or provider:model), or None."""
     from pxp.llm.base import LLMConfigError, is_llm_spec, parse_spec
-    from pxp.runner import RunError
 
-    if cfg.n < 2:
-        raise RunError(f"--n must be at least 2 (got {cfg.n})")
-    if cfg.k < 1:
-        raise RunError(f"--k must be at least 1 (got {cfg.k})")
-    if cfg.k > cfg.n:
-        raise RunError(f"--k ({cfg.k}) must not be greater than --n ({cfg.n})")
-    if cfg.reps < 1:
-        raise RunError("--reps must be at least 1")
-    if cfg.concurrency < 1:
-        raise RunError("--concurrency must be at least 1")
-    if cfg.learn_metric not in METRIC_NAMES:
-        raise RunError(f"learn_metric must be one of {', '.join(METRIC_NAMES)}")
-    if cfg.human != "proxy":
-        raise RunError(f"human {cfg.human!r} cannot drive a controlled run; use --human proxy")
-    for role, spec, plain in (("machine", cfg.machine, "simulated"), ("checker", cfg.checker, "lexical")):
-        if spec == plain:
-            continue
-        if not is_llm_spec(spec):
-            raise RunError(f"{role} {spec!r} is not available; use {plain}, anthropic:<model> or openai:<model>")
+    if spec == plain:
+        return None
+    if not is_llm_spec(spec):
+        return f"{role} {spec!r} is not available; use {plain}, anthropic:<model> or openai:<model>"
+    try:
+        parse_spec(spec)
+    except LLMConfigError as e:
+        return f"{role}: {e}"
+    return None
+
+
+def config_errors(cfg: RunConfig | Mapping[str, Any]) -> list[str]:
+    """Every reason the run configuration cannot start (a RunConfig or its as_dict()); empty if it can."""
+    from pxp.evaluate import METRIC_NAMES
+    from pxp.runner import RunConfig
+
+    if not isinstance(cfg, RunConfig):
         try:
-            parse_spec(spec)
-        except LLMConfigError as e:
-            raise RunError(f"{role}: {e}") from None
+            cfg = RunConfig.from_dict(cfg)
+        except TypeError as e:
+            return [f"the stored configuration is incomplete ({e})"]
+    errs = [e for e in (_role_error("machine", cfg.machine, "simulated"),
+                        _role_error("checker", cfg.checker, "lexical")) if e]
+    if not isinstance(cfg.n, int) or cfg.n < 2:
+        errs.append(f"--n must be at least 2 (got {cfg.n})")
+    if not isinstance(cfg.k, int) or cfg.k < 1:
+        errs.append(f"--k must be at least 1 (got {cfg.k})")
+    elif isinstance(cfg.n, int) and cfg.k > cfg.n:
+        errs.append(f"--k ({cfg.k}) must not be greater than --n ({cfg.n})")
+    if not isinstance(cfg.reps, int) or cfg.reps < 1:
+        errs.append("--reps must be at least 1")
+    if cfg.concurrency < 1:
+        errs.append("--concurrency must be at least 1")
+    if cfg.learn_metric not in METRIC_NAMES:
+        errs.append(f"learn_metric must be one of {', '.join(METRIC_NAMES)}")
+    if cfg.human != "proxy":
+        errs.append(f"human {cfg.human!r} cannot drive a controlled run; use --human proxy")
     for key in _PROBABILITIES:
         v = cfg.simulated.get(key)
         if v is not None and not 0.0 <= float(v) <= 1.0:
-            raise RunError(f"--sim-{key} must be between 0 and 1 (got {v})")
+            errs.append(f"--sim-{key} must be between 0 and 1 (got {v})")
     if float(cfg.simulated.get("latency", 0.0)) < 0:
-        raise RunError(f"--sim-latency must not be negative (got {cfg.simulated['latency']})")
+        errs.append(f"--sim-latency must not be negative (got {cfg.simulated['latency']})")
     if not 0.0 <= cfg.agree_threshold <= 1.0:
-        raise RunError(f"agree_threshold must be between 0 and 1 (got {cfg.agree_threshold})")
+        errs.append(f"agree_threshold must be between 0 and 1 (got {cfg.agree_threshold})")
     if cfg.temperature is not None and cfg.temperature < 0:
-        raise RunError(f"--temperature must not be negative (got {cfg.temperature})")
+        errs.append(f"--temperature must not be negative (got {cfg.temperature})")
     if cfg.max_tokens is not None and cfg.max_tokens < 1:
-        raise RunError(f"--max-tokens must be at least 1 (got {cfg.max_tokens})")
+        errs.append(f"--max-tokens must be at least 1 (got {cfg.max_tokens})")
+    return errs
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Refuse a config that cannot run (its first problem, as one line) before anything is stored.
+
+    The dataset and its splits are checked by create_experiment, also before storing.
+    """
+    from pxp.runner import RunError
+
+    errs = config_errors(cfg)
+    if errs:
+        raise RunError(errs[0])

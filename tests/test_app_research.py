@@ -16,7 +16,7 @@ from pxp import workers
 from pxp.app.selection import default_experiment, initial_experiments, parse_ids
 from pxp.live import create_live_experiment
 from pxp.models import Experiment, Session
-from pxp.run_check import config_errors
+from pxp.run_checks import config_errors
 from pxp.runner import RunConfig, create_experiment, run_experiment
 from tests import test_app
 from tests.factories import LABELS, make_drug, make_rad
@@ -89,7 +89,7 @@ def test_config_errors_name_each_problem() -> None:
     assert config_errors(RunConfig(dataset="d").as_dict()) == []
     assert config_errors(RunConfig(dataset="d", machine="anthropic:claude-x", checker="openai:gpt-4o").as_dict()) == []
     errs = config_errors(RunConfig(dataset="d", machine="nosuch:model", checker="lexicall", reps=0).as_dict())
-    assert len(errs) == 3 and errs[0].startswith("machine:") and errs[1].startswith("checker:")
+    assert len(errs) == 3 and errs[0].startswith("machine ") and errs[1].startswith("checker ")
 
 
 def test_the_sessions_list_says_how_many_and_pages_through_them(app_db: tuple[str, Engine]) -> None:

@@ -27,7 +27,7 @@ from pxp.models import (
     Session,
 )
 from pxp.protocol import Sender, Tag, conformance
-from pxp.run_check import config_errors
+from pxp.run_checks import config_errors
 from pxp.store import session_msgs
 
 STATUSES = ["open", "finished", "aborted"]
