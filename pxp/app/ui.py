@@ -224,6 +224,42 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
     st.image(png, width="stretch")
 
 
+_SCROLL_JS = """<script>
+// {token}: scroll so the reply form (first..last) is in view and focus its first control.
+// Only our own element keys are used; no page text is read or written.
+(function () {{
+  const d = window.parent.document;
+  let tries = 0;
+  function go() {{
+    const first = d.querySelector({first}), last = d.querySelector({last});
+    if (!first || !last) {{ if (tries++ < 40) setTimeout(go, 50); return; }}
+    last.scrollIntoView({{block: "end"}});
+    if (first.getBoundingClientRect().top < 60) first.scrollIntoView({{block: "start"}});
+    const f = first.querySelector("button, input, textarea");
+    if (f) f.focus({{preventScroll: true}});
+  }}
+  go();
+}})();
+</script>"""
+
+
+def bring_into_view(first_key: str, last_key: str, token: str) -> None:
+    """Scroll the widgets keyed first_key..last_key into view and focus the first (issue 17).
+
+    Streamlit cannot move focus itself: a zero-height component runs a fixed script
+    that finds the two widgets by their key class (st-key-…); no untrusted text is used.
+    """
+    import json
+
+    import streamlit.components.v1 as components
+
+    def sel(k: str) -> str:
+        return json.dumps(".st-key-" + re.sub(r"[^A-Za-z0-9_-]", "", k))
+
+    components.html(_SCROLL_JS.format(token=re.sub(r"[^A-Za-z0-9_-]", "", token),
+                                      first=sel(first_key), last=sel(last_key)), height=0)
+
+
 def transcript_papers(
     messages: Sequence[Msg], *, machine_label: str, task_kind: str, instance_render: Any = None,
 ) -> None:
