@@ -859,3 +859,58 @@ def test_the_first_start_notice_is_for_the_first_visitors_only(app_db: tuple[str
     _, engine = app_db
     assert Started(engine, "Demo data loaded").fresh_notice() == "Demo data loaded"
     assert Started(engine, "Demo data loaded", at=time.time() - 3600).fresh_notice() is None
+
+
+def test_a_contradicting_tag_is_refused_and_stores_nothing(app_db: tuple[str, Engine]) -> None:
+    """No / No, then RATIFY: refused with one line, nothing stored, the answers still show No."""
+    _, engine = app_db
+    make_rad(engine)
+    at = login(new_app("annotate"), "toy-rad")
+    sid, msgs = current(engine)
+    by_suffix(at.selectbox, "_pred").set_value(msgs[0].prediction)
+    by_suffix(at.button, "_match_no").click().run()
+    by_suffix(at.button, "_agree_no").click().run()
+    by_suffix(at.button, "_pick_RATIFY").click().run()
+    ok(at)
+    assert "RATIFY contradicts your answers" in texts(at)
+    by_suffix(at.button, "_send").click().run()
+    ok(at)
+    assert any("Not sent" in e.value and "contradicts" in e.value for e in at.error)
+    assert len(all_msgs(engine, sid)) == 1, "nothing was stored"
+    assert by_suffix(at.button, "_match_no").proto.type == "primary"
+    assert by_suffix(at.button, "_agree_no").proto.type == "primary"
+
+
+def test_ratify_takes_three_keys_yes_fills_the_machines_answer(app_db: tuple[str, Engine]) -> None:
+    """Yes (prediction) fills the machine's prediction, Yes (explanation) its explanation:
+    Alt+5, Alt+7, Send store a RATIFY of the machine's answer with no typing or picking."""
+    _, engine = app_db
+    make_rad(engine)
+    at = login(new_app("annotate"), "toy-rad")
+    sid, msgs = current(engine)
+    machine = msgs[0]
+    assert by_suffix(at.selectbox, "_pred").options[0] == machine.prediction, "the machine's first"
+    by_suffix(at.button, "_match_yes").click().run()
+    assert by_suffix(at.selectbox, "_pred").value == machine.prediction
+    by_suffix(at.button, "_agree_yes").click().run()
+    assert by_suffix(at.text_area, "_expl").value == machine.explanation
+    by_suffix(at.button, "_send").click().run()
+    ok(at)
+    stored = all_msgs(engine, sid)[1]
+    assert (stored.tag, stored.prediction, stored.match, stored.agree) == (
+        Tag.RATIFY, machine.prediction, True, True)
+
+
+def test_an_invalid_smiles_shows_in_the_tag_preview(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_drug(engine)
+    at = login(new_app("annotate"), "toy-drug")
+    sid, _ = current(engine)
+    by_suffix(at.button, "_match_no").click().run()
+    by_suffix(at.button, "_agree_no").click().run()
+    by_suffix(at.text_input, "_pred").input("CCO.C1CC").run()
+    ok(at)
+    assert any(e.value.startswith("Cannot send:") and "SMILES" in e.value for e in at.error)
+    assert "Your message will be tagged" not in texts(at)
+    by_suffix(at.button, "_send").click().run()
+    assert len(all_msgs(engine, sid)) == 1
