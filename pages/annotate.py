@@ -237,7 +237,7 @@ def finished_note() -> None:
             ui.show_flags(done.flags())
             for m in done.messages:
                 ui.show_message(m, machine_label=done.machine_label, task_kind=done.match_kind,
-                                annotator=done.annotator)
+                                annotator=done.annotator, target=done.payload)
         st.button("Hide", key="annotate_hide_finished", type="tertiary",
                   on_click=lambda: S.pop("annotate_last_finished", None))
 
@@ -276,11 +276,12 @@ def transcript_panel(s: LiveSession) -> None:
         with box:
             for m in earlier:
                 ui.show_message(m, machine_label=s.machine_label, task_kind=s.match_kind,
-                                annotator=s.annotator)
+                                annotator=s.annotator, target=s.payload)
     last = s.last_from(Sender.MACHINE)
     if last is not None:
         st.markdown(f"**The machine now says** (message {last.j}):")
-        ui.show_message(last, machine_label=s.machine_label, task_kind=s.match_kind)
+        ui.show_message(last, machine_label=s.machine_label, task_kind=s.match_kind,
+                        target=s.payload)
 
 
 def _yes_no(label: str, key: str, keys: tuple[str, str], fill: tuple[str, str]) -> bool | None:

@@ -908,9 +908,10 @@ def test_an_invalid_smiles_shows_in_the_tag_preview(app_db: tuple[str, Engine]) 
     sid, _ = current(engine)
     by_suffix(at.button, "_match_no").click().run()
     by_suffix(at.button, "_agree_no").click().run()
-    by_suffix(at.text_input, "_pred").input("CCO.C1CC").run()
+    by_suffix(at.text_input, "_pred").input("C1CC.CCO.N((").run()
     ok(at)
-    assert any(e.value.startswith("Cannot send:") and "SMILES" in e.value for e in at.error)
+    assert any(e.value.startswith("Cannot send:") and "'C1CC'" in e.value and "'N(('" in e.value
+               for e in at.error), "the whole SMILES is checked and every bad fragment named"
     assert "Your message will be tagged" not in texts(at)
     by_suffix(at.button, "_send").click().run()
     assert len(all_msgs(engine, sid)) == 1

@@ -79,15 +79,27 @@ def show_prediction(prediction: str, task_kind: str) -> None:
         st.markdown("**" + escape_md(prediction) + "**")
 
 
-def show_message(m: Msg, *, machine_label: str, task_kind: str, annotator: str | None = None) -> None:
-    """One message: number, sender, tag badge, prediction, explanation."""
+def show_message(m: Msg, *, machine_label: str, task_kind: str, annotator: str | None = None,
+                 target: str | None = None) -> None:
+    """One message: number, sender, tag badge, prediction, explanation.
+
+    In DRUG (task_kind "smiles", with the target given) a machine message's proposed
+    step is drawn, reactants → target, beside its SMILES.
+    """
     with st.container(border=True):
         head = st.container(horizontal=True, vertical_alignment="center")
         with head:
             st.markdown(f"**#{m.j}** · {escape_md(sender_name(m.sender, machine_label, annotator))}")
             tag_badge(m.tag)
         show_prediction(m.prediction, task_kind)
+        machine_step(m, task_kind, target)
         show_text(m.explanation, empty="(no explanation)")
+
+
+def machine_step(m: Msg, task_kind: str, target: str | None) -> None:
+    """The machine's proposed reaction drawn under its SMILES (DRUG only)."""
+    if target and task_kind == "smiles" and m.sender is Sender.MACHINE and m.prediction.strip():
+        reaction(m.prediction, target, caption="The machine's proposed step: reactants → target")
 
 
 def show_flags(flags: Mapping[str, bool]) -> None:
@@ -153,13 +165,14 @@ def molecule(smiles: str, *, caption: str | None = None, properties: bool = True
     st.code(smiles, language=None, wrap_lines=True)
     if properties and props:
         st.markdown(
-            f"**Formula** {escape_md(str(props['formula']))} · **Mol. weight** {props['mw']:.1f} · "
+            f"**Formula** {escape_md(str(props['formula']))} · **Mol. weight** {props['mw']:.1f} g/mol · "
             f"**Aromatic rings** {props['aromatic_rings']} · "
             f"**H-bond donors / acceptors** {props['hbd']} / {props['hba']}"
         )
 
 
-def reaction(reactants: str, target: str) -> None:
+def reaction(reactants: str, target: str,
+             caption: str = "Proposed step: reactants → target") -> None:
     """The proposed step reactants → target, or one line why it cannot be drawn."""
     from pxp.tasks.base import InvalidSmiles
 
@@ -168,7 +181,7 @@ def reaction(reactants: str, target: str) -> None:
     except InvalidSmiles as err:
         st.warning(str(err))
         return
-    st.image(svg, caption="Proposed step: reactants → target", width="stretch")
+    st.image(svg, caption=caption, width="stretch")
 
 
 ZOOM_MIN_SIDE = 1024  # a zoomed crop is drawn at least this wide, so it is not blocky
@@ -262,6 +275,7 @@ def bring_into_view(first_key: str, last_key: str, token: str) -> None:
 
 def transcript_papers(
     messages: Sequence[Msg], *, machine_label: str, task_kind: str, instance_render: Any = None,
+    target: str | None = None,
 ) -> None:
     """A transcript in the papers' layout: Human | instance | Machine, numbered and tagged."""
     left, mid, right = st.columns([5, 3, 5])
@@ -273,12 +287,12 @@ def transcript_papers(
             instance_render()
     for m in messages:
         lcol, mcol, rcol = st.columns([5, 3, 5])
-        target = lcol if m.sender is Sender.HUMAN else rcol
         with mcol:
             st.markdown(f"**message {m.j}**")
             tag_badge(m.tag)
-        with target, st.container(border=True):
+        with (lcol if m.sender is Sender.HUMAN else rcol), st.container(border=True):
             show_prediction(m.prediction, task_kind)
+            machine_step(m, task_kind, target)
             show_text(m.explanation, empty="(no explanation)")
             if m.match is not None:
                 st.caption(f"match={m.match} · agree={m.agree} · changed={m.changed}")
