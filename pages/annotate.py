@@ -243,8 +243,9 @@ def finished_note() -> None:
 
 
 def _split(s: LiveSession) -> list[int]:
-    """Column widths: an X-ray gets half the page, a molecule a little less."""
-    return [1, 1] if s.asset_sha256 else [5, 6]
+    """Column widths: the case on the left, the conversation and reply (wide enough for the
+    tag row on one line) on the right."""
+    return [4, 7] if s.asset_sha256 else [5, 7]
 
 
 def instance_panel(s: LiveSession) -> None:
@@ -314,19 +315,19 @@ def answer_form(s: LiveSession) -> None:
     machine = s.last_from(Sender.MACHINE)
     mine = s.last_from(Sender.HUMAN)
     assert machine is not None
-    st.markdown(f"#### Your reply (message {j})")
+    st.markdown(f"**Your reply (message {j})**")
     c1, c2 = st.columns(2)
     with c1:
-        match = _yes_no("Does the machine's prediction match yours?", f"{key}_match", MATCH_KEYS,
+        match = _yes_no("Its prediction matches mine?", f"{key}_match", MATCH_KEYS,
                         (f"{key}_pred", machine.prediction))
     with c2:
-        agree = _yes_no("Does its explanation agree with yours?", f"{key}_agree", AGREE_KEYS,
+        agree = _yes_no("Its explanation agrees with mine?", f"{key}_agree", AGREE_KEYS,
                         (f"{key}_expl", machine.explanation))
 
     prediction, invalid = prediction_input(s, key, mine.prediction if mine else "")
     S.setdefault(f"{key}_expl", mine.explanation if mine else "")
     explanation = st.text_area(
-        "My explanation", key=f"{key}_expl", height=110,
+        "My explanation", key=f"{key}_expl", height=80,
         placeholder="What you see and why (your report or pathway)",
     )
     answer = Answer(prediction, explanation)
@@ -337,7 +338,6 @@ def answer_form(s: LiveSession) -> None:
         st.caption("Note: by the automatic check the two predictions are "
                    f"{'the same' if auto else 'different'}.")
 
-    st.markdown("**Tag** — follows from your answers, or pick one yourself:")
     chosen_key = f"{key}_tag"
     chosen: Tag | None = S.get(chosen_key)
     row = st.container(horizontal=True)
@@ -346,18 +346,18 @@ def answer_form(s: LiveSession) -> None:
             st.button(tag.value, key=f"{key}_pick_{tag.value}", shortcut=sc,
                       type="primary" if chosen is tag else "secondary", help=ui.TAG_HELP[tag.value],
                       on_click=_pick, args=(chosen_key, tag))
-        st.button("Automatic", key=f"{key}_pick_auto", shortcut="Alt+0",
+        st.button("Auto", key=f"{key}_pick_auto", shortcut="Alt+0",
                   type="primary" if chosen is None else "secondary",
                   help="Let the AGENT rule choose the tag from your answers",
                   on_click=_pick, args=(chosen_key, None))
     turn = human_turn(j, s.k, match=match, agree=agree, changed=changed and mine is not None,
                       chosen=chosen, new_prediction_matches=auto)
-    preview = st.container(border=True)
+    preview = st.container(key=f"{key}_preview")
     with preview:
         if chosen is None and (match is None or agree is None) and invalid in (None, NO_PREDICTION):
-            st.info("Answer the two questions above, or pick a tag yourself.",
-                    icon=":material/touch_app:")
-        elif invalid is not None:
+            st.markdown(":blue[:material/touch_app:] Answer the two questions above, or pick a "
+                        "tag yourself.")
+        elif invalid is not None and not (chosen is not None and turn.refused):
             st.error(f"Cannot send: {invalid}", icon=":material/error:")
         elif turn.refused:
             st.error(f"Not allowed: {turn.refused}")

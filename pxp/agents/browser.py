@@ -151,7 +151,7 @@ def _contradiction(chosen: Tag, match: bool | None, agree: bool | None, facts: F
     """Why a chosen tag is refused when it says otherwise than the expert's own answers."""
     return (f"{chosen.value} contradicts your answers (prediction matches: {_yes(match)}, "
             f"explanation agrees: {_yes(agree)}); it means {_yes(facts.match)} / "
-            f"{_yes(facts.agree)}: change your answers or pick Automatic")
+            f"{_yes(facts.agree)}: change your answers or pick Auto (Alt+0)")
 
 
 def _human_turn(

@@ -234,24 +234,30 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
         cx = c1.slider("Left ↔ right", 0.0, 1.0, 0.5, 0.05, key=f"{key}_cx")
         cy = c2.slider("Top ↕ bottom", 0.0, 1.0, 0.5, 0.05, key=f"{key}_cy")
         png = _crop(png, zoom, cx, cy)
-    st.image(png, width="stretch")
+    st.image(png, width="stretch", output_format="PNG")  # lossless, never re-encoded as JPEG
 
 
 _SCROLL_JS = """<script>
 // {token}: scroll so the reply form (first..last) is in view and focus its first control.
 // Only our own element keys are used; no page text is read or written.
 (function () {{
-  const d = window.parent.document;
-  let tries = 0;
-  function go() {{
+  const d = window.parent.document, h = () => window.parent.innerHeight;
+  let tries = 0, focused = false;
+  function place() {{
     const first = d.querySelector({first}), last = d.querySelector({last});
-    if (!first || !last) {{ if (tries++ < 40) setTimeout(go, 50); return; }}
-    last.scrollIntoView({{block: "end"}});
-    if (first.getBoundingClientRect().top < 60) first.scrollIntoView({{block: "start"}});
+    if (!first || !last) {{ if (tries++ < 40) setTimeout(place, 50); return; }}
+    const r = last.getBoundingClientRect();
+    if (r.bottom > h() - 8 || r.top < 0) {{
+      last.style.scrollMarginBottom = "16px";
+      last.scrollIntoView({{block: "end"}});
+    }}
+    if (first.getBoundingClientRect().top < 0) first.scrollIntoView({{block: "start"}});
     const f = first.querySelector("button, input, textarea");
-    if (f) f.focus({{preventScroll: true}});
+    if (f && !focused) {{ f.focus({{preventScroll: true}}); focused = true; }}
   }}
-  go();
+  place();
+  setTimeout(place, 300);  // again after late layout (images)
+  setTimeout(place, 900);
 }})();
 </script>"""
 
