@@ -328,7 +328,7 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
 
             # RAD case 1: a contradicting tag is refused, then REFUTE by the rule, then RATIFY
-            page.wait_for_selector(".st-key-annotate_form_%d_2" % _session(url, who)[0], timeout=30000)
+            page.wait_for_selector(f".st-key-annotate_form_{_session(url, who)[0]}_2", timeout=30000)
             _idle(page)
             sid, msgs, _ = _session(url, who)
             _keys(page, "Alt+6", "Alt+8", "Alt+1")
@@ -370,7 +370,7 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             page.get_by_label("Dataset").click()
             page.get_by_role("option", name="demo-drug (drug)").click()
             _idle(page)
-            page.wait_for_selector(".st-key-annotate_form_%d_2" % _session(url, who)[0], timeout=30000)
+            page.wait_for_selector(f".st-key-annotate_form_{_session(url, who)[0]}_2", timeout=30000)
             _idle(page)
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
             dsid, dmsgs, _ = _session(url, who)
@@ -390,7 +390,7 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             machine_msgs = [m for m in dmsgs if m.sender == "machine"]
             assert len(machine_msgs) == 2
             expect(page.get_by_text("The machine's proposed step", exact=False)).to_have_count(2)
-            assert page.locator(".st-key-annotate_form_%d_4" % dsid).count() == 1
+            assert page.locator(f".st-key-annotate_form_{dsid}_4").count() == 1
             page.screenshot(path=str(ARTIFACTS / "annotate-900-drug-message-4.png"))
         finally:
             browser.close()

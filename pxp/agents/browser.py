@@ -128,8 +128,9 @@ def human_turn(
     A chosen tag is accepted when the stated facts give it, or, for questions left
     unanswered, when some facts (implied_facts) give it with the same `changed`;
     otherwise it is refused with the rule's one-line reason. A tag that contradicts an
-    answer the expert gave is refused, so the record matches the screen (issue 17). RATIFY with an edited prediction that no longer matches the
-    machine's is refused too (`new_prediction_matches` is False).
+    answer the expert gave is refused, so the record matches the screen (issue 17).
+    RATIFY with an edited prediction that no longer matches the machine's is refused
+    too (`new_prediction_matches` is False).
     """
     changed = changed and j > 2
     turn = _human_turn(j, k, match=match, agree=agree, changed=changed, chosen=chosen,
