@@ -38,8 +38,8 @@ def _legible(drawer: Any) -> None:
     """Transparent background and atom labels of at least LABEL_PX pixels."""
     opts = drawer.drawOptions()
     opts.clearBackground = False
+    opts.fixedFontSize = LABEL_PX + 2  # the drawing is shown at 90-100 % of its size
     opts.minFontSize = LABEL_PX
-    opts.maxFontSize = max(LABEL_PX, int(opts.maxFontSize))
 
 
 def _svg(drawer: Any) -> bytes:

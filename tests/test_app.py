@@ -857,7 +857,9 @@ def test_the_first_start_notice_is_for_the_first_visitors_only(app_db: tuple[str
     from pxp.app.resources import Started
 
     _, engine = app_db
-    assert Started(engine, "Demo data loaded").fresh_notice() == "Demo data loaded"
+    started = Started(engine, "Demo data loaded")
+    assert started.fresh_notice() == "Demo data loaded"
+    assert started.fresh_notice() is None, "once per database, not on every visit"
     assert Started(engine, "Demo data loaded", at=time.time() - 3600).fresh_notice() is None
 
 
