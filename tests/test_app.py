@@ -517,6 +517,20 @@ def test_window_level_for_dicom_derived_images(app_db: tuple[str, Engine]) -> No
     assert at.image, "the image is shown after a window change"
 
 
+def test_window_level_for_every_radiograph(app_db: tuple[str, Engine]) -> None:
+    """A plain PNG radiograph (no DICOM window) has window/level too; a narrow window
+    changes the pixels shown."""
+    _, engine = app_db
+    make_rad_images(engine, size=(300, 240), labels=["Pneumonia", "Atelectasis"])
+    at = login(new_app("annotate"), "toy-rad-img")
+    window = by_suffix(at.slider, "_window")
+    assert window.value == 255.0 and by_suffix(at.slider, "_level").value == 127.5
+    before = at.image[0].proto.imgs[0].url
+    window.set_value(40.0).run()
+    ok(at)
+    assert at.image and at.image[0].proto.imgs[0].url != before
+
+
 def test_resume_a_case_abandoned_by_someone_else(app_db: tuple[str, Engine]) -> None:
     from datetime import timedelta
 

@@ -206,7 +206,7 @@ def _crop(png: bytes, zoom: float, cx: float, cy: float) -> bytes:
 
 
 def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) -> None:
-    """The X-ray, zoomable, with window/level sliders for DICOM-derived images."""
+    """The X-ray, zoomable, with window/level sliders (in the DICOM units when known)."""
     from pxp.data.images import ImageRejected
 
     win = meta.get("window") if isinstance(meta.get("window"), Mapping) else None
@@ -220,6 +220,12 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
                                key=f"{key}_window")
             level = st.slider("Level (centre)", float(lo), float(hi),
                               float(min(max(float(win["center"]), lo), hi)), key=f"{key}_level")
+    else:  # any radiograph: window/level over its 8-bit grey values (issue 17)
+        with st.expander("Window / level", icon=":material/contrast:"):
+            window = st.slider("Window (width)", 1.0, 255.0, 255.0, key=f"{key}_window")
+            level = st.slider("Level (centre)", 0.0, 255.0, 127.5, key=f"{key}_level")
+        if (window, level) == (255.0, 127.5):
+            window = level = None  # as stored: the image is shown unchanged
     try:
         png = display_png(engine, instance_id, window=window, level=level)
     except ImageRejected as err:
