@@ -233,7 +233,7 @@ def finished_note() -> None:
             st.markdown(f":green[:material/check_circle:] {case} is finished: {why} · "
                         f"2-way intelligible: {two_way}.",
                         width="content")
-        with st.popover("Transcript", icon=":material/forum:"):
+        with st.popover("Transcript"):
             ui.show_flags(done.flags())
             for m in done.messages:
                 ui.show_message(m, machine_label=done.machine_label, task_kind=done.match_kind,

@@ -316,6 +316,8 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
         browser = _browser(pw)
         try:
             page = browser.new_page(viewport=VIEW)
+            requests: list[tuple[str, str]] = []  # (url, frame url)
+            page.on("request", lambda r: requests.append((r.url, r.frame.url)))
             page.goto(f"{base}/annotate")
             name = page.get_by_label("Your name")
             expect(name).to_be_visible(timeout=30000)
@@ -339,18 +341,25 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             # No / No with a prediction: Alt+0 back to the automatic tag, REFUTE
             pred = page.get_by_label("My prediction")
             pred.click()
+            expect(page.get_by_role("option").first).to_have_text(msgs[0].prediction)  # machine's first
             page.keyboard.type(msgs[0].prediction[:4])
             page.keyboard.press("Enter")
             _idle(page)
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
-            _keys(page, "Alt+0", "Control+Enter")
+            _keys(page, "Alt+0")
+            expect(page.get_by_text("Your message will be tagged", exact=False)).to_be_visible()
+            _keys(page, "Control+Enter")
             _form_ready(page, sid, 4)
             page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-message-4.png"))
             _, msgs, _ = _session(url, who)
             assert msgs[1].tag == "REFUTE" and (msgs[1].match, msgs[1].agree) == (False, False)
             for _ in range(6):  # RATIFY in three keys until the case ends
                 _keys(page, "Alt+5", "Alt+7", "Control+Enter")
-                msgs2, status = _session_of(url, sid)
+                for _ in range(100):  # until the machine has replied or the case ended
+                    msgs2, status = _session_of(url, sid)
+                    if status != "open" or len(msgs2) % 2 == 1:
+                        break
+                    page.wait_for_timeout(100)
                 if status != "open":
                     break
                 _form_ready(page, sid, len(msgs2) + 1)
@@ -365,6 +374,22 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             expect(page.get_by_text(re.compile(r"^Case 2 of \d+"))).to_be_in_viewport()
             expect(page.get_by_text("is finished", exact=False)).to_be_in_viewport()
             page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-case-2.png"))
+
+            # the X-ray viewer zooms with the wheel and pans by drag in the browser (no rerun)
+            viewer = next(f for f in page.frames if f.query_selector("#v") is not None)
+            frame_el = viewer.frame_element().bounding_box()
+            assert frame_el is not None
+            page.mouse.move(frame_el["x"] + 150, frame_el["y"] + 150)
+            page.mouse.wheel(0, -600)
+            page.wait_for_timeout(200)
+            zoomed = viewer.evaluate("() => window.pxpViewer()")
+            page.mouse.down()
+            page.mouse.move(frame_el["x"] + 220, frame_el["y"] + 190)
+            page.mouse.up()
+            panned = viewer.evaluate("() => window.pxpViewer()")
+            assert zoomed["scale"] > 1.5 and panned["x"] > zoomed["x"], (zoomed, panned)
+            # the viewer and the scroll script (srcdoc frames) fetch nothing from anywhere
+            assert not [u for u, f in requests if f == "about:srcdoc" and not u.startswith("data:")]
 
             # DRUG: the machine's step is drawn; RATIFY in three keys, no clicks
             page.get_by_label("Dataset").click()

@@ -260,6 +260,46 @@ def image_viewer(png: bytes, *, height: int = 420) -> None:
     st.iframe(_VIEWER.format(h=height, b64=b64), height=height + 24)
 
 
+_SCROLL_JS = """<script>
+// {token}: scroll so the reply form (first..last) is in view and focus its first control.
+// Only our own element keys are used; no page text is read or written.
+(function () {{
+  const d = window.parent.document, h = () => window.parent.innerHeight;
+  let tries = 0, focused = false;
+  function place() {{
+    const first = d.querySelector({first}), last = d.querySelector({last});
+    if (!first || !last) {{ if (tries++ < 40) setTimeout(place, 50); return; }}
+    const r = last.getBoundingClientRect();
+    if (r.bottom > h() - 8 || r.top < 0) {{
+      last.style.scrollMarginBottom = "16px";
+      last.scrollIntoView({{block: "end"}});
+    }}
+    if (first.getBoundingClientRect().top < 0) first.scrollIntoView({{block: "start"}});
+    const f = first.querySelector("button, input, textarea");
+    if (f && !focused) {{ f.focus({{preventScroll: true}}); focused = true; }}
+  }}
+  place();
+  setTimeout(place, 300);  // again after late layout (images)
+  setTimeout(place, 900);
+}})();
+</script>"""
+
+
+def bring_into_view(first_key: str, last_key: str, token: str) -> None:
+    """Scroll the widgets keyed first_key..last_key into view and focus the first (issue 17).
+
+    Streamlit cannot move focus itself: a zero-height component runs a fixed script
+    that finds the two widgets by their key class (st-key-…); no untrusted text is used.
+    """
+    import json
+
+    def sel(k: str) -> str:
+        return json.dumps(".st-key-" + re.sub(r"[^A-Za-z0-9_-]", "", k))
+
+    st.iframe(_SCROLL_JS.format(token=re.sub(r"[^A-Za-z0-9_-]", "", token),
+                                first=sel(first_key), last=sel(last_key)), height=1)
+
+
 def transcript_papers(
     messages: Sequence[Msg], *, machine_label: str, task_kind: str, instance_render: Any = None,
     target: str | None = None,
