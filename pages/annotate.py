@@ -225,9 +225,9 @@ def finished_note() -> None:
     with row:
         if done.status == "aborted":
             reason = " ".join((done.abort_reason or "no reason was recorded").split())
-            st.markdown(f":orange[:material/block:] {case} was aborted at message "
-                        f"{len(done.messages) + 1}: {ui.escape_md(reason)}. Your messages are kept; "
-                        "it counts as not intelligible.", width="content")
+            st.warning(f"{case} was aborted at message {len(done.messages) + 1}: "
+                       f"{ui.escape_md(reason)}. Your messages are kept; it counts as not "
+                       "intelligible.", icon=":material/block:")
         else:
             two_way = "yes" if done.flags().get("two_way") else "no"
             st.markdown(f":green[:material/check_circle:] {case} is finished: {why} · "
