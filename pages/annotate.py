@@ -210,7 +210,7 @@ def machine_turn(s: LiveSession) -> bool:
 
 
 def finished_note() -> None:
-    """The intelligibility of the case just finished, above the next case."""
+    """The case just finished, as one line above the next case; its transcript one click away."""
     last = S.get("annotate_last_finished")
     if last is None:
         return
@@ -220,26 +220,32 @@ def finished_note() -> None:
         return
     why = {"ratified": "both agents ratified", "rejected": "it was rejected",
            "bound": f"it reached n = {done.n} messages"}.get(done.stop_reason or "", done.status)
-    with st.container(border=True):
+    case = f"Case {done.ordinal} ({ui.escape_md(done.instance_key)})"
+    row = st.container(horizontal=True, vertical_alignment="center", key="annotate_finished")
+    with row:
         if done.status == "aborted":
             reason = " ".join((done.abort_reason or "no reason was recorded").split())
-            st.warning(f"Case {done.ordinal} ({ui.escape_md(done.instance_key)}) was aborted "
-                       f"at message {len(done.messages) + 1}: {ui.escape_md(reason)}. "
-                       "Your messages are kept; it counts as not intelligible.", icon=":material/block:")
+            st.warning(f"{case} was aborted at message {len(done.messages) + 1}: "
+                       f"{ui.escape_md(reason)}. Your messages are kept; it counts as not "
+                       "intelligible.", icon=":material/block:")
         else:
-            st.success(f"Case {done.ordinal} ({ui.escape_md(done.instance_key)}) is finished: {why}.")
-        ui.show_flags(done.flags())
-        with st.expander("Its transcript"):
+            two_way = "yes" if done.flags().get("two_way") else "no"
+            st.markdown(f":green[:material/check_circle:] {case} is finished: {why} · "
+                        f"2-way intelligible: {two_way}.",
+                        width="content")
+        with st.popover("Transcript"):
+            ui.show_flags(done.flags())
             for m in done.messages:
                 ui.show_message(m, machine_label=done.machine_label, task_kind=done.match_kind,
-                                annotator=done.annotator)
-        st.button("Hide", key="annotate_hide_finished",
+                                annotator=done.annotator, target=done.payload)
+        st.button("Hide", key="annotate_hide_finished", type="tertiary",
                   on_click=lambda: S.pop("annotate_last_finished", None))
 
 
 def _split(s: LiveSession) -> list[int]:
-    """Column widths: an X-ray gets half the page, a molecule a little less."""
-    return [1, 1] if s.asset_sha256 else [5, 6]
+    """Column widths: the case on the left, the conversation and reply (wide enough for the
+    tag row on one line) on the right."""
+    return [4, 7] if s.asset_sha256 else [5, 7]
 
 
 def instance_panel(s: LiveSession) -> None:
@@ -271,27 +277,35 @@ def transcript_panel(s: LiveSession) -> None:
         with box:
             for m in earlier:
                 ui.show_message(m, machine_label=s.machine_label, task_kind=s.match_kind,
-                                annotator=s.annotator)
+                                annotator=s.annotator, target=s.payload)
     last = s.last_from(Sender.MACHINE)
     if last is not None:
         st.markdown(f"**The machine now says** (message {last.j}):")
-        ui.show_message(last, machine_label=s.machine_label, task_kind=s.match_kind)
+        ui.show_message(last, machine_label=s.machine_label, task_kind=s.match_kind,
+                        target=s.payload)
 
 
-def _yes_no(label: str, key: str, keys: tuple[str, str]) -> bool | None:
-    """A Yes/No question as two buttons with keyboard shortcuts; the answer (None: not yet)."""
+def _yes_no(label: str, key: str, keys: tuple[str, str], fill: tuple[str, str]) -> bool | None:
+    """A Yes/No question as two buttons with keyboard shortcuts; the answer (None: not yet).
+
+    Yes pre-fills the field `fill` = (state key, machine's value) when it is empty: a
+    prediction that matches is the machine's, so RATIFY takes three keys (issue 17).
+    """
     v: bool | None = S.get(key)
     st.markdown(label)
     with st.container(horizontal=True):
         for text, value, sc in (("Yes", True, keys[0]), ("No", False, keys[1])):
             st.button(text, key=f"{key}_{text.lower()}", shortcut=sc,
                       type="primary" if v is value else "secondary",
-                      on_click=_answer, args=(key, value))
+                      on_click=_answer, args=(key, value, fill))
     return v
 
 
-def _answer(state_key: str, value: bool) -> None:
+def _answer(state_key: str, value: bool, fill: tuple[str, str]) -> None:
     S[state_key] = value
+    field, machine_value = fill
+    if value and not str(S.get(field) or "").strip():
+        S[field] = machine_value
 
 
 def answer_form(s: LiveSession) -> None:
@@ -301,16 +315,19 @@ def answer_form(s: LiveSession) -> None:
     machine = s.last_from(Sender.MACHINE)
     mine = s.last_from(Sender.HUMAN)
     assert machine is not None
-    st.markdown(f"#### Your reply (message {j})")
+    st.markdown(f"**Your reply (message {j})**")
     c1, c2 = st.columns(2)
     with c1:
-        match = _yes_no("Does the machine's prediction match yours?", f"{key}_match", MATCH_KEYS)
+        match = _yes_no("Its prediction matches mine?", f"{key}_match", MATCH_KEYS,
+                        (f"{key}_pred", machine.prediction))
     with c2:
-        agree = _yes_no("Does its explanation agree with yours?", f"{key}_agree", AGREE_KEYS)
+        agree = _yes_no("Its explanation agrees with mine?", f"{key}_agree", AGREE_KEYS,
+                        (f"{key}_expl", machine.explanation))
 
-    prediction, valid = prediction_input(s, key, mine.prediction if mine else "")
+    prediction, invalid = prediction_input(s, key, mine.prediction if mine else "")
+    S.setdefault(f"{key}_expl", mine.explanation if mine else "")
     explanation = st.text_area(
-        "My explanation", value=mine.explanation if mine else "", key=f"{key}_expl", height=110,
+        "My explanation", key=f"{key}_expl", height=80,
         placeholder="What you see and why (your report or pathway)",
     )
     answer = Answer(prediction, explanation)
@@ -321,7 +338,6 @@ def answer_form(s: LiveSession) -> None:
         st.caption("Note: by the automatic check the two predictions are "
                    f"{'the same' if auto else 'different'}.")
 
-    st.markdown("**Tag** — follows from your answers, or pick one yourself:")
     chosen_key = f"{key}_tag"
     chosen: Tag | None = S.get(chosen_key)
     row = st.container(horizontal=True)
@@ -330,17 +346,19 @@ def answer_form(s: LiveSession) -> None:
             st.button(tag.value, key=f"{key}_pick_{tag.value}", shortcut=sc,
                       type="primary" if chosen is tag else "secondary", help=ui.TAG_HELP[tag.value],
                       on_click=_pick, args=(chosen_key, tag))
-        st.button("Automatic", key=f"{key}_pick_auto", shortcut="Alt+0",
+        st.button("Auto", key=f"{key}_pick_auto", shortcut="Alt+0",
                   type="primary" if chosen is None else "secondary",
                   help="Let the AGENT rule choose the tag from your answers",
                   on_click=_pick, args=(chosen_key, None))
     turn = human_turn(j, s.k, match=match, agree=agree, changed=changed and mine is not None,
                       chosen=chosen, new_prediction_matches=auto)
-    preview = st.container(border=True)
+    preview = st.container(key=f"{key}_preview")
     with preview:
-        if chosen is None and (match is None or agree is None):
-            st.info("Answer the two questions above, or pick a tag yourself.",
-                    icon=":material/touch_app:")
+        if chosen is None and (match is None or agree is None) and invalid in (None, NO_PREDICTION):
+            st.markdown(":blue[:material/touch_app:] Answer the two questions above, or pick a "
+                        "tag yourself.")
+        elif invalid is not None and not (chosen is not None and turn.refused):
+            st.error(f"Cannot send: {invalid}", icon=":material/error:")
         elif turn.refused:
             st.error(f"Not allowed: {turn.refused}")
         elif turn.tag is not None:
@@ -352,41 +370,52 @@ def answer_form(s: LiveSession) -> None:
     send = st.button("Send", key=f"{key}_send", type="primary", shortcut=SUBMIT_KEY,
                      icon=":material/send:")
     if send:
-        submit(s, answer, turn, valid)
+        submit(s, answer, turn, invalid)
 
 
 def _pick(state_key: str, tag: Tag | None) -> None:
     S[state_key] = tag
 
 
-def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, bool]:
-    """The label picker (RAD) or SMILES field with live validation (DRUG); (value, valid)."""
+NO_PREDICTION = "give your prediction first"
+
+
+def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str | None]:
+    """The label picker (RAD) or SMILES field with live validation (DRUG).
+
+    (value, why it cannot be sent or None). The label picker lists the machine's
+    prediction first; typing filters it and Enter picks (issue 17).
+    """
+    pkey = f"{key}_pred"
     if s.match_kind == "label":
         machine = s.last_from(Sender.MACHINE)
-        options = label_options(s.labels, previous, machine.prediction if machine else "")
-        index = options.index(previous) if previous in options else None
-        value = st.selectbox("My prediction", options, index=index, key=f"{key}_pred",
-                             placeholder="Choose the finding")
-        return (value or ""), bool(value)
+        first = machine.prediction if machine else ""
+        options = label_options([first] if first.strip() else [], *s.labels, previous)
+        if pkey not in S or S[pkey] not in options:
+            S[pkey] = previous if previous in options else None
+        value = st.selectbox("My prediction", options, index=None, key=pkey,
+                             placeholder="Type to filter the findings, Enter to pick")
+        return (value or ""), (None if value else NO_PREDICTION)
+    S.setdefault(pkey, previous)
     if s.match_kind == "smiles":
-        value = st.text_input("My prediction: reactant SMILES (separate with a dot)", value=previous,
-                              key=f"{key}_pred", placeholder="e.g. CC(=O)OC(C)=O.Nc1ccc(O)cc1")
+        value = st.text_input("My prediction: reactant SMILES (separate with a dot)",
+                              key=pkey, placeholder="e.g. CC(=O)OC(C)=O.Nc1ccc(O)cc1")
         if not value.strip():
-            return "", False
+            return "", NO_PREDICTION
         try:
             canon = ".".join(sorted(smiles_set(value)))
         except InvalidSmiles as err:
             st.error(str(err))
-            return value, False
+            return value, str(err)
         st.caption("Canonical form:")
         st.code(canon, language=None, wrap_lines=True)
         ui.reaction(value, s.payload)
-        return value, True
-    value = st.text_input("My prediction", value=previous, key=f"{key}_pred")
-    return value, bool(value.strip())
+        return value, None
+    value = st.text_input("My prediction", key=pkey)
+    return value, (None if value.strip() else NO_PREDICTION)
 
 
-def submit(s: LiveSession, answer: Answer, turn: object, valid: bool) -> None:
+def submit(s: LiveSession, answer: Answer, turn: object, invalid: str | None) -> None:
     """Store message j once (token: session and j), then the machine's reply once."""
     from pxp.agents.browser import HumanTurn
 
@@ -395,9 +424,8 @@ def submit(s: LiveSession, answer: Answer, turn: object, valid: bool) -> None:
     sent = S.setdefault("annotate_sent", set())
     if token in sent:
         return
-    if not valid:
-        st.error("Give your prediction first." if not answer.prediction.strip()
-                 else "Your prediction is not valid; correct it first.")
+    if invalid is not None:
+        st.error(f"Not sent: {invalid}.")
         return
     if not turn.ok or turn.facts is None:
         st.error(f"Not sent: {turn.refused or 'the tag is not allowed'}")
@@ -410,6 +438,7 @@ def submit(s: LiveSession, answer: Answer, turn: object, valid: bool) -> None:
         S["annotate_notice"] = f"Not sent again: {out.message} (perhaps from another tab)."
     sent.add(token)
     S.pop("annotate_last_finished", None)  # the previous case's note has been seen
+    S["annotate_scroll"] = True  # the next reply form is brought into view
     st.rerun()
 
 
@@ -467,7 +496,11 @@ def annotate(eid: int, annotator_id: int) -> None:
         instance_panel(s)
     with right:
         transcript_panel(s)
-        answer_form(s)
+        form = f"annotate_form_{s.id}_{s.j}"
+        with st.container(key=form):
+            answer_form(s)
+    if S.pop("annotate_scroll", False):
+        ui.bring_into_view(form, f"annotate_{s.id}_{s.j}_send", token=form)
     st.caption(f"Keyboard: prediction matches {MATCH_KEYS[0]} Yes / {MATCH_KEYS[1]} No, "
                f"explanation agrees {AGREE_KEYS[0]} Yes / {AGREE_KEYS[1]} No, "
                f"{', '.join(f'{k} {t.value}' for t, k in TAG_KEYS.items())}, "

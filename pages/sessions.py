@@ -88,7 +88,8 @@ def detail(sid: int) -> None:
     else:
         st.success("Conformant to the protocol (DESIGN §1).", icon=":material/verified:")
     ui.transcript_papers(s.messages, machine_label=s.machine_label, task_kind=s.match_kind,
-                         instance_render=lambda: instance_thumb(s))
+                         instance_render=lambda: instance_thumb(s),
+                         target=s.payload if s.match_kind == "smiles" else None)
     st.markdown("**Intelligibility of this session**")
     if s.status == "open":
         st.caption("Not counted (open): a session counts towards Definitions 1 and 2 once it ends.")

@@ -31,6 +31,17 @@ def _mol(smiles: str) -> Any:
     return mol
 
 
+LABEL_PX = 16  # atom labels at least as large as the app's body text (issue 17)
+
+
+def _legible(drawer: Any) -> None:
+    """Transparent background and atom labels of at least LABEL_PX pixels."""
+    opts = drawer.drawOptions()
+    opts.clearBackground = False
+    opts.fixedFontSize = LABEL_PX + 2  # the drawing is shown at 90-100 % of its size
+    opts.minFontSize = LABEL_PX
+
+
 def _svg(drawer: Any) -> bytes:
     drawer.FinishDrawing()
     return str(drawer.GetDrawingText()).encode("utf-8")
@@ -42,7 +53,7 @@ def molecule_svg(smiles: str, size: tuple[int, int] = (320, 240)) -> bytes:
 
     mol = _mol(smiles)
     drawer = rdMolDraw2D.MolDraw2DSVG(int(size[0]), int(size[1]))
-    drawer.drawOptions().clearBackground = False  # type: ignore[assignment]
+    _legible(drawer)
     rdMolDraw2D.PrepareAndDrawMolecule(drawer, mol)
     return _svg(drawer)
 
@@ -61,7 +72,7 @@ def reaction_svg(reactants: str, target: str, size: tuple[int, int] = (640, 220)
     rxn = rdChemReactions.ReactionFromSmarts(f"{'.'.join(parts)}>>{target.strip()}",
                                              useSmiles=True)
     drawer = rdMolDraw2D.MolDraw2DSVG(int(size[0]), int(size[1]))
-    drawer.drawOptions().clearBackground = False  # type: ignore[assignment]
+    _legible(drawer)
     drawer.DrawReaction(rxn)
     return _svg(drawer)
 

@@ -316,10 +316,11 @@ def test_rad_images_zoom_and_synthetic_badge(app_db: tuple[str, Engine]) -> None
     make_rad_images(engine, size=(400, 300))
     at = login(new_app("annotate"), "toy-rad-img")
     assert "synthetic" in texts(at)
-    zoom = by_suffix(at.slider, "_zoom")
-    zoom.set_value(2.0).run()
-    ok(at)
-    assert any(str(s.key).endswith("_cx") for s in at.slider)
+    # the client-side viewer: the PNG inline (lossless), wheel/drag in the browser, nothing fetched
+    frames = [e for e in at.get("iframe")]
+    html = frames[0].proto.srcdoc
+    assert 'src="data:image/png;base64,' in html and "wheel" in html and "pointermove" in html
+    assert "http" not in html and "_zoom" not in str([s.key for s in at.slider])
 
 
 # --- the other pages ---------------------------------------------------------------------
@@ -512,9 +513,24 @@ def test_window_level_for_dicom_derived_images(app_db: tuple[str, Engine]) -> No
     window = by_suffix(at.slider, "_window")
     level = by_suffix(at.slider, "_level")
     assert window.value == 400.0 and level.value == 40.0
+    before = at.get("iframe")[0].proto.srcdoc
     window.set_value(100.0).run()
     ok(at)
-    assert at.image, "the image is shown after a window change"
+    assert at.get("iframe")[0].proto.srcdoc != before, "the new window is shown"
+
+
+def test_window_level_for_every_radiograph(app_db: tuple[str, Engine]) -> None:
+    """A plain PNG radiograph (no DICOM window) has window/level too; a narrow window
+    changes the pixels shown."""
+    _, engine = app_db
+    make_rad_images(engine, size=(300, 240), labels=["Pneumonia", "Atelectasis"])
+    at = login(new_app("annotate"), "toy-rad-img")
+    window = by_suffix(at.slider, "_window")
+    assert window.value == 255.0 and by_suffix(at.slider, "_level").value == 127.5
+    before = at.get("iframe")[0].proto.srcdoc
+    window.set_value(40.0).run()
+    ok(at)
+    assert at.get("iframe")[0].proto.srcdoc != before, "the new window is shown"
 
 
 def test_resume_a_case_abandoned_by_someone_else(app_db: tuple[str, Engine]) -> None:
@@ -867,5 +883,63 @@ def test_the_first_start_notice_is_for_the_first_visitors_only(app_db: tuple[str
     from pxp.app.resources import Started
 
     _, engine = app_db
-    assert Started(engine, "Demo data loaded").fresh_notice() == "Demo data loaded"
+    started = Started(engine, "Demo data loaded")
+    assert started.fresh_notice() == "Demo data loaded"
+    assert started.fresh_notice() is None, "once per database, not on every visit"
     assert Started(engine, "Demo data loaded", at=time.time() - 3600).fresh_notice() is None
+
+
+def test_a_contradicting_tag_is_refused_and_stores_nothing(app_db: tuple[str, Engine]) -> None:
+    """No / No, then RATIFY: refused with one line, nothing stored, the answers still show No."""
+    _, engine = app_db
+    make_rad(engine)
+    at = login(new_app("annotate"), "toy-rad")
+    sid, msgs = current(engine)
+    by_suffix(at.selectbox, "_pred").set_value(msgs[0].prediction)
+    by_suffix(at.button, "_match_no").click().run()
+    by_suffix(at.button, "_agree_no").click().run()
+    by_suffix(at.button, "_pick_RATIFY").click().run()
+    ok(at)
+    assert "RATIFY contradicts your answers" in texts(at)
+    by_suffix(at.button, "_send").click().run()
+    ok(at)
+    assert any("Not sent" in e.value and "contradicts" in e.value for e in at.error)
+    assert len(all_msgs(engine, sid)) == 1, "nothing was stored"
+    assert by_suffix(at.button, "_match_no").proto.type == "primary"
+    assert by_suffix(at.button, "_agree_no").proto.type == "primary"
+
+
+def test_ratify_takes_three_keys_yes_fills_the_machines_answer(app_db: tuple[str, Engine]) -> None:
+    """Yes (prediction) fills the machine's prediction, Yes (explanation) its explanation:
+    Alt+5, Alt+7, Send store a RATIFY of the machine's answer with no typing or picking."""
+    _, engine = app_db
+    make_rad(engine)
+    at = login(new_app("annotate"), "toy-rad")
+    sid, msgs = current(engine)
+    machine = msgs[0]
+    assert by_suffix(at.selectbox, "_pred").options[0] == machine.prediction, "the machine's first"
+    by_suffix(at.button, "_match_yes").click().run()
+    assert by_suffix(at.selectbox, "_pred").value == machine.prediction
+    by_suffix(at.button, "_agree_yes").click().run()
+    assert by_suffix(at.text_area, "_expl").value == machine.explanation
+    by_suffix(at.button, "_send").click().run()
+    ok(at)
+    stored = all_msgs(engine, sid)[1]
+    assert (stored.tag, stored.prediction, stored.match, stored.agree) == (
+        Tag.RATIFY, machine.prediction, True, True)
+
+
+def test_an_invalid_smiles_shows_in_the_tag_preview(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_drug(engine)
+    at = login(new_app("annotate"), "toy-drug")
+    sid, _ = current(engine)
+    by_suffix(at.button, "_match_no").click().run()
+    by_suffix(at.button, "_agree_no").click().run()
+    by_suffix(at.text_input, "_pred").input("C1CC.CCO.N((").run()
+    ok(at)
+    assert any(e.value.startswith("Cannot send:") and "'C1CC'" in e.value and "'N(('" in e.value
+               for e in at.error), "the whole SMILES is checked and every bad fragment named"
+    assert "Your message will be tagged" not in texts(at)
+    by_suffix(at.button, "_send").click().run()
+    assert len(all_msgs(engine, sid)) == 1

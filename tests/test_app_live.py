@@ -137,7 +137,10 @@ def test_live_experiment_errors_are_one_line(engine: Engine) -> None:
         (2, 3, None, None, False, Tag.REJECT, None, "REJECT is only allowed after message 3"),
         (4, 3, None, None, False, Tag.REVISE, None, "REVISE needs a changed answer"),
         (4, 3, None, None, True, Tag.REFUTE, None, "REFUTE keeps the answer"),
-        (4, 3, False, False, False, Tag.RATIFY, Tag.RATIFY, None),  # implied facts recorded
+        (4, 3, None, None, False, Tag.RATIFY, Tag.RATIFY, None),  # implied facts recorded
+        (4, 3, False, False, False, Tag.RATIFY, None, "RATIFY contradicts your answers"),
+        (4, 3, False, None, False, Tag.RATIFY, None, "RATIFY contradicts your answers"),
+        (2, 3, True, True, False, Tag.REFUTE, None, "REFUTE contradicts your answers"),
         (4, 3, None, None, False, None, None, "answer both questions"),
     ],
 )

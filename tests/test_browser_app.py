@@ -266,3 +266,170 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
     assert tags == ["INIT", "RATIFY", "RATIFY"]
     assert not dialogs
     assert not [r for r in requests if "evil.example" in r or r.endswith("/x")], requests
+
+
+VIEW = {"width": 1400, "height": 900}
+
+
+def _browser(pw: Any) -> Any:
+    return pw.chromium.launch(
+        executable_path=CHROMIUM, headless=True,
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync"],
+    )
+
+
+def _in_view(page: Any, selector: str) -> bool:
+    """Whether the element is wholly inside the viewport (no scrolling needed)."""
+    return bool(page.evaluate(
+        """(sel) => { const e = document.querySelector(sel); if (!e) return false;
+             const r = e.getBoundingClientRect();
+             return r.top >= 0 && r.bottom <= window.innerHeight && r.height > 0; }""", selector))
+
+
+def _form_ready(page: Any, sid: int, j: int) -> None:
+    """The reply form of message j of session sid and its Send are in view and focused."""
+    form, send = f".st-key-annotate_form_{sid}_{j}", f".st-key-annotate_{sid}_{j}_send"
+    page.wait_for_selector(send, timeout=30000)
+    _idle(page)
+    page.wait_for_timeout(400)  # the scroll script runs after the render
+    assert _in_view(page, send), f"Send of message {j} is below the fold"
+    assert _in_view(page, f".st-key-annotate_{sid}_{j}_match_yes"), "the questions are in view"
+    assert page.evaluate(f"() => !!document.activeElement.closest('{form}')"), "the form has the focus"
+
+
+def _keys(page: Any, *keys: str) -> None:
+    for k in keys:
+        page.keyboard.press(k)
+        _idle(page)
+
+
+def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, str]) -> None:
+    """Issue 17: whole sessions answered by key at 1400×900, never scrolling or clicking.
+
+    RATIFY is Alt+5, Alt+7, Ctrl+Enter (Yes fills the machine's answer); after every Send
+    the next reply form and its Send are in view and focused; the next case begins in view;
+    a tag contradicting the expert's answers is refused and stores nothing; in DRUG each
+    machine message has its proposed reaction drawn.
+    """
+    from playwright.sync_api import expect, sync_playwright
+
+    base, url = server
+    ARTIFACTS.mkdir(exist_ok=True)
+    who = "Dr Flow"
+    with sync_playwright() as pw:
+        browser = _browser(pw)
+        try:
+            page = browser.new_page(viewport=VIEW)
+            requests: list[tuple[str, str]] = []  # (url, frame url)
+            page.on("request", lambda r: requests.append((r.url, r.frame.url)))
+            page.goto(f"{base}/annotate")
+            name = page.get_by_label("Your name")
+            expect(name).to_be_visible(timeout=30000)
+            name.fill(who)
+            name.press("Enter")
+            _idle(page)
+            page.get_by_label("Dataset").click()
+            page.get_by_role("option", name="demo-rad (rad)").click()
+            _idle(page)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+
+            # RAD case 1: a contradicting tag is refused, then REFUTE by the rule, then RATIFY
+            page.wait_for_selector(f".st-key-annotate_form_{_session(url, who)[0]}_2", timeout=30000)
+            _idle(page)
+            sid, msgs, _ = _session(url, who)
+            _keys(page, "Alt+6", "Alt+8", "Alt+1")
+            expect(page.get_by_text("RATIFY contradicts your answers", exact=False)).to_be_visible()
+            _keys(page, "Control+Enter")
+            assert len(_session(url, who)[1]) == 1, "a refused tag stores nothing"
+            page.screenshot(path=str(ARTIFACTS / "annotate-900-refused.png"))
+            # No / No with a prediction: Alt+0 back to the automatic tag, REFUTE
+            pred = page.get_by_label("My prediction")
+            pred.click()
+            expect(page.get_by_role("option").first).to_have_text(msgs[0].prediction)  # machine's first
+            page.keyboard.type(msgs[0].prediction[:4])
+            page.keyboard.press("Enter")
+            _idle(page)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            _keys(page, "Alt+0")
+            expect(page.get_by_text("Your message will be tagged", exact=False)).to_be_visible()
+            _keys(page, "Control+Enter")
+            _form_ready(page, sid, 4)
+            page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-message-4.png"))
+            _, msgs, _ = _session(url, who)
+            assert msgs[1].tag == "REFUTE" and (msgs[1].match, msgs[1].agree) == (False, False)
+            for _ in range(6):  # RATIFY in three keys until the case ends
+                _keys(page, "Alt+5", "Alt+7", "Control+Enter")
+                for _ in range(100):  # until the machine has replied or the case ended
+                    msgs2, status = _session_of(url, sid)
+                    if status != "open" or len(msgs2) % 2 == 1:
+                        break
+                    page.wait_for_timeout(100)
+                if status != "open":
+                    break
+                _form_ready(page, sid, len(msgs2) + 1)
+            _, done, status = (sid, *_session_of(url, sid))
+            assert status == "finished" and done[-2].tag == "RATIFY" and done[-2].sender == "human"
+            # case 2 begins in view, its reply form focused, and the finished case is one line
+            expect(page.get_by_text(re.compile(r"^Case 2 of \d+"))).to_be_attached(timeout=30000)
+            sid2, msgs2, _ = _session(url, who)
+            assert sid2 != sid
+            _form_ready(page, sid2, 2)
+            page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-case-2.png"))
+            expect(page.get_by_text(re.compile(r"^Case 2 of \d+"))).to_be_in_viewport()
+            expect(page.get_by_text("is finished", exact=False)).to_be_in_viewport()
+            page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-case-2.png"))
+
+            # the X-ray viewer zooms with the wheel and pans by drag in the browser (no rerun)
+            viewer = next(f for f in page.frames if f.query_selector("#v") is not None)
+            frame_el = viewer.frame_element().bounding_box()
+            assert frame_el is not None
+            page.mouse.move(frame_el["x"] + 150, frame_el["y"] + 150)
+            page.mouse.wheel(0, -600)
+            page.wait_for_timeout(200)
+            zoomed = viewer.evaluate("() => window.pxpViewer()")
+            page.mouse.down()
+            page.mouse.move(frame_el["x"] + 220, frame_el["y"] + 190)
+            page.mouse.up()
+            panned = viewer.evaluate("() => window.pxpViewer()")
+            assert zoomed["scale"] > 1.5 and panned["x"] > zoomed["x"], (zoomed, panned)
+            # the viewer and the scroll script (srcdoc frames) fetch nothing from anywhere
+            assert not [u for u, f in requests if f == "about:srcdoc" and not u.startswith("data:")]
+
+            # DRUG: the machine's step is drawn; RATIFY in three keys, no clicks
+            page.get_by_label("Dataset").click()
+            page.get_by_role("option", name="demo-drug (drug)").click()
+            _idle(page)
+            page.wait_for_selector(f".st-key-annotate_form_{_session(url, who)[0]}_2", timeout=30000)
+            _idle(page)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            dsid, dmsgs, _ = _session(url, who)
+            steps = page.get_by_text("The machine's proposed step", exact=False)
+            expect(steps.first).to_be_visible()
+            assert steps.count() == sum(m.sender == "machine" for m in dmsgs)
+            page.screenshot(path=str(ARTIFACTS / "annotate-900-drug.png"))
+            _keys(page, "Alt+6", "Alt+8", "Alt+2")
+            smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
+            smiles.fill("CC(=O)Cl.Oc1ccccc1C(=O)O")
+            smiles.press("Enter")
+            _idle(page)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            _keys(page, "Control+Enter")
+            _form_ready(page, dsid, 4)
+            _, dmsgs, _ = _session(url, who)
+            machine_msgs = [m for m in dmsgs if m.sender == "machine"]
+            assert len(machine_msgs) == 2
+            expect(page.get_by_text("The machine's proposed step", exact=False)).to_have_count(2)
+            assert page.locator(f".st-key-annotate_form_{dsid}_4").count() == 1
+            page.screenshot(path=str(ARTIFACTS / "annotate-900-drug-message-4.png"))
+        finally:
+            browser.close()
+
+
+def _session_of(url: str, sid: int) -> tuple[list[Message], str]:
+    engine = get_engine(url)
+    with DB(engine) as db:
+        s = db.get(Session, sid)
+        assert s is not None
+        msgs = list(db.exec(select(Message).where(Message.session_id == sid).order_by(Message.j)).all())
+        return msgs, s.status

@@ -125,12 +125,41 @@ def human_turn(
 ) -> HumanTurn:
     """AGENT(h, j) for the browser: the tag from the expert's facts, or their chosen tag.
 
-    A chosen tag is accepted when the stated facts give it, or when some facts
-    (implied_facts) give it with the same `changed`; otherwise it is refused with the
-    rule's one-line reason. RATIFY with an edited prediction that no longer matches the
-    machine's is refused too (`new_prediction_matches` is False).
+    A chosen tag is accepted when the stated facts give it, or, for questions left
+    unanswered, when some facts (implied_facts) give it with the same `changed`;
+    otherwise it is refused with the rule's one-line reason. A tag that contradicts an
+    answer the expert gave is refused, so the record matches the screen (issue 17).
+    RATIFY with an edited prediction that no longer matches the machine's is refused
+    too (`new_prediction_matches` is False).
     """
     changed = changed and j > 2
+    turn = _human_turn(j, k, match=match, agree=agree, changed=changed, chosen=chosen,
+                       new_prediction_matches=new_prediction_matches)
+    facts = turn.facts
+    if chosen is not None and facts is not None and (
+        (match is not None and facts.match != match) or (agree is not None and facts.agree != agree)
+    ):
+        return HumanTurn(chosen, "", None, chosen=True,
+                         refused=_contradiction(chosen, match, agree, facts))
+    return turn
+
+
+def _yes(v: bool | None) -> str:
+    return "unanswered" if v is None else ("Yes" if v else "No")
+
+
+def _contradiction(chosen: Tag, match: bool | None, agree: bool | None, facts: Facts) -> str:
+    """Why a chosen tag is refused when it says otherwise than the expert's own answers."""
+    return (f"{chosen.value} contradicts your answers (prediction matches: {_yes(match)}, "
+            f"explanation agrees: {_yes(agree)}); it means {_yes(facts.match)} / "
+            f"{_yes(facts.agree)}: change your answers or pick Auto (Alt+0)")
+
+
+def _human_turn(
+    j: int, k: int, *, match: bool | None, agree: bool | None, changed: bool,
+    chosen: Tag | None, new_prediction_matches: bool | None,
+) -> HumanTurn:
+    """human_turn before the contradiction check (`changed` already limited to j > 2)."""
     if chosen is None and (match is None or agree is None):
         return HumanTurn(None, "", None,
                          refused="answer both questions above, or pick a tag yourself")

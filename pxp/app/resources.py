@@ -83,9 +83,19 @@ class Started:
     notice: str | None = None
     at: float = field(default_factory=time.time)
 
+    _taken: list[bool] = field(default_factory=list, compare=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+
     def fresh_notice(self, within: float = 600.0) -> str | None:
-        """The first-start notice, for visitors in the first minutes only (not next week's)."""
-        return self.notice if time.time() - self.at < within else None
+        """The first-start notice, once per database: the first visit in the first minutes
+        takes it; later visits and reruns get None (issue 17)."""
+        if self.notice is None or time.time() - self.at >= within:
+            return None
+        with self._lock:
+            if self._taken:
+                return None
+            self._taken.append(True)
+        return self.notice
 
 
 @st.cache_resource(show_spinner="Opening the database…")  # type: ignore[misc]

@@ -7,7 +7,6 @@ out of it (DESIGN §3; issue 6 item 7). No unsafe_allow_html anywhere.
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -79,15 +78,27 @@ def show_prediction(prediction: str, task_kind: str) -> None:
         st.markdown("**" + escape_md(prediction) + "**")
 
 
-def show_message(m: Msg, *, machine_label: str, task_kind: str, annotator: str | None = None) -> None:
-    """One message: number, sender, tag badge, prediction, explanation."""
+def show_message(m: Msg, *, machine_label: str, task_kind: str, annotator: str | None = None,
+                 target: str | None = None) -> None:
+    """One message: number, sender, tag badge, prediction, explanation.
+
+    In DRUG (task_kind "smiles", with the target given) a machine message's proposed
+    step is drawn, reactants → target, beside its SMILES.
+    """
     with st.container(border=True):
         head = st.container(horizontal=True, vertical_alignment="center")
         with head:
             st.markdown(f"**#{m.j}** · {escape_md(sender_name(m.sender, machine_label, annotator))}")
             tag_badge(m.tag)
         show_prediction(m.prediction, task_kind)
+        machine_step(m, task_kind, target)
         show_text(m.explanation, empty="(no explanation)")
+
+
+def machine_step(m: Msg, task_kind: str, target: str | None) -> None:
+    """The machine's proposed reaction drawn under its SMILES (DRUG only)."""
+    if target and task_kind == "smiles" and m.sender is Sender.MACHINE and m.prediction.strip():
+        reaction(m.prediction, target, caption="The machine's proposed step: reactants → target")
 
 
 def show_flags(flags: Mapping[str, bool]) -> None:
@@ -153,13 +164,14 @@ def molecule(smiles: str, *, caption: str | None = None, properties: bool = True
     st.code(smiles, language=None, wrap_lines=True)
     if properties and props:
         st.markdown(
-            f"**Formula** {escape_md(str(props['formula']))} · **Mol. weight** {props['mw']:.1f} · "
+            f"**Formula** {escape_md(str(props['formula']))} · **Mol. weight** {props['mw']:.1f} g/mol · "
             f"**Aromatic rings** {props['aromatic_rings']} · "
             f"**H-bond donors / acceptors** {props['hbd']} / {props['hba']}"
         )
 
 
-def reaction(reactants: str, target: str) -> None:
+def reaction(reactants: str, target: str,
+             caption: str = "Proposed step: reactants → target") -> None:
     """The proposed step reactants → target, or one line why it cannot be drawn."""
     from pxp.tasks.base import InvalidSmiles
 
@@ -168,32 +180,11 @@ def reaction(reactants: str, target: str) -> None:
     except InvalidSmiles as err:
         st.warning(str(err))
         return
-    st.image(svg, caption="Proposed step: reactants → target", width="stretch")
-
-
-ZOOM_MIN_SIDE = 1024  # a zoomed crop is drawn at least this wide, so it is not blocky
-
-
-@st.cache_data(max_entries=64, show_spinner=False)  # type: ignore[misc]
-def _crop(png: bytes, zoom: float, cx: float, cy: float) -> bytes:
-    """The zoomed part of the image around (cx, cy), resampled (Lanczos) to a sharp size."""
-    from PIL import Image
-
-    im = Image.open(io.BytesIO(png))
-    w, h = im.size
-    cw, ch = max(1, int(w / zoom)), max(1, int(h / zoom))
-    left = int(min(max(cx * w - cw / 2, 0), w - cw))
-    top = int(min(max(cy * h - ch / 2, 0), h - ch))
-    scale = max(1.0, ZOOM_MIN_SIDE / max(w, h))
-    size = (int(w * scale), int(h * scale))
-    out = im.crop((left, top, left + cw, top + ch)).resize(size, Image.Resampling.LANCZOS)
-    buf = io.BytesIO()
-    out.save(buf, format="PNG")
-    return buf.getvalue()
+    st.image(svg, caption=caption, width="stretch")
 
 
 def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) -> None:
-    """The X-ray, zoomable, with window/level sliders for DICOM-derived images."""
+    """The X-ray, zoomable, with window/level sliders (in the DICOM units when known)."""
     from pxp.data.images import ImageRejected
 
     win = meta.get("window") if isinstance(meta.get("window"), Mapping) else None
@@ -207,6 +198,12 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
                                key=f"{key}_window")
             level = st.slider("Level (centre)", float(lo), float(hi),
                               float(min(max(float(win["center"]), lo), hi)), key=f"{key}_level")
+    else:  # any radiograph: window/level over its 8-bit grey values (issue 17)
+        with st.expander("Window / level", icon=":material/contrast:"):
+            window = st.slider("Window (width)", 1.0, 255.0, 255.0, key=f"{key}_window")
+            level = st.slider("Level (centre)", 0.0, 255.0, 127.5, key=f"{key}_level")
+        if (window, level) == (255.0, 127.5):
+            window = level = None  # as stored: the image is shown unchanged
     try:
         png = display_png(engine, instance_id, window=window, level=level)
     except ImageRejected as err:
@@ -215,17 +212,97 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
     if png is None:
         st.info("This case has no image.")
         return
-    zoom = st.slider("Zoom", 1.0, 4.0, 1.0, 0.25, key=f"{key}_zoom")
-    if zoom > 1.0:
-        c1, c2 = st.columns(2)
-        cx = c1.slider("Left ↔ right", 0.0, 1.0, 0.5, 0.05, key=f"{key}_cx")
-        cy = c2.slider("Top ↕ bottom", 0.0, 1.0, 0.5, 0.05, key=f"{key}_cy")
-        png = _crop(png, zoom, cx, cy)
-    st.image(png, width="stretch")
+    image_viewer(png)
+
+
+_VIEWER = """<div id="v" style="position:relative;overflow:hidden;width:100%;height:{h}px;
+background:#000;border-radius:8px;cursor:grab;touch-action:none">
+<img id="i" alt="" draggable="false" src="data:image/png;base64,{b64}"
+ style="position:absolute;left:0;top:0;transform-origin:0 0;user-select:none"></div>
+<div style="font:12px sans-serif;color:#666;margin-top:4px">Wheel: zoom · drag: pan ·
+double-click: fit</div>
+<script>
+// A client-side viewer: wheel zoom about the cursor, drag to pan, double-click to fit.
+// The image is inline (data: URI); nothing is fetched and no text is rendered as HTML.
+(function () {{
+  const v = document.getElementById("v"), i = document.getElementById("i");
+  let s = 1, x = 0, y = 0, fit = 1, drag = null;
+  function show() {{ i.style.transform = `translate(${{x}}px,${{y}}px) scale(${{s}})`; }}
+  function reset() {{
+    fit = Math.min(v.clientWidth / i.naturalWidth, v.clientHeight / i.naturalHeight);
+    s = fit; x = (v.clientWidth - i.naturalWidth * s) / 2; y = (v.clientHeight - i.naturalHeight * s) / 2;
+    show();
+  }}
+  i.onload = reset; if (i.complete) reset();
+  v.addEventListener("wheel", (e) => {{
+    e.preventDefault();
+    const r = v.getBoundingClientRect(), px = e.clientX - r.left, py = e.clientY - r.top;
+    const n = Math.min(Math.max(s * Math.exp(-e.deltaY * 0.0015), fit), fit * 8);
+    x = px - (px - x) * n / s; y = py - (py - y) * n / s; s = n; show();
+  }}, {{passive: false}});
+  v.addEventListener("pointerdown", (e) => {{ drag = [e.clientX - x, e.clientY - y];
+    v.setPointerCapture(e.pointerId); v.style.cursor = "grabbing"; }});
+  v.addEventListener("pointermove", (e) => {{ if (drag) {{ x = e.clientX - drag[0];
+    y = e.clientY - drag[1]; show(); }} }});
+  v.addEventListener("pointerup", () => {{ drag = null; v.style.cursor = "grab"; }});
+  v.addEventListener("dblclick", reset);
+  window.pxpViewer = () => ({{scale: s / fit, x: x, y: y}});
+}})();
+</script>"""
+
+
+def image_viewer(png: bytes, *, height: int = 420) -> None:
+    """The radiograph, lossless (PNG), zoomed with the wheel and panned by dragging in the
+    browser: no page rerun per step, nothing fetched from anywhere (issue 17)."""
+    import base64
+
+    b64 = base64.b64encode(png).decode("ascii")
+    st.iframe(_VIEWER.format(h=height, b64=b64), height=height + 24)
+
+
+_SCROLL_JS = """<script>
+// {token}: scroll so the reply form (first..last) is in view and focus its first control.
+// Only our own element keys are used; no page text is read or written.
+(function () {{
+  const d = window.parent.document, h = () => window.parent.innerHeight;
+  let tries = 0, focused = false;
+  function place() {{
+    const first = d.querySelector({first}), last = d.querySelector({last});
+    if (!first || !last) {{ if (tries++ < 40) setTimeout(place, 50); return; }}
+    const r = last.getBoundingClientRect();
+    if (r.bottom > h() - 8 || r.top < 0) {{
+      last.style.scrollMarginBottom = "16px";
+      last.scrollIntoView({{block: "end"}});
+    }}
+    if (first.getBoundingClientRect().top < 0) first.scrollIntoView({{block: "start"}});
+    const f = first.querySelector("button, input, textarea");
+    if (f && !focused) {{ f.focus({{preventScroll: true}}); focused = true; }}
+  }}
+  place();
+  setTimeout(place, 300);  // again after late layout (images)
+  setTimeout(place, 900);
+}})();
+</script>"""
+
+
+def bring_into_view(first_key: str, last_key: str, token: str) -> None:
+    """Scroll the widgets keyed first_key..last_key into view and focus the first (issue 17).
+
+    Streamlit cannot move focus itself: a zero-height component runs a fixed script
+    that finds the two widgets by their key class (st-key-…); no untrusted text is used.
+    """
+    import json
+
+    def sel(k: str) -> str:
+        return json.dumps(".st-key-" + re.sub(r"[^A-Za-z0-9_-]", "", k))
+
+    st.iframe(_SCROLL_JS.format(token=re.sub(r"[^A-Za-z0-9_-]", "", token),
+                                first=sel(first_key), last=sel(last_key)), height=1)
 
 
 def transcript_papers(
     messages: Sequence[Msg], *, machine_label: str, task_kind: str, instance_render: Any = None,
+    target: str | None = None,
 ) -> None:
     """A transcript in the papers' layout: Human | instance | Machine, numbered and tagged."""
     left, mid, right = st.columns([5, 3, 5])
@@ -237,12 +314,12 @@ def transcript_papers(
             instance_render()
     for m in messages:
         lcol, mcol, rcol = st.columns([5, 3, 5])
-        target = lcol if m.sender is Sender.HUMAN else rcol
         with mcol:
             st.markdown(f"**message {m.j}**")
             tag_badge(m.tag)
-        with target, st.container(border=True):
+        with (lcol if m.sender is Sender.HUMAN else rcol), st.container(border=True):
             show_prediction(m.prediction, task_kind)
+            machine_step(m, task_kind, target)
             show_text(m.explanation, empty="(no explanation)")
             if m.match is not None:
                 st.caption(f"match={m.match} · agree={m.agree} · changed={m.changed}")

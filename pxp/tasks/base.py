@@ -59,8 +59,14 @@ def smiles_set(smiles: str) -> frozenset[str]:
     if not parts:
         raise InvalidSmiles("no SMILES given")
     out: set[str] = set()
+    bad: list[str] = []
     for p in parts:
-        out.update(canonical_smiles(p).split("."))
+        try:
+            out.update(canonical_smiles(p).split("."))
+        except InvalidSmiles:
+            bad.append(repr(p[:200]))
+    if bad:  # every bad fragment is named, not only the first (issue 17)
+        raise InvalidSmiles(f"not a valid SMILES: {', '.join(bad)}")
     return frozenset(out)
 
 
