@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,20 @@ def test_generic_repeated_keys_are_kept(engine: Engine, tmp_path: Path, suffix: 
                             f"(key#2, ...): k1 (lines {1 + n}, {2 + n})"]
     with DB(engine) as db:
         assert sorted(i.key for i in db.exec(select(Instance))) == ["k1", "k1#2", "k2"]
+
+
+def test_datasets_page_upload_shows_the_same_warning(engine: Engine, tmp_path: Path) -> None:
+    from pxp.app import imports
+    from tests.test_app_imports import Up
+
+    path = val_file(tmp_path)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for img in sorted((tmp_path / "xrays").iterdir()):
+            zf.write(img, f"xrays/{img.name}")
+    out = imports.run_import(engine, "study_rad", Up(path.name, path.read_bytes()),
+                             [Up("xrays.zip", buf.getvalue())], name="val")
+    assert out.ok, out.messages
+    assert out.messages[1:] == ["val_xray_data.csv: case repeated, each row kept as its own "
+                                "instance (key#2, ...): case_10 (lines 23, 27)"]
+    assert counts(engine) == (1, 27, 26)
