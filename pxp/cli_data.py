@@ -94,7 +94,8 @@ import_app.command("jsonl")(import_table_cmd)
 
 @import_app.command("dicom")
 def import_dicom_cmd(
-    folder: Annotated[Path, typer.Argument(help="Folder of DICOM files (searched recursively).")],
+    folder: Annotated[Path, typer.Argument(
+        help="Folder or zip of DICOM files (searched recursively).")],
     name: Name = None,
     label: Annotated[str | None, typer.Option("--label", help="One label for every image.")] = None,
     labels: Annotated[Path | None, typer.Option(

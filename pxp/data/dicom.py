@@ -288,6 +288,7 @@ def import_dicom(
     split: str | None = None,
     task: str = "rad",
     skip_bad: bool = False,
+    source: str | None = None,
 ) -> ImportResult:
     """Import every DICOM image under `folder` as RAD instances (de-identified first).
 
@@ -295,12 +296,23 @@ def import_dicom(
     optional report and split (file relative to the folder). Without either the
     instances are unlabelled (for live sessions with a human in the browser).
     Given a CSV file instead of a folder, it is the labels file and its folder is
-    imported. The dataset name defaults to the folder's name. A file that cannot be
+    imported; given a zip, it is unpacked safely (pxp.data.zips, as for uploads) and
+    its files imported. The dataset name defaults to the folder's name. A file that cannot be
     used (corrupt, an invalid element, undecodable pixels) is a problem, or with
     `skip_bad` a warning naming it while the others are imported. pydicom's warnings
     go to the `pxp.dicom` log, with one summary line among the result's warnings.
     """
     folder = Path(folder)
+    if folder.is_file() and folder.suffix.lower() == ".zip":
+        import tempfile
+
+        from pxp.data.zips import extract_zip
+
+        with tempfile.TemporaryDirectory(prefix="pxp-dicom-") as tmp:
+            extract_zip(folder, Path(tmp), name=folder.name)
+            return import_dicom(engine, Path(tmp), name=name or folder.stem, label=label,
+                                labels=labels, report=report, split=split, task=task,
+                                skip_bad=skip_bad, source=folder.name)
     if folder.is_file() and folder.suffix.lower() == ".csv" and labels is None:
         folder, labels = folder.parent, folder
     if not folder.is_dir():
@@ -390,5 +402,5 @@ def import_dicom(
     return store_instances(
         engine, name=name or folder.resolve().name, task=task, items=items, warnings=warns,
         description=f"de-identified DICOM images from {folder.name}",
-        source=folder.name, config={"labels": names} if names else {},
+        source=source or folder.name, config={"labels": names} if names else {},
     )
