@@ -60,7 +60,7 @@ def test_unclosed_quote_is_refused_at_its_line(engine: Engine, tmp_path: Path,
 def test_cli_unclosed_quote_exits_1_and_writes_nothing(db_url: str, tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text(UNCLOSED["generic"])
-    code, out, err = run(db_url, "import", "csv", str(bad))
+    code, _, err = run(db_url, "import", "csv", str(bad))
     assert code == 1
     assert err.strip() == "error: bad.csv:2: unclosed quote"
 

@@ -15,7 +15,7 @@ from pxp.app import imports
 from pxp.data.common import ImportProblems
 from pxp.data.dicom import import_dicom
 from pxp.data.zips import extract_zip
-from pxp.models import Dataset, Instance
+from pxp.models import Dataset
 from tests.test_app_imports import Up
 from tests.test_data_cli import run
 from tests.test_data_dicom import make_dicom

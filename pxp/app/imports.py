@@ -19,7 +19,6 @@ from sqlalchemy import Engine
 from pxp.data.zips import extract_zip
 
 
-
 class Upload(Protocol):
     """What st.file_uploader returns (name and bytes)."""
 

@@ -170,7 +170,7 @@ def read_text(path: Path) -> str:
     return text
 
 
-def _csv_reason(err: csv.Error) -> str:
+def _csv_reason(err: Exception) -> str:
     msg = str(err)
     if "unexpected end of data" in msg:
         return "unclosed quote"

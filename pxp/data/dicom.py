@@ -231,7 +231,7 @@ def dicom_images(ds: Any, where: str, warns: list[str]) -> tuple[PreparedImage, 
 
 def bad_element(ds: Any) -> str | None:
     """The first IS/DS element whose value is not a number (pydicom keeps it as text)."""
-    from pydicom.valuerep import DSdecimal, DSfloat, IS
+    from pydicom.valuerep import IS, DSdecimal, DSfloat
 
     for elem in ds:
         if elem.VR not in ("IS", "DS") or elem.value is None or elem.value == "":

@@ -58,8 +58,8 @@ def import_study_rad(
     """Validate the study's X-ray CSV and its images, then store them (nothing on error).
 
     Instances: one per row, key = case (`case#2`, ... for a case's later rows;
-    a row identical to an earlier one is imported once), label = reference prediction, report = reference explanation; the image is a
-    content-addressed Asset.
+    a row identical to an earlier one is imported once), label = reference
+    prediction, report = reference explanation; the image is a content-addressed Asset.
     """
     csv_path = Path(csv_path)
     _, rows = read_csv(csv_path, required=RAD_COLUMNS, label="X-ray CSV")

@@ -9,7 +9,6 @@ declares.
 from __future__ import annotations
 
 import io
-
 import stat
 import zipfile
 from pathlib import Path, PurePosixPath
