@@ -94,7 +94,8 @@ import_app.command("jsonl")(import_table_cmd)
 
 @import_app.command("dicom")
 def import_dicom_cmd(
-    folder: Annotated[Path, typer.Argument(help="Folder of DICOM files (searched recursively).")],
+    folder: Annotated[Path, typer.Argument(
+        help="Folder or zip of DICOM files (searched recursively).")],
     name: Name = None,
     label: Annotated[str | None, typer.Option("--label", help="One label for every image.")] = None,
     labels: Annotated[Path | None, typer.Option(
@@ -102,12 +103,29 @@ def import_dicom_cmd(
     ] = None,
     report: Annotated[str, typer.Option("--report", help="Reference report for every image.")] = "",
     split: Split = None,
+    skip_bad: Annotated[bool, typer.Option(
+        "--skip-bad", help="Import the readable files and list the others.")] = False,
+    log: Annotated[Path | None, typer.Option(
+        "--log", help="Append pydicom's warnings about malformed files to this file.")] = None,
 ) -> None:
     """Import DICOM images, de-identified (Basic Confidentiality Profile) before storing."""
-    from pxp.data.dicom import import_dicom
+    import logging
 
-    _run(lambda: import_dicom(state.engine(), folder, name=name, label=label, labels=labels,
-                              report=report, split=split))
+    from pxp.data.dicom import import_dicom
+    from pxp.data.dicom import log as dicom_log
+
+    handler: logging.Handler | None = None
+    if log is not None:
+        handler = logging.FileHandler(log, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        dicom_log.addHandler(handler)
+    try:
+        _run(lambda: import_dicom(state.engine(), folder, name=name, label=label, labels=labels,
+                                  report=report, split=split, skip_bad=skip_bad))
+    finally:
+        if handler is not None:
+            dicom_log.removeHandler(handler)
+            handler.close()
 
 
 @app.command("demo")

@@ -8,17 +8,15 @@ stores nothing on error, and the outcome is a list of one-line messages.
 from __future__ import annotations
 
 import importlib
-import shutil
 import tempfile
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
-MAX_UNZIPPED = 2 * 1024**3
+from pxp.data.zips import extract_zip
 
 
 class Upload(Protocol):
@@ -87,24 +85,6 @@ def kind(key: str) -> ImportKind:
     raise KeyError(key)
 
 
-def _safe_extract(zf: zipfile.ZipFile, root: Path) -> int:
-    total = 0
-    n = 0
-    for info in zf.infolist():
-        name = PurePosixPath(info.filename.replace("\\", "/"))
-        if info.is_dir() or name.is_absolute() or ".." in name.parts:
-            continue
-        total += info.file_size
-        if total > MAX_UNZIPPED:
-            raise ValueError("the zip is too large once extracted (2 GB at most)")
-        dest = root.joinpath(*name.parts)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        with zf.open(info) as src, dest.open("wb") as out:
-            shutil.copyfileobj(src, out)
-        n += 1
-    return n
-
-
 def stage(main: Upload, extras: Sequence[Upload], root: Path) -> Path:
     """Write the main file and the extra files (zips extracted) under `root`."""
     main_path = root / Path(main.name).name
@@ -113,13 +93,7 @@ def stage(main: Upload, extras: Sequence[Upload], root: Path) -> Path:
         name = Path(up.name).name
         data = up.getvalue()
         if name.lower().endswith(".zip"):
-            import io
-
-            try:
-                with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                    _safe_extract(zf, root)
-            except zipfile.BadZipFile:
-                raise ValueError(f"{name} is not a valid zip file") from None
+            extract_zip(data, root, name=name)
         else:
             (root / name).write_bytes(data)
     return main_path

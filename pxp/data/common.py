@@ -21,14 +21,13 @@ from sqlalchemy import Engine, func
 from sqlmodel import select
 
 from pxp.data.images import PreparedImage, store_assets
+from pxp.limits import MAX_FIELD_CHARS, MAX_TABLE_BYTES
 from pxp.models import Dataset, Instance
 from pxp.store import db_session
 
-MAX_TABLE_BYTES = 200 * 1024 * 1024
-"""Largest CSV/JSONL file accepted (bytes)."""
 SPLITS = ("train", "val", "test")
 
-csv.field_size_limit(16 * 1024 * 1024)
+csv.field_size_limit(MAX_FIELD_CHARS)
 
 
 class ImportProblems(ValueError):
@@ -80,6 +79,54 @@ class ImportResult:
         return f"dataset {self.dataset!r}: {self.instances} instances ({', '.join(parts)}){img}"
 
 
+class RepeatedKeys:
+    """Rows that share a key: each is its own instance, `key`, `key#2`, ... (issue 11).
+
+    A row identical in every field to an earlier row with the same key adds nothing
+    (one warning line); `summary()` is one warning line naming the repeated keys.
+    """
+
+    def __init__(self, file: str, what: str = "key") -> None:
+        self.file, self.what = file, what
+        self.rows: dict[str, list[tuple[int, dict[str, str]]]] = {}
+        self.warnings: list[str] = []
+
+    def key(self, base: str, line: int, row: dict[str, str]) -> str | None:
+        """The instance key for this row, or None if it repeats an earlier row exactly."""
+        seen = self.rows.setdefault(base, [])
+        for first, old in seen:
+            if old == row:
+                self.warnings.append(f"{self.file}:{line}: identical to line {first}; "
+                                     "imported once")
+                return None
+        seen.append((line, row))
+        return base if len(seen) == 1 else f"{base}#{len(seen)}"
+
+    def summary(self) -> list[str]:
+        """All warnings: identical rows, then one line naming the repeated keys."""
+        rep = [f"{k} (lines {', '.join(str(n) for n, _ in v)})"
+               for k, v in self.rows.items() if len(v) > 1]
+        if not rep:
+            return list(self.warnings)
+        return [*self.warnings, f"{self.file}: {self.what} repeated, each row kept as its own "
+                f"instance (key#2, ...): {'; '.join(rep)}"]
+
+
+BUILTIN_TASKS = ("rad", "drug", "text")
+
+
+def check_task(engine: Engine, task: str) -> str:
+    """The task name if known (built in, or already the task of a stored dataset)."""
+    name = (task or "").strip().lower()
+    with db_session(engine) as db:
+        stored = sorted({str(t) for t in db.exec(select(Dataset.task)).all()} - set(BUILTIN_TASKS))
+    known = [*BUILTIN_TASKS, *stored]
+    if name not in known:
+        raise ImportProblems([f"unknown task {task!r}; known tasks: {', '.join(known)} "
+                              "(a custom task is attached to a dataset with its config)"])
+    return name
+
+
 def check_split(split: str | None, where: str, problems: list[str]) -> str | None:
     """A split name (train, val, test) or None; a problem line for anything else."""
     if split is None or not split.strip():
@@ -123,6 +170,15 @@ def read_text(path: Path) -> str:
     return text
 
 
+def _csv_reason(err: Exception) -> str:
+    msg = str(err)
+    if "unexpected end of data" in msg:
+        return "unclosed quote"
+    if "field larger than field limit" in msg:
+        return f"a field is longer than the {MAX_FIELD_CHARS // (1024 * 1024)} MB limit"
+    return f"malformed CSV ({msg})"
+
+
 def read_csv(
     path: Path, *, required: Sequence[str], label: str = "CSV"
 ) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
@@ -132,11 +188,12 @@ def read_csv(
     with more fields than the header.
     """
     text = read_text(path)
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader)
     except (csv.Error, StopIteration) as err:
-        raise ImportProblems([f"{path.name}:1: cannot read the {label} header ({err})"]) from None
+        raise ImportProblems([f"{path.name}:1: cannot read the {label} header "
+                              f"({_csv_reason(err)})"]) from None
     header = [h.strip() for h in header]
     missing = [c for c in required if c not in header]
     if missing:
@@ -160,7 +217,9 @@ def read_csv(
             rows.append((line, {h: (record[i] if i < len(record) else "")
                                 for i, h in enumerate(header)}))
     except csv.Error as err:
-        problems.append(f"{path.name}:{reader.line_num}: malformed CSV ({err})")
+        # strict parsing: a quote left open swallows the rest of the file, so refuse it
+        # at the line where its row starts rather than read a merged row
+        problems.append(f"{path.name}:{start}: {_csv_reason(err)}")
     if problems:
         raise ImportProblems(problems)
     if not rows:
@@ -186,8 +245,13 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, str]]]:
         if not isinstance(rec, dict):
             problems.append(f"{path.name}:{lineno}: expected a JSON object")
             continue
-        rows.append((lineno, {str(k): "" if v is None else (v if isinstance(v, str)
-                              else json.dumps(v)) for k, v in rec.items()}))
+        row = {str(k): "" if v is None else (v if isinstance(v, str) else json.dumps(v))
+               for k, v in rec.items()}
+        if any(len(v) > MAX_FIELD_CHARS for v in row.values()):
+            problems.append(f"{path.name}:{lineno}: a field is longer than the "
+                            f"{MAX_FIELD_CHARS // (1024 * 1024)} MB limit")
+            continue
+        rows.append((lineno, row))
     if problems:
         raise ImportProblems(problems)
     return rows

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,9 @@ from pxp.data.common import (
     store_instances,
 )
 from pxp.data.images import MAX_PIXELS, PreparedImage
+
+log = logging.getLogger("pxp.dicom")
+"""pydicom's warnings about malformed elements go here, one record per warning."""
 
 MAX_DICOM_BYTES = 256 * 1024 * 1024
 """Largest DICOM file accepted (bytes)."""
@@ -225,6 +229,44 @@ def dicom_images(ds: Any, where: str, warns: list[str]) -> tuple[PreparedImage, 
     return shown, full, window
 
 
+def bad_element(ds: Any) -> str | None:
+    """The first IS/DS element whose value is not a number (pydicom keeps it as text)."""
+    from pydicom.valuerep import IS, DSdecimal, DSfloat
+
+    for elem in ds:
+        if elem.VR not in ("IS", "DS") or elem.value is None or elem.value == "":
+            continue
+        values = elem.value if elem.VM > 1 else [elem.value]
+        for v in values:
+            if not isinstance(v, (IS, DSfloat, DSdecimal, int, float)):
+                name = elem.keyword or "private element"
+                return f"element {name} {elem.tag}: {str(v)!r} is not a valid {elem.VR} value"
+    return None
+
+
+def read_dicom(path: Path, where: str, notes: list[str]) -> Any:
+    """Read one file: the dataset, or None if it is not DICOM; pydicom's warnings go to
+    `notes`. ValueError naming the file (and element) for a file that cannot be used."""
+    import pydicom
+    from pydicom.errors import InvalidDicomError
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            ds = pydicom.dcmread(path)
+            bad = bad_element(ds)
+        except InvalidDicomError:
+            return None
+        except Exception as err:  # corrupt files: one line each
+            bad = f"corrupt or truncated DICOM ({_line(err)})"
+            ds = None
+        finally:
+            notes += [f"{where}: {_line(w.message)}" for w in caught]  # type: ignore[arg-type]
+    if bad:
+        raise ValueError(f"{where}: {bad}")
+    return ds
+
+
 def _labels_file(path: Path) -> dict[str, dict[str, str]]:
     _, rows = read_csv(path, required=("file", "label"), label="labels CSV")
     return {r["file"].strip().replace("\\", "/"): r for _, r in rows}
@@ -245,6 +287,8 @@ def import_dicom(
     report: str = "",
     split: str | None = None,
     task: str = "rad",
+    skip_bad: bool = False,
+    source: str | None = None,
 ) -> ImportResult:
     """Import every DICOM image under `folder` as RAD instances (de-identified first).
 
@@ -252,12 +296,23 @@ def import_dicom(
     optional report and split (file relative to the folder). Without either the
     instances are unlabelled (for live sessions with a human in the browser).
     Given a CSV file instead of a folder, it is the labels file and its folder is
-    imported. The dataset name defaults to the folder's name.
+    imported; given a zip, it is unpacked safely (pxp.data.zips, as for uploads) and
+    its files imported. The dataset name defaults to the folder's name. A file that cannot be
+    used (corrupt, an invalid element, undecodable pixels) is a problem, or with
+    `skip_bad` a warning naming it while the others are imported. pydicom's warnings
+    go to the `pxp.dicom` log, with one summary line among the result's warnings.
     """
-    import pydicom
-    from pydicom.errors import InvalidDicomError
-
     folder = Path(folder)
+    if folder.is_file() and folder.suffix.lower() == ".zip":
+        import tempfile
+
+        from pxp.data.zips import extract_zip
+
+        with tempfile.TemporaryDirectory(prefix="pxp-dicom-") as tmp:
+            extract_zip(folder, Path(tmp), name=folder.name)
+            return import_dicom(engine, Path(tmp), name=name or folder.stem, label=label,
+                                labels=labels, report=report, split=split, task=task,
+                                skip_bad=skip_bad, source=folder.name)
     if folder.is_file() and folder.suffix.lower() == ".csv" and labels is None:
         folder, labels = folder.parent, folder
     if not folder.is_dir():
@@ -270,6 +325,8 @@ def import_dicom(
     seen: dict[str, str] = {}
     found = 0
     names: list[str] = []
+    bad: list[str] = []
+    notes: list[str] = []
     skip = Path(labels).resolve() if labels is not None else None
     for path in _dicom_files(folder):
         if skip is not None and path.resolve() == skip:
@@ -277,19 +334,20 @@ def import_dicom(
         rel = path.relative_to(folder).as_posix()
         where = rel
         if path.stat().st_size > MAX_DICOM_BYTES:
-            problems.append(f"{where}: larger than the {MAX_DICOM_BYTES // (1024 * 1024)} MB limit")
+            bad.append(f"{where}: larger than the {MAX_DICOM_BYTES // (1024 * 1024)} MB limit")
             continue
         try:
-            ds = pydicom.dcmread(path)
-        except InvalidDicomError:
-            warns.append(f"{where}: not a DICOM file; skipped")
+            ds = read_dicom(path, where, notes)
+        except ValueError as err:
+            found += 1
+            bad.append(str(err))
             continue
-        except Exception as err:  # corrupt files: one line each
-            problems.append(f"{where}: corrupt or truncated DICOM ({_line(err)})")
+        if ds is None:
+            warns.append(f"{where}: not a DICOM file; skipped")
             continue
         found += 1
         if "PixelData" not in ds:
-            problems.append(f"{where}: no pixel data")
+            bad.append(f"{where}: no pixel data")
             continue
         uid = str(ds.get("SOPInstanceUID", "")) or hashlib.sha256(path.read_bytes()).hexdigest()
         burned = str(ds.get("BurnedInAnnotation", "")).upper() == "YES"
@@ -298,7 +356,7 @@ def import_dicom(
         try:
             shown, full, window = dicom_images(ds, where, warns)
         except ImportProblems as err:
-            problems.extend(err.problems)
+            bad.extend(err.problems)
             continue
         if burned:
             warns.append(f"{where}: BurnedInAnnotation is YES: the pixels may show identifying "
@@ -327,10 +385,22 @@ def import_dicom(
                                  meta=meta, extra_assets=[full]))
     if not found and not problems:
         problems.append(f"{folder}: no DICOM files found")
+    if skip_bad:
+        warns += [f"{b} (skipped)" for b in bad]
+        if bad and not items and not problems:
+            problems.append(f"{folder}: no readable DICOM files")
+    else:
+        problems += bad
+    for note in notes:
+        log.warning(note)
+    if notes:
+        files = len({n.split(": ", 1)[0] for n in notes})
+        warns.append(f"{len(notes)} pydicom warning(s) about {files} file(s) went to the "
+                     "'pxp.dicom' log (--log FILE keeps them)")
     if problems:
         raise ImportProblems(problems)
     return store_instances(
         engine, name=name or folder.resolve().name, task=task, items=items, warnings=warns,
         description=f"de-identified DICOM images from {folder.name}",
-        source=folder.name, config={"labels": names} if names else {},
+        source=source or folder.name, config={"labels": names} if names else {},
     )

@@ -10,6 +10,9 @@ The mapping names which column fills which instance field:
 - `key`: a stable identifier (default: a hash of the row's content)
 - `split`: train, val or test
 
+A key used by several rows gives one instance per row (`key`, `key#2`, ...); a row
+identical in every field to an earlier one is imported once (both with a warning).
+
 Columns named like a field map to it unless mapped otherwise; other columns go to
 the instance's meta. Everything is validated before anything is written.
 """
@@ -27,7 +30,9 @@ from pxp.data.common import (
     ImportProblems,
     ImportResult,
     NewInstance,
+    RepeatedKeys,
     check_split,
+    check_task,
     read_csv,
     read_jsonl,
     store_instances,
@@ -89,9 +94,7 @@ def import_table(
     path = Path(path)
     if mapping is not None and not isinstance(mapping, Mapping):
         mapping = parse_mapping([str(m) for m in mapping])
-    task = task.strip().lower()
-    if not task:
-        raise ImportProblems(["--task is required (rad, drug, or a custom task name)"])
+    task = check_task(engine, task)
     header, rows = _rows(path)
     col_of: dict[str, str] = {}
     for col, fld in (mapping or {}).items():
@@ -118,9 +121,8 @@ def import_table(
     used = set(col_of.values())
     cache = ImageCache(root)
     items: list[NewInstance] = []
-    keys: dict[str, int] = {}
+    keys = RepeatedKeys(path.name, "key")
     labels: list[str] = []
-    warnings: list[str] = []
     for line, r in rows:
         where = f"{path.name}:{line}"
 
@@ -149,13 +151,9 @@ def import_table(
         key = get("key") or "row-" + hashlib.sha256(
             "\x1f".join((x, img.sha256 if img else "", prediction, explanation)).encode()
         ).hexdigest()[:16]
-        if key in keys:
-            if "key" in col_of:
-                problems.append(f"{where}: key {key!r} already used on line {keys[key]}")
-            else:
-                warnings.append(f"{where}: same as line {keys[key]}; skipped")
+        unique = keys.key(key, line, r)
+        if unique is None:
             continue
-        keys[key] = line
         row_split = fixed_split if split else check_split(get("split"), where, problems)
         meta: dict[str, Any] = {k: v for k, v in r.items() if k not in used and v != ""}
         if "image" in col_of:
@@ -163,14 +161,14 @@ def import_table(
         if task == "rad" and prediction and prediction not in labels:
             labels.append(prediction)
         items.append(NewInstance(
-            key=key, split=row_split, image=img, payload=x,
+            key=unique, split=row_split, image=img, payload=x,
             label=prediction if task == "rad" else "", reference_prediction=prediction,
             reference_explanation=explanation, meta=meta,
         ))
     if problems:
         raise ImportProblems(problems)
     return store_instances(
-        engine, name=name or path.stem, task=task, items=items, warnings=warnings,
+        engine, name=name or path.stem, task=task, items=items, warnings=keys.summary(),
         description=f"imported from {path.name}", source=str(path),
         config={"labels": labels} if labels else {},
     )

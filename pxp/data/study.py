@@ -11,13 +11,20 @@ reactants (dot-separated); every SMILES is parsed with RDKit. Optional columns
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
 
-from pxp.data.common import ImportProblems, ImportResult, NewInstance, check_split, read_csv, store_instances
+from pxp.data.common import (
+    ImportProblems,
+    ImportResult,
+    NewInstance,
+    RepeatedKeys,
+    check_split,
+    read_csv,
+    store_instances,
+)
 from pxp.data.images import ImageCache, ImageRejected, resolve_inside
 from pxp.tasks.base import InvalidSmiles, canonical_smiles
 
@@ -50,9 +57,9 @@ def import_study_rad(
 ) -> ImportResult:
     """Validate the study's X-ray CSV and its images, then store them (nothing on error).
 
-    Instances: key = case (with the label when a case appears more than once),
-    label = reference prediction, report = reference explanation; the image is a
-    content-addressed Asset.
+    Instances: one per row, key = case (`case#2`, ... for a case's later rows;
+    a row identical to an earlier one is imported once), label = reference
+    prediction, report = reference explanation; the image is a content-addressed Asset.
     """
     csv_path = Path(csv_path)
     _, rows = read_csv(csv_path, required=RAD_COLUMNS, label="X-ray CSV")
@@ -62,10 +69,9 @@ def import_study_rad(
         csv_path, [r["img_path"] for _, r in rows])
     if images_root is not None and not root.is_dir():
         raise ImportProblems([f"images root {root} is not a folder"])
-    case_counts = Counter(r["case"].strip() for _, r in rows)
     cache = ImageCache(root)
     items: list[NewInstance] = []
-    keys: dict[str, int] = {}
+    keys = RepeatedKeys(csv_path.name, "case")
     labels: list[str] = []
     short: dict[str, str] = {}
     for line, r in rows:
@@ -76,11 +82,9 @@ def import_study_rad(
         if missing:
             problems.append(f"{where}: empty {', '.join(missing)}")
             continue
-        key = case if case_counts[case] == 1 else f"{case} ({label})"
-        if key in keys:
-            problems.append(f"{where}: duplicate of line {keys[key]} (case {case}, {label})")
+        key = keys.key(case, line, r)
+        if key is None:
             continue
-        keys[key] = line
         try:
             img = cache.load(r["img_path"], where=where)
         except ImageRejected as err:
@@ -91,7 +95,7 @@ def import_study_rad(
             labels.append(label)
         if r.get("label_short", "").strip():
             short[label] = r["label_short"].strip()
-        meta: dict[str, Any] = {"case": case, "file": r["img_path"].strip()}
+        meta: dict[str, Any] = {"case": case, "file": r["img_path"].strip(), "row": line}
         if r.get("link", "").strip():
             meta["link"] = r["link"].strip()
         if r.get("label_short", "").strip():
@@ -107,6 +111,7 @@ def import_study_rad(
         engine, name=name or csv_path.stem, task="rad", items=items, synthetic=synthetic,
         description=description or f"X-ray cases from {csv_path.name}",
         source=str(csv_path), config={"labels": labels, "label_short": short},
+        warnings=keys.summary(),
     )
 
 
@@ -183,8 +188,7 @@ def import_study_drug(
             problems.extend(err.problems)
     good = _drug_rows(csv_path, rows, problems)
     items: list[NewInstance] = []
-    warnings: list[str] = []
-    seen: dict[str, int] = {}
+    keys = RepeatedKeys(csv_path.name, "reaction")
     for line, r in good:
         where = f"{csv_path.name}:{line}"
         target, reactants = r["input"].strip(), r["output"].strip()
@@ -192,13 +196,11 @@ def import_study_drug(
         if not explanation:
             problems.append(f"{where}: empty explanation")
             continue
-        key = drug_key(target, reactants)
-        if key in seen:
-            warnings.append(f"{where}: same reaction as line {seen[key]}; skipped")
+        key = keys.key(drug_key(target, reactants), line, r)
+        if key is None:
             continue
-        seen[key] = line
         row_split = fixed_split if split else check_split(r.get("split"), where, problems)
-        meta: dict[str, Any] = {}
+        meta: dict[str, Any] = {"row": line}
         if r.get("name", "").strip():
             meta["name"] = r["name"].strip()
         items.append(NewInstance(key=key, split=row_split, payload=target,
@@ -212,5 +214,5 @@ def import_study_drug(
     return store_instances(
         engine, name=name or csv_path.stem, task="drug", items=items, config=config,
         description=description or f"single-step retrosynthesis records from {csv_path.name}",
-        source=str(csv_path), warnings=warnings,
+        source=str(csv_path), warnings=keys.summary(),
     )
