@@ -58,23 +58,75 @@ def molecule_svg(smiles: str, size: tuple[int, int] = (320, 240)) -> bytes:
     return _svg(drawer)
 
 
-def reaction_svg(reactants: str, target: str, size: tuple[int, int] = (640, 220)) -> bytes:
-    """SVG of the proposed step: the reactants (dot-separated SMILES) → the target."""
-    from rdkit.Chem import rdChemReactions
+BOND_PX = 30  # bond length of a reaction's molecules: with LABEL_PX labels, drawn at their natural size
+_GAP = 44  # room for "+" and the arrow between the molecules of a reaction
+
+
+def _natural_svg(mol: Any) -> tuple[str, float, float]:
+    """A molecule drawn at BOND_PX per bond on a canvas that fits it: (inner SVG, width, height)."""
+    import re
+
     from rdkit.Chem.Draw import rdMolDraw2D
 
+    drawer = rdMolDraw2D.MolDraw2DSVG(-1, -1)  # a flexible canvas: the size follows the molecule
+    opts: Any = drawer.drawOptions()
+    opts.fixedBondLength = BOND_PX
+    _legible(drawer)
+    rdMolDraw2D.PrepareAndDrawMolecule(drawer, mol)
+    svg = _svg(drawer).decode("utf-8")
+    size = re.search(r"width='([\d.]+)px' height='([\d.]+)px'", svg)
+    w, h = (float(size.group(1)), float(size.group(2))) if size else (200.0, 120.0)
+    return svg[svg.index("<svg"):], w, h
+
+
+def reaction_svg(reactants: str, target: str, max_width: int = 640) -> bytes:
+    """SVG of the proposed step: the reactants (dot-separated SMILES) → the target.
+
+    Each molecule is drawn at a fixed bond length with atom labels of LABEL_PX pixels (RDKit's
+    reaction drawer scales everything to fit its canvas, which made the labels unreadable), so the
+    scheme is shown at its natural size; wider than `max_width`, the target moves to a second row.
+    """
     parts = [p for p in reactants.strip().split(".") if p]
     if not parts:
         raise InvalidSmiles("no reactant SMILES given")
-    for p in parts:
-        _mol(p)
-    _mol(target)
-    rxn = rdChemReactions.ReactionFromSmarts(f"{'.'.join(parts)}>>{target.strip()}",
-                                             useSmiles=True)
-    drawer = rdMolDraw2D.MolDraw2DSVG(int(size[0]), int(size[1]))
-    _legible(drawer)
-    drawer.DrawReaction(rxn)
-    return _svg(drawer)
+    left = [_natural_svg(_mol(p)) for p in parts]
+    right = _natural_svg(_mol(target))
+    items: list[tuple[str, float, float, float]] = []  # (svg, x, y, height) on its row
+    row_h = max(h for _, _, h in left)
+    x, marks = 0.0, []
+    for i, (svg, w, h) in enumerate(left):
+        if i:
+            marks.append(("+", x + _GAP / 2, row_h / 2))
+            x += _GAP
+        items.append((svg, x, (row_h - h) / 2, h))
+        x += w
+    arrow_x, y0 = x + 8, 0.0
+    if arrow_x + _GAP + 16 + right[1] > max_width:  # too wide: "→ target" on a second row
+        arrow_x, y0 = 8.0, row_h + 16
+    height = y0 + right[2] if y0 else max(row_h, right[2])
+    mid = y0 + right[2] / 2 if y0 else height / 2
+    items.append((right[0], arrow_x + _GAP + 8, y0 if y0 else (height - right[2]) / 2, right[2]))
+    width = max(x, arrow_x + _GAP + 8 + right[1])
+    body = []
+    for svg, ix, iy, _ in items:
+        body.append(svg.replace("<svg ", f"<svg x='{ix:.0f}' y='{iy:.0f}' ", 1))
+    for text, mx, my in marks:
+        body.append(f"<text x='{mx:.0f}' y='{my + 8:.0f}' font-size='26' text-anchor='middle' "
+                    f"font-family='sans-serif'>{text}</text>")
+    body.append(f"<path d='M {arrow_x:.0f} {mid:.0f} H {arrow_x + _GAP - 6:.0f}' stroke='black' "
+                f"stroke-width='2'/><path d='M {arrow_x + _GAP - 14:.0f} {mid - 6:.0f} L {arrow_x + _GAP - 4:.0f} "
+                f"{mid:.0f} L {arrow_x + _GAP - 14:.0f} {mid + 6:.0f}' fill='none' stroke='black' stroke-width='2'/>")
+    out = (f"<svg xmlns='http://www.w3.org/2000/svg' version='1.1' width='{width:.0f}px' height='{height:.0f}px' "
+           f"viewBox='0 0 {width:.0f} {height:.0f}'>" + "".join(body) + "</svg>")
+    return out.encode("utf-8")
+
+
+def reaction_width(svg: bytes) -> int:
+    """The natural width in pixels of a reaction_svg drawing (to show it unscaled)."""
+    import re
+
+    m = re.search(rb"width='(\d+)px'", svg)
+    return int(m.group(1)) if m else 640
 
 
 def molecule_properties(smiles: str) -> dict[str, Any]:

@@ -32,8 +32,24 @@ def test_molecule_svg_is_valid_svg_of_the_given_size() -> None:
 def test_reaction_svg_draws_reactants_to_target() -> None:
     one = reaction_svg("CC(=O)OC(C)=O.Nc1ccc(O)cc1", "CC(=O)Nc1ccc(O)cc1")
     root = parse_svg(one)
-    assert len(root) > 10
+    assert len(list(root.iter())) > 10
     assert one != molecule_svg("CC(=O)Nc1ccc(O)cc1")
+
+
+def test_reaction_molecules_keep_their_legible_scale() -> None:
+    """Atom labels stay as large as body text: every molecule of a reaction is drawn at the fixed bond
+    length whatever the number of reactants (RDKit's reaction drawer shrank them to fit its canvas)."""
+    target = "CC(=O)Nc1ccc(O)cc1"
+
+    def sizes(svg: bytes) -> list[tuple[str, str]]:
+        return [(e.get("width", ""), e.get("height", "")) for e in parse_svg(svg) if e.tag.endswith("svg")]
+
+    small = sizes(reaction_svg("CC(=O)O.Nc1ccc(O)cc1", target))
+    large = sizes(reaction_svg("CC(=O)OC(C)=O.Nc1ccc(O)cc1.CCCCCCCCCCCCCCCCCC", target))
+    assert small[-1] == large[-1] and small[1] == large[1]  # the target and the shared reactant: same size
+    alone = parse_svg(reaction_svg("Nc1ccc(O)cc1", target))
+    width = float(alone.get("width", "0").removesuffix("px"))
+    assert 300 < width <= 640  # shown at its natural size, not stretched to a fixed canvas
 
 
 @pytest.mark.parametrize("call", [

@@ -129,10 +129,11 @@ def _molecule(smiles: str, width: int, height: int) -> tuple[str, dict[str, Any]
 
 
 @st.cache_data(max_entries=512, show_spinner=False)  # type: ignore[misc]
-def _reaction(reactants: str, target: str) -> str:
-    from pxp.render import reaction_svg
+def _reaction(reactants: str, target: str) -> tuple[str, int]:
+    from pxp.render import reaction_svg, reaction_width
 
-    return str(reaction_svg(reactants, target, size=(640, 200)).decode("utf-8"))
+    svg = reaction_svg(reactants, target)
+    return svg.decode("utf-8"), reaction_width(svg)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)  # type: ignore[misc]
@@ -176,11 +177,11 @@ def reaction(reactants: str, target: str,
     from pxp.tasks.base import InvalidSmiles
 
     try:
-        svg = _reaction(reactants, target)
+        svg, width = _reaction(reactants, target)
     except InvalidSmiles as err:
         st.warning(str(err))
         return
-    st.image(svg, caption=caption, width="stretch")
+    st.image(svg, caption=caption, width=width)  # natural size: atom labels stay legible
 
 
 def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) -> None:
