@@ -122,5 +122,4 @@ def render() -> None:
     browse()
 
 
-resources.use_router()
 render()

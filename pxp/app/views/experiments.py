@@ -121,5 +121,4 @@ def render() -> None:
                      hide_index=True)
 
 
-resources.use_router()
 render()

@@ -44,5 +44,4 @@ def render() -> None:
         st.dataframe(ds[["name", "task", "instances", "synthetic"]], hide_index=True)
 
 
-resources.use_router()
 render()

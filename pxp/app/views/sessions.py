@@ -103,5 +103,4 @@ def render() -> None:
         detail(int(sid))
 
 
-resources.use_router()
 render()
