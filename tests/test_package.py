@@ -93,3 +93,19 @@ def test_the_installed_wheel_runs_demo_report_and_app_from_any_directory(venv: P
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def test_pxp_app_passes_the_checkout_streamlit_settings() -> None:
+    """`pxp app` applies the same settings as .streamlit/config.toml, whatever the working directory."""
+    import tomllib
+
+    from pxp.cli_app import MAIN, streamlit_command
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    cmd = streamlit_command(8600, ["--server.address", "0.0.0.0"])
+    flags = dict(zip(cmd[5::2], cmd[6::2], strict=False))
+    for section, values in config.items():
+        for key, value in values.items():
+            assert flags[f"--{section}.{key}"] == str(value).lower(), (section, key)
+    assert cmd[4] == str(MAIN) and MAIN.exists() and flags["--server.port"] == "8600"
+    assert cmd[-2:] == ["--server.address", "0.0.0.0"]
