@@ -39,6 +39,15 @@ PAYLOAD = (
 pytestmark = pytest.mark.browser
 
 
+def launch(pw: Any) -> Any:
+    """Debian's chromium, headless, without its own background traffic."""
+    return pw.chromium.launch(
+        executable_path=CHROMIUM, headless=True,
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync"],
+    )
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -170,11 +179,7 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
     requests: list[str] = []
     dialogs: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"],
-        )
+        browser = launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 1700})
             page.on("request", lambda r: requests.append(r.url))

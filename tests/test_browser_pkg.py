@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from pxp.app.router import PAGES
-from tests.test_browser_app import CHROMIUM, _idle, server  # noqa: F401  (server is a fixture)
+from tests.test_browser_app import _idle, launch, server  # noqa: F401  (server is a fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -24,11 +24,7 @@ def test_first_direct_page_load_has_pxp_navigation_and_no_external_request(serve
     origin = urlsplit(base).netloc
     requests: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"],
-        )
+        browser = launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.on("request", lambda r: requests.append(r.url))
