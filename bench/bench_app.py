@@ -75,6 +75,7 @@ def bench_page() -> None:
     """The Annotate page's script run as a browser rerun would time it (no network)."""
     from streamlit.testing.v1 import AppTest
 
+    from pxp.app.router import VIEWS
     from pxp.data.demo import ensure_demo
 
     url = f"sqlite:///{tempfile.mkdtemp()}/page.db"
@@ -83,7 +84,7 @@ def bench_page() -> None:
     at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "streamlit_app.py"),
                            default_timeout=60)
     at.run()
-    at.switch_page("pages/annotate.py").run()
+    at.switch_page(str(VIEWS / "annotate.py")).run()
     at.sidebar.text_input(key="annotate_name").input("bench").run()
     for ds in ("demo-rad", "demo-drug"):
         at.sidebar.selectbox(key="annotate_dataset").set_value(ds).run()

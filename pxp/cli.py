@@ -283,7 +283,7 @@ def validate_cmd(
 def _register_commands() -> None:
     import importlib
 
-    for mod in ("pxp.cli_data", "pxp.cli_runs", "pxp.cli_llm"):
+    for mod in ("pxp.cli_data", "pxp.cli_runs", "pxp.cli_llm", "pxp.cli_app"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:

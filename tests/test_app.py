@@ -14,6 +14,7 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
+from pxp.app.router import VIEWS
 from pxp.live import claim_next, create_live_experiment, ensure_annotator, seed_messages
 from pxp.models import AppSetting, Experiment, Message, Session
 from pxp.protocol import Msg, Sender, Tag, conformance
@@ -41,7 +42,7 @@ def app_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[st
 def new_app(page: str = "home") -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.switch_page(f"pages/{page}.py").run()
+    at.switch_page(str(VIEWS / f"{page}.py")).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

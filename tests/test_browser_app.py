@@ -39,6 +39,15 @@ PAYLOAD = (
 pytestmark = pytest.mark.browser
 
 
+def launch(pw: Any) -> Any:
+    """Debian's chromium, headless, without its own background traffic."""
+    return pw.chromium.launch(
+        executable_path=CHROMIUM, headless=True,
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync"],
+    )
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -137,5 +137,5 @@ def test_ensure_demo_loads_datasets_and_finished_experiments(any_engine: Engine)
         assert (count_rows(db, Dataset), count_rows(db, Instance), count_rows(db, Session)) == before
 
 
-def test_demo_data_dir_is_the_repository_data_folder() -> None:
-    assert Path(__file__).resolve().parents[1] / "data" == DATA_DIR
+def test_demo_data_dir_is_inside_the_package() -> None:
+    assert Path(__file__).resolve().parents[1] / "pxp" / "data" / "demo_data" == DATA_DIR

@@ -7,10 +7,7 @@ cached resources, shared by every browser session of the server process.
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,40 +36,6 @@ def database_url() -> str:
         or _secret("database_url")
         or get_settings().database_url
     )
-
-
-_routing = threading.local()
-
-
-@contextmanager
-def routed() -> Iterator[None]:
-    """Marks the script run as going through streamlit_app.py's router."""
-    _routing.active = True
-    try:
-        yield
-    finally:
-        _routing.active = False
-
-
-def use_router() -> None:
-    """Run every page through streamlit_app.py's st.navigation, even on a first direct URL.
-
-    Streamlit treats an app with a pages/ folder as a v1 multipage app until the main
-    script has called st.navigation once in the process, so a first visit straight to
-    /annotate would run the page alone (no wide layout, file names as menu). Called by
-    each page: it switches to the router, and reruns when that cannot drop a click.
-    """
-    if getattr(_routing, "active", False):
-        return
-    try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:
-        return
-    if getattr(PagesManager, "uses_pages_directory", False):
-        PagesManager.uses_pages_directory = False
-        if not st.session_state:  # a fresh visit: nothing (no click) can be lost by a rerun
-            st.rerun()
-        st.set_page_config(layout="wide")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ DEMO_SPLIT = "test"
 
 
 def demo_dir() -> Path:
-    """Where the demo files are: data/ of the checkout, as written by make_demo."""
+    """Where the demo files are: pxp/data/demo_data/ inside the package, as written by make_demo."""
     return DATA_DIR
 
 

@@ -1,8 +1,8 @@
 """Make the demo data committed in data/ (DESIGN §6): `python -m pxp.data.make_demo`.
 
-- data/demo-rad/: synthetic chest-radiograph phantoms (pxp.data.phantoms) for the
+- pxp/data/demo_data/demo-rad/: synthetic chest-radiograph phantoms (pxp.data.phantoms) for the
   five findings, in the published study's X-ray CSV format plus a `split` column.
-- data/demo-drug/: well-known approved drugs (MW 150-300, at least one aromatic
+- pxp/data/demo_data/demo-drug/: well-known approved drugs (MW 150-300, at least one aromatic
   ring), each with a textbook one-step disconnection, in the study's retrosynthesis
   CSV format (`output,input,explanation`) plus `name` and `split`; and few-shot
   examples (simple textbook reactions, not drugs of the dataset).
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+from importlib import resources
 from pathlib import Path
 
 from pxp.data.phantoms import FINDINGS, SHORT, draw_phantom, report
@@ -22,7 +23,7 @@ from pxp.data.phantoms import FINDINGS, SHORT, draw_phantom, report
 SEED = 20240
 CASES_PER_FINDING = 6
 SPLIT_OF_CASE = ("train", "train", "train", "val", "test", "test")
-DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+DATA_DIR = Path(str(resources.files("pxp.data") / "demo_data"))  # shipped inside the package
 
 # (name, target SMILES, reactant SMILES, explanation of the one-step disconnection)
 DRUGS: list[tuple[str, str, str, str]] = [

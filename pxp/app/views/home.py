@@ -27,11 +27,11 @@ def render() -> None:
     c1.metric("Datasets", len(ds))
     c2.metric("Instances", int(ds["instances"].sum()) if len(ds) else 0)
     c3.metric("Experiments", len(exps))
-    st.page_link("pages/annotate.py", label="Start annotating", icon=":material/edit_note:")
-    st.page_link("pages/sessions.py", label="Browse sessions", icon=":material/forum:")
-    st.page_link("pages/experiments.py", label="Run an experiment", icon=":material/science:")
+    st.page_link(str(Path(__file__).parent / "annotate.py"), label="Start annotating", icon=":material/edit_note:")
+    st.page_link(str(Path(__file__).parent / "sessions.py"), label="Browse sessions", icon=":material/forum:")
+    st.page_link(str(Path(__file__).parent / "experiments.py"), label="Run an experiment", icon=":material/science:")
     if (Path(__file__).parent / "analytics.py").exists():
-        st.page_link("pages/analytics.py", label="See how intelligible it was",
+        st.page_link(str(Path(__file__).parent / "analytics.py"), label="See how intelligible it was",
                      icon=":material/insights:")
     if prefs.generator == "simulated":
         st.info("The machine agent is the **Simulated agent**: an offline stand-in for an LLM, "
@@ -44,5 +44,4 @@ def render() -> None:
         st.dataframe(ds[["name", "task", "instances", "synthetic"]], hide_index=True)
 
 
-resources.use_router()
 render()

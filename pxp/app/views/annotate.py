@@ -507,5 +507,4 @@ def annotate(eid: int, annotator_id: int) -> None:
                f"Alt+0 automatic tag, {SUBMIT_KEY} send.")
 
 
-resources.use_router()
 render()

@@ -78,5 +78,4 @@ def render() -> None:
     st.caption(f"Database: {resources.database_url().split('://')[0]}")
 
 
-resources.use_router()
 render()

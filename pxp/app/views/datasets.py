@@ -134,5 +134,4 @@ def render() -> None:
     browse()
 
 
-resources.use_router()
 render()

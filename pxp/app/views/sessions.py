@@ -131,5 +131,4 @@ def render() -> None:
         detail(int(sid))
 
 
-resources.use_router()
 render()

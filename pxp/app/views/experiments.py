@@ -154,5 +154,4 @@ def render() -> None:
                      hide_index=True)
 
 
-resources.use_router()
 render()
