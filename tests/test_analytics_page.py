@@ -21,7 +21,7 @@ from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
 from pxp import analytics
-from pxp.app.router import VIEWS
+from pxp.app.router import VIEWS as VIEW_DIR
 from pxp.data.transcripts import import_transcripts
 from pxp.models import Annotator, Experiment, Instance, LLMCall, Message, Run, Session
 from pxp.runner import RunConfig, create_experiment, run_experiment
@@ -29,7 +29,7 @@ from pxp.store import db_session, get_engine
 from tests.factories import make_rad
 from tests.test_analytics import VECTORS, write_vectors
 
-PAGE = str(VIEWS / "analytics.py")
+PAGE = str(VIEW_DIR / "analytics.py")
 VIEWS = ("Table 1", "Figure 1", "Figure 2", "Transitions", "Session lengths", "Labels", "Annotators",
          "LLM cost", "Per-session flags")
 NASTY = "<img src=x onerror=alert(1)> **bold** [x](http://evil.example) | pipe"

@@ -13,6 +13,7 @@ from sqlmodel import func, select
 from streamlit.testing.v1 import AppTest
 
 from pxp import workers
+from pxp.app.router import VIEWS
 from pxp.app.selection import default_experiment, initial_experiments, parse_ids
 from pxp.live import create_live_experiment
 from pxp.models import Experiment, Session
@@ -141,7 +142,7 @@ def test_analytics_opens_the_selection_in_the_url(app_db: tuple[str, Engine]) ->
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params["exp"] = str(a)  # a fresh visit to a shared link
     ok(at.run())
-    ok(at.switch_page("pages/analytics.py").run())
+    ok(at.switch_page(str(VIEWS / "analytics.py")).run())
     assert at.multiselect(key="analytics_experiments").value == [a]
 
 
@@ -153,8 +154,8 @@ def test_analytics_keeps_the_selection_across_reruns_and_visits(app_db: tuple[st
     ok(at.radio(key="analytics_view").set_value("Session lengths").run())
     ok(at.run())
     assert at.multiselect(key="analytics_experiments").value == [a]
-    ok(at.switch_page("pages/sessions.py").run())
-    ok(at.switch_page("pages/analytics.py").run())
+    ok(at.switch_page(str(VIEWS / "sessions.py")).run())
+    ok(at.switch_page(str(VIEWS / "analytics.py")).run())
     assert at.multiselect(key="analytics_experiments").value == [a]
     assert at.radio(key="analytics_view").value == "Session lengths"
 

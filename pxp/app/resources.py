@@ -7,6 +7,7 @@ cached resources, shared by every browser session of the server process.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
