@@ -92,15 +92,6 @@ def _start_streamlit(env: dict[str, str], tmp_path: Path, attempts: int = 5,
     raise RuntimeError("streamlit did not start: " + last[-2000:])
 
 
-def launch(pw: Any) -> Any:
-    """Debian's chromium, headless, with the flags a shared CI machine needs."""
-    return pw.chromium.launch(
-        executable_path=CHROMIUM, headless=True,
-        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync"],
-    )
-
-
 def _stop(proc: Any) -> None:
     proc.terminate()
     try:
