@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pxp.llm.redact import redact_any
 from pxp.protocol import Msg, Sender, Tag
 
 
@@ -76,7 +77,9 @@ CALL_FIELDS: tuple[str, ...] = (
 
 def call_fields(c: Any) -> dict[str, Any]:
     """The accounting fields of a CallRecord or an LLMCall row."""
-    return {f: getattr(c, f) for f in CALL_FIELDS}
+    fields = {f: getattr(c, f) for f in CALL_FIELDS}
+    fields["error"] = redact_any(fields["error"])  # provider text: never a key (issue 15)
+    return fields
 
 
 @dataclass(frozen=True, slots=True)
