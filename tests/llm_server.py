@@ -94,6 +94,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
     stop: str | None = None
+    #: a raw body sent as is (truncated JSON, a proxy's HTML page), with `content_type`
+    raw: bytes | None = None
+    content_type: str = "application/json"
 
 
 def answer(prediction: str, explanation: str, *, structured: bool = True) -> Reply:
@@ -178,9 +181,9 @@ class FakeLLM:
                         body = {"error": {"message": r.error, "type": "server_error", "code": None}}
                 else:
                     body = _anthropic_body(req, r) if req.api == "anthropic" else _openai_body(req, r)
-                data = json.dumps(body).encode()
+                data = json.dumps(body).encode() if r.raw is None else r.raw
                 self.send_response(r.status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", r.content_type)
                 self.send_header("content-length", str(len(data)))
                 # the SDKs honour retry-after-ms: retries in tests take a millisecond
                 self.send_header("retry-after-ms", "1")

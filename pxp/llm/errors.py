@@ -58,6 +58,7 @@ def _describe(provider: str, model: str, e: Exception, options: Any) -> str:
 def bad_reply(provider: str, model: str, raw: Any, options: Any, problem: str) -> str:
     """One line for a reply the SDK could not read (truncated JSON, a proxy's HTML page):
     the provider, the base URL and what came back (status, content type, first bytes), redacted."""
+    raw = getattr(raw, "http_response", raw)  # the SDK's raw response wraps the httpx one
     status = getattr(raw, "status_code", "?")
     headers = getattr(raw, "headers", None) or {}
     ctype = headers.get("content-type", "no content type")
