@@ -445,7 +445,7 @@ def test_settings_saves_prefs_and_never_shows_keys(
     assert stored["n"] == 8 and stored["generator"] == "openai:gpt-4o-mini"
     assert all("sk-test" not in str(v) for v in stored.values())
     assert not at.warning, "the OpenAI key is present"
-    at.text_input(key="settings_generator").input("anthropic:claude-sonnet-4-5")
+    at.text_input(key="settings_generator").input("anthropic:claude-sonnet-4-6")
     at.get("form_submit_button")[0].click().run()
     ok(at)
     assert [w.value for w in at.warning] == [

@@ -139,7 +139,7 @@ class Query:
 class Agent(Protocol):
     """An agent λ as the engine sees it."""
 
-    #: e.g. "simulated", "proxy", "anthropic:claude-sonnet-4-5", "browser"
+    #: e.g. "simulated", "proxy", "anthropic:claude-sonnet-4-6", "browser"
     label: str
 
     def ask(self, q: Query) -> Answer:
