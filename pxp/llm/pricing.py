@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-
 #: the date the prices below were checked against the providers' list prices
 CHECKED = "2026-11-23"
 
