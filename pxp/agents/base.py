@@ -66,6 +66,8 @@ class CallRecord:
     latency_ms: float = 0.0
     cost_usd: float | None = None
     error: str | None = None
+    #: its llmcall_pending row while it is not stored (pxp.llm.journal)
+    pending_id: int | None = None
 
 
 #: The accounting fields a CallRecord shares with an LLMCall row (stored and exported alike).
