@@ -8,7 +8,7 @@ import streamlit as st
 
 from pxp.app import resources
 from pxp.app.prefs import load_prefs, save_prefs
-from pxp.llm.models import run_warnings
+from pxp.llm.models import model_checks
 
 _KEY_OF = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
@@ -65,7 +65,7 @@ def render() -> None:
                 st.error(str(err))
             else:
                 st.success("Saved. New experiments use these settings.")
-                for warning in run_warnings([new.generator, new.checker]):
+                for warning in model_checks([new.generator, new.checker], new.base_url):
                     st.warning(warning)
                 missing = _missing_keys([new.generator, new.checker], bool(new.base_url))
                 if missing:

@@ -70,3 +70,32 @@ def test_settings_warns_about_a_deprecated_model(tmp_path: Path, monkeypatch: py
     at.get("form_submit_button")[0].click().run()
     assert not at.exception
     assert any("claude-sonnet-4-5 is deprecated" in w.value for w in at.warning)
+
+
+def test_served_models_through_both_sdks(server: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pxp.llm.models import model_checks, served_models
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+    server.models = ["claude-sonnet-4-6", "qwen2.5"]
+    assert served_models("anthropic:claude-sonnet-4-6") == ["claude-sonnet-4-6", "qwen2.5"]
+    assert served_models("openai:qwen2.5", server.openai_url) == ["claude-sonnet-4-6", "qwen2.5"]
+    warnings = model_checks(["openai:llama3.1", "anthropic:claude-sonnet-4-6"], server.openai_url)
+    assert len(warnings) == 1 and "openai:llama3.1: the server does not list this model" in warnings[0]
+    assert "qwen2.5" in warnings[0]
+
+
+def test_settings_warns_about_a_model_the_server_does_not_serve(
+    server: FakeLLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PXP_DATABASE_URL", f"sqlite:///{tmp_path / 'app.db'}")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.models = ["qwen2.5", "llava"]
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("pages/settings.py").run()
+    at.text_input(key="settings_generator").input("openai:llama3.1")
+    at.text_input(key="settings_base_url").input(server.openai_url)
+    at.get("form_submit_button")[0].click().run()
+    assert not at.exception
+    warnings = [w.value for w in at.warning]
+    assert any("does not list this model (it serves llava, qwen2.5)" in w for w in warnings), warnings

@@ -8,6 +8,7 @@ model list (when it was fetched, `served`) does not name it. Checked 2026-11-23.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pxp.llm.base import is_llm_spec, parse_spec
 
@@ -46,11 +47,51 @@ def model_warning(spec: str, served: Sequence[str] | None = None) -> str | None:
     return None
 
 
+def served_models(spec: str, base_url: str | None = None) -> list[str]:
+    """The model ids the provider of `spec` serves (`client.models.list()` through its SDK).
+
+    Raises LLMConfigError without a key, LLMError (one line, redacted) when the list fails.
+    """
+    from pxp.llm.base import LLMError, ProviderOptions, make_provider
+    from pxp.llm.errors import describe_error
+
+    provider, model = parse_spec(spec)
+    p = make_provider(spec, ProviderOptions(base_url=base_url or None, max_retries=0, timeout=10))
+    client: Any = p.client
+    try:
+        return sorted(str(m.id) for m in client.models.list())
+    except Exception as e:  # the SDKs' errors and unreadable replies alike
+        raise LLMError(describe_error(provider, model, e, getattr(p, "options", None))) from None
+
+
 def run_warnings(specs: Sequence[str]) -> list[str]:
     """Model warnings for the LLM roles of a run, before it starts (pxp run, Experiments)."""
     out: list[str] = []
     for spec in dict.fromkeys(specs):
         w = model_warning(spec)
+        if w is not None:
+            out.append(w)
+    return out
+
+
+def model_checks(specs: Sequence[str], base_url: str | None = None) -> list[str]:
+    """Settings: for each LLM role, the models its provider serves (when a key or base URL is
+    configured) and a deprecation or unknown-model warning; one line each."""
+    from pxp.llm.base import LLMConfigError, LLMError
+
+    out: list[str] = []
+    for spec in dict.fromkeys(specs):
+        if not is_llm_spec(spec):
+            continue
+        provider = parse_spec(spec)[0]
+        served: list[str] | None = None
+        try:
+            served = served_models(spec, base_url if provider == "openai" else None)
+        except LLMConfigError:
+            served = None  # no key: nothing to ask (Settings says which key is missing)
+        except LLMError as e:
+            out.append(f"cannot list the models of {provider}: {e}")
+        w = model_warning(spec, served)
         if w is not None:
             out.append(w)
     return out
