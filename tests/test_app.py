@@ -429,6 +429,11 @@ def test_settings_saves_prefs_and_never_shows_keys(
     _, engine = app_db
     make_rad(engine)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-do-not-show-1234")
+    from tests.llm_server import FakeLLM
+
+    server = FakeLLM()  # Settings lists the served models: a local server, never the network
+    server.models = ["gpt-4o-mini"]
+    monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
     at = new_app("settings")
     page = texts(at)
     assert "OPENAI_API_KEY" in page and "sk-test" not in page
@@ -451,6 +456,7 @@ def test_settings_saves_prefs_and_never_shows_keys(
     assert [w.value for w in at.warning] == [
         "Not set: ANTHROPIC_API_KEY. The model cannot answer until the key is in the environment "
         "or Streamlit secrets."]
+    server.close()
 
 
 def test_annotate_with_an_llm_machine_error_then_retry(app_db: tuple[str, Engine]) -> None:

@@ -60,16 +60,19 @@ def test_pxp_run_prints_one_warning_line_before_the_run(engine: Engine, db_url: 
     assert len(lines) == 1 and "claude-sonnet-4-5 is deprecated" in lines[0]
 
 
-def test_settings_warns_about_a_deprecated_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_warns_about_a_deprecated_model(server: FakeLLM, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PXP_DATABASE_URL", f"sqlite:///{tmp_path / 'app.db'}")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-key")
+    server.models = ["claude-sonnet-4-5", "claude-sonnet-4-6"]
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     at.switch_page("pages/settings.py").run()
     at.text_input(key="settings_generator").input("anthropic:claude-sonnet-4-5")
     at.get("form_submit_button")[0].click().run()
     assert not at.exception
-    assert any("claude-sonnet-4-5 is deprecated" in w.value for w in at.warning)
+    assert [w.value for w in at.warning][:1] == [
+        "anthropic:claude-sonnet-4-5 is deprecated (end of life November 30th, 2026); use a current model "
+        "such as anthropic:claude-sonnet-4-6"]
 
 
 def test_served_models_through_both_sdks(server: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ model list (when it was fetched, `served`) does not name it. Checked 2026-11-23.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from pxp.llm.base import is_llm_spec, parse_spec
 
@@ -57,7 +57,7 @@ def served_models(spec: str, base_url: str | None = None) -> list[str]:
 
     provider, model = parse_spec(spec)
     p = make_provider(spec, ProviderOptions(base_url=base_url or None, max_retries=0, timeout=10))
-    client: Any = p.client
+    client: Any = cast(Any, p).client
     try:
         return sorted(str(m.id) for m in client.models.list())
     except Exception as e:  # the SDKs' errors and unreadable replies alike
