@@ -8,6 +8,7 @@ from pxp import workers
 from pxp.app import resources
 from pxp.app.data import dataset_choices, dataset_info, experiments_table
 from pxp.app.prefs import load_prefs
+from pxp.llm.models import run_warnings
 from pxp.runner import RunConfig, RunError, create_experiment
 
 S = st.session_state
@@ -54,6 +55,8 @@ def launch_form() -> None:
             temperature=prefs.generator_temperature if machine.strip() != "simulated" else None,
             max_tokens=prefs.generator_max_tokens or None,
         )
+        for warning in run_warnings([cfg.machine, cfg.checker]):  # before the run starts
+            st.warning(warning)
         try:
             exp = create_experiment(eng, cfg, name=name.strip() or None)
             workers.start(eng, exp.id or 0, secrets=resources.secret_keys())

@@ -102,3 +102,30 @@ def test_settings_warns_about_a_model_the_server_does_not_serve(
     assert not at.exception
     warnings = [w.value for w in at.warning]
     assert any("does not list this model (it serves llava, qwen2.5)" in w for w in warnings), warnings
+
+
+def test_experiments_launch_warns_about_a_deprecated_model(
+    server: FakeLLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pxp.store import get_engine
+
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    monkeypatch.setenv("PXP_DATABASE_URL", url)
+    make_drug(get_engine(url), "drug")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("pages/experiments.py").run()
+    at.text_input(key="experiments_machine").input("anthropic:claude-sonnet-4-5")
+    at.toggle(key="experiments_learn").set_value(False)
+    [b for b in at.get("form_submit_button") if "start" in str(b.label)][0].click().run()
+    assert not at.exception
+    assert any("claude-sonnet-4-5 is deprecated" in w.value for w in at.warning)
+    from sqlmodel import select
+
+    from pxp import workers
+    from pxp.models import Experiment
+    from pxp.store import db_session
+
+    with db_session(get_engine(url)) as db:
+        exp = db.exec(select(Experiment)).one()
+    workers.wait(get_engine(url), exp.id or 0, timeout=60)
