@@ -117,7 +117,7 @@ def test_experiments_launch_warns_about_a_deprecated_model(
     at.switch_page("pages/experiments.py").run()
     at.text_input(key="experiments_machine").input("anthropic:claude-sonnet-4-5")
     at.toggle(key="experiments_learn").set_value(False)
-    [b for b in at.get("form_submit_button") if "start" in str(b.label)][0].click().run()
+    next(b for b in at.get("form_submit_button") if "start" in str(b.label)).click().run()
     assert not at.exception
     assert any("claude-sonnet-4-5 is deprecated" in w.value for w in at.warning)
     from sqlmodel import select
