@@ -60,6 +60,9 @@ def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) ->
               cost(total["cost_usd"]), "")
     # the table is wider than 80 columns: print it whole rather than fold model names
     Console(width=max(out.width, 140), force_terminal=out.is_terminal).print(t)
+    if total.get("unknown"):
+        out.print(f"{total['unknown']} call(s) were in flight when a process stopped: outcome unknown, "
+                  "counted in calls, tokens and cost not known", highlight=False, markup=False)
 
 
 @task_app.command("check")

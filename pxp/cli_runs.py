@@ -174,6 +174,10 @@ def run_cmd(
                     if machine == "simulated" else {},
                 )
             exp = create_experiment(engine, cfg, name=name)
+            from pxp.llm.models import run_warnings
+
+            for note in run_warnings([cfg.machine, cfg.checker]):
+                err.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
             for note in experiment_notes(exp):
                 err.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
     except (RunError, ValueError) as e:

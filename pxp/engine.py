@@ -30,6 +30,7 @@ from pxp.agents.base import (
     Query,
     call_fields,
 )
+from pxp.llm import journal
 from pxp.models import Asset, Context, Dataset, Instance, LLMCall, Message, Run, Session, utcnow
 from pxp.protocol import (
     Msg,
@@ -158,6 +159,7 @@ def record_calls(
     rows = call_rows(calls, experiment_id=experiment_id, run_id=run_id, session_id=session_id, j=j)
     with engine.begin() as conn:
         conn.execute(insert(LLMCall), rows)
+        journal.settle(conn, calls)
 
 
 def decide(agent: Agent, q: Query) -> tuple[Tag, Answer, bool | None, bool | None, bool | None]:
@@ -274,7 +276,8 @@ def step(
         "session_id": session_id,
     }
     try:
-        tag, answer, match, agree, changed = decide(agent, q)
+        with journal.journaled(engine, j=j, **ids):
+            tag, answer, match, agree, changed = decide(agent, q)
     except FormatFailure as err:
         abort(engine, session_id, str(err), calls=q.calls, j=j, **_ids(ids))
         return StepResult(session_id, Msg(j, sender, Tag.INIT), None, aborted=str(err))
@@ -293,6 +296,7 @@ def step(
                 for row in rows:
                     pk = conn.execute(_L.insert(), row).inserted_primary_key
                     call_id = pk[0] if pk is not None else None
+                journal.settle(conn, q.calls)
             conn.execute(
                 _M.insert(),
                 {
@@ -343,6 +347,7 @@ def abort(
                 insert(LLMCall),
                 call_rows(calls, experiment_id=experiment_id, run_id=run_id, session_id=session_id, j=j),
             )
+            journal.settle(conn, calls)
         conn.execute(
             update(Session)
             .where(col(Session.id) == session_id, col(Session.status) == "open")

@@ -157,6 +157,24 @@ class LLMCall(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class PendingCall(SQLModel, table=True):
+    """An LLM call sent and not yet stored as an LLMCall: after a crash, its outcome is unknown
+    (issue 15 §3). Written when the call is sent, removed with the LLMCall row that completes it."""
+
+    __tablename__ = "llmcall_pending"
+
+    id: int | None = Field(default=None, primary_key=True)
+    experiment_id: int | None = Field(default=None, index=True)
+    run_id: int | None = None
+    session_id: int | None = None
+    j: int | None = None
+    provider: str = Field(max_length=64)
+    model: str = Field(max_length=200)
+    purpose: str = Field(max_length=16)
+    attempt: int = 1
+    sent_at: datetime = Field(default_factory=utcnow)
+
+
 class Message(SQLModel, table=True):
     """The M table: message j of session s, (tag, prediction, explanation) and its facts."""
 

@@ -37,6 +37,7 @@ from pxp.agents.base import Agent, AgentUnavailable, CallRecord, CarriedSession,
 from pxp.engine import SessionClosed, StepConflict, call_rows, instance_view, record_calls, step
 from pxp.evaluate import Score, evaluate
 from pxp.limits import call_limit, set_call_limit
+from pxp.llm.redact import redact_any
 from pxp.models import Evaluation, Experiment, LLMCall, Run, Session, utcnow
 from pxp.protocol import Sender
 from pxp.run_checks import check_config
@@ -514,7 +515,8 @@ def run_repetition(
 def _set_run_status(engine: Engine, run_id: int, status: str, note: str | None) -> None:
     with engine.begin() as conn:
         conn.execute(
-            update(Run).where(col(Run.id) == run_id).values(status=status, note=note, updated_at=utcnow())
+            update(Run).where(col(Run.id) == run_id)
+            .values(status=status, note=redact_any(note), updated_at=utcnow())
         )
 
 

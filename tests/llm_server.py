@@ -94,6 +94,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
     stop: str | None = None
+    #: a raw body sent as is (truncated JSON, a proxy's HTML page), with `content_type`
+    raw: bytes | None = None
+    content_type: str = "application/json"
 
 
 def answer(prediction: str, explanation: str, *, structured: bool = True) -> Reply:
@@ -149,6 +152,8 @@ class FakeLLM:
     def __init__(self, handler: Handler | None = None) -> None:
         self.handler: Handler = handler or (lambda req: Reply(status=500, error="no handler"))
         self.requests: list[Request] = []
+        #: what GET /v1/models lists
+        self.models: list[str] = ["claude-sonnet-4-6", "claude-haiku-4-5", "gpt-4.1", "gpt-4.1-mini"]
         self._lock = threading.Lock()
         outer = self
 
@@ -158,6 +163,28 @@ class FakeLLM:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:
+                """GET /v1/models in the Anthropic (anthropic-version header) or OpenAI format."""
+                anthropic_api = "anthropic-version" in {k.lower() for k in self.headers}
+                if not self.path.split("?")[0].endswith("/models"):
+                    self.send_error(404)
+                    return
+                if anthropic_api:
+                    data = [{"type": "model", "id": m, "display_name": m,
+                             "created_at": "2026-01-01T00:00:00Z"} for m in outer.models]
+                    body: dict[str, Any] = {"data": data, "has_more": False,
+                                            "first_id": outer.models[0] if outer.models else None,
+                                            "last_id": outer.models[-1] if outer.models else None}
+                else:
+                    body = {"object": "list", "data": [{"id": m, "object": "model", "created": 0,
+                                                        "owned_by": "test"} for m in outer.models]}
+                raw = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
 
             def do_POST(self) -> None:
                 n = int(self.headers.get("content-length") or 0)
@@ -178,9 +205,9 @@ class FakeLLM:
                         body = {"error": {"message": r.error, "type": "server_error", "code": None}}
                 else:
                     body = _anthropic_body(req, r) if req.api == "anthropic" else _openai_body(req, r)
-                data = json.dumps(body).encode()
+                data = json.dumps(body).encode() if r.raw is None else r.raw
                 self.send_response(r.status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", r.content_type)
                 self.send_header("content-length", str(len(data)))
                 # the SDKs honour retry-after-ms: retries in tests take a millisecond
                 self.send_header("retry-after-ms", "1")

@@ -431,6 +431,11 @@ def test_settings_saves_prefs_and_never_shows_keys(
     _, engine = app_db
     make_rad(engine)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-do-not-show-1234")
+    from tests.llm_server import FakeLLM
+
+    server = FakeLLM()  # Settings lists the served models: a local server, never the network
+    server.models = ["gpt-4o-mini"]
+    monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
     at = new_app("settings")
     page = texts(at)
     assert "OPENAI_API_KEY" in page and "sk-test" not in page
@@ -447,12 +452,13 @@ def test_settings_saves_prefs_and_never_shows_keys(
     assert stored["n"] == 8 and stored["generator"] == "openai:gpt-4o-mini"
     assert all("sk-test" not in str(v) for v in stored.values())
     assert not at.warning, "the OpenAI key is present"
-    at.text_input(key="settings_generator").input("anthropic:claude-sonnet-4-5")
+    at.text_input(key="settings_generator").input("anthropic:claude-sonnet-4-6")
     at.get("form_submit_button")[0].click().run()
     ok(at)
     assert [w.value for w in at.warning] == [
         "Not set: ANTHROPIC_API_KEY. The model cannot answer until the key is in the environment "
         "or Streamlit secrets."]
+    server.close()
 
 
 def test_annotate_with_an_llm_machine_error_then_retry(app_db: tuple[str, Engine]) -> None:

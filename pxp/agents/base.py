@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pxp.llm.redact import redact_any
 from pxp.protocol import Msg, Sender, Tag
 
 
@@ -65,6 +66,8 @@ class CallRecord:
     latency_ms: float = 0.0
     cost_usd: float | None = None
     error: str | None = None
+    #: its llmcall_pending row while it is not stored (pxp.llm.journal)
+    pending_id: int | None = None
 
 
 #: The accounting fields a CallRecord shares with an LLMCall row (stored and exported alike).
@@ -76,7 +79,9 @@ CALL_FIELDS: tuple[str, ...] = (
 
 def call_fields(c: Any) -> dict[str, Any]:
     """The accounting fields of a CallRecord or an LLMCall row."""
-    return {f: getattr(c, f) for f in CALL_FIELDS}
+    fields = {f: getattr(c, f) for f in CALL_FIELDS}
+    fields["error"] = redact_any(fields["error"])  # provider text: never a key (issue 15)
+    return fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +141,7 @@ class Query:
 class Agent(Protocol):
     """An agent λ as the engine sees it."""
 
-    #: e.g. "simulated", "proxy", "anthropic:claude-sonnet-4-5", "browser"
+    #: e.g. "simulated", "proxy", "anthropic:claude-sonnet-4-6", "browser"
     label: str
 
     def ask(self, q: Query) -> Answer:

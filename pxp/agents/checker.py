@@ -14,6 +14,7 @@ from typing import Any
 from pxp.agents.base import AgentUnavailable, CallRecord, FormatFailure, Query
 from pxp.agents.proxy import HumanProxy
 from pxp.limits import call_slot
+from pxp.llm import journal
 from pxp.llm.base import Completion, LLMError, Prompt, Provider, TextPart, Turn
 from pxp.tasks.spec import FormatProblem, TaskSpec, parse_yes_no
 
@@ -32,6 +33,7 @@ def accounted_call(
     """
     record = CallRecord(provider=provider.name, model=provider.model, purpose=purpose, attempt=attempt)
     calls.append(record)
+    record.pending_id = journal.sent(provider.name, provider.model, purpose, attempt)
     try:
         with call_slot():
             out = provider.complete(prompt, **kwargs)

@@ -57,7 +57,7 @@ def check_prefs(p: Prefs) -> list[str]:
         if spec in ("simulated", "lexical"):
             continue
         if ":" not in spec or not spec.split(":", 1)[1].strip():
-            problems.append(f"{role}: write provider:model, e.g. anthropic:claude-sonnet-4-5")
+            problems.append(f"{role}: write provider:model, e.g. anthropic:claude-sonnet-4-6")
     if p.base_url and not p.base_url.startswith(("http://", "https://")):
         problems.append("the base URL must start with http:// or https://")
     return problems

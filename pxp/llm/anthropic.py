@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import anthropic
+from anthropic.types import Message
 
 from pxp.llm.base import (
     Completion,
@@ -25,9 +26,10 @@ from pxp.llm.base import (
     Schema,
     TextPart,
 )
-from pxp.llm.errors import describe_error
+from pxp.llm.errors import bad_reply, describe_error
 from pxp.llm.keys import api_key
 from pxp.llm.pricing import cost_usd
+from pxp.llm.redact import redact, redact_data
 
 CACHE = {"type": "ephemeral"}
 #: Anthropic allows at most four cache breakpoints per request.
@@ -100,19 +102,28 @@ class AnthropicProvider:
         body = self.request(prompt, max_tokens=max_tokens, temperature=temperature, schema=schema)
         t0 = time.perf_counter()
         try:
-            msg = self.client.messages.create(**body)
+            raw = self.client.messages.with_raw_response.create(**body)
         except anthropic.AnthropicError as e:
             status = getattr(e, "status_code", None)
             raise LLMError(describe_error(self.name, self.model, e, self.options),
                            status=status) from None
+        try:
+            msg = raw.parse()
+            if not isinstance(msg, Message):
+                raise TypeError(f"not a message ({type(msg).__name__})")
+            if msg.content is None or msg.usage is None:
+                raise TypeError("no content or usage")
+        except (ValueError, TypeError, AttributeError) as e:
+            raise LLMError(bad_reply(self.name, self.model, raw, self.options, str(e)),
+                           status=raw.status_code) from None
         latency = (time.perf_counter() - t0) * 1000
         text_parts: list[str] = []
         data: dict[str, Any] | None = None
         for block in msg.content:
             if block.type == "text":
-                text_parts.append(block.text)
+                text_parts.append(redact(block.text))
             elif block.type == "tool_use" and schema is not None and block.name == schema.name:
-                data = dict(block.input) if isinstance(block.input, dict) else None
+                data = redact_data(dict(block.input)) if isinstance(block.input, dict) else None
         u = msg.usage
         tokens_in, tokens_out = u.input_tokens or 0, u.output_tokens or 0
         cache_read = u.cache_read_input_tokens or 0

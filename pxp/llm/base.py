@@ -174,13 +174,13 @@ class Provider(Protocol):
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
-    """'anthropic:claude-sonnet-4-5' -> ('anthropic', 'claude-sonnet-4-5')."""
+    """'anthropic:claude-sonnet-4-6' -> ('anthropic', 'claude-sonnet-4-6')."""
     provider, sep, model = spec.partition(":")
     provider = provider.strip().lower()
     model = model.strip()
     if not sep or not provider or not model:
         raise LLMConfigError(
-            f"{spec!r} is not a provider:model spec (e.g. anthropic:claude-sonnet-4-5, openai:gpt-4o)"
+            f"{spec!r} is not a provider:model spec (e.g. anthropic:claude-sonnet-4-6, openai:gpt-4.1)"
         )
     return provider, model
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pxp.llm.redact import redact
+
 _HINT = {
     401: "authentication failed: check the API key ({env})",
     403: "permission denied: the key cannot use this model",
@@ -24,6 +26,11 @@ def _server_message(e: Any) -> str:
 
 
 def describe_error(provider: str, model: str, e: Exception, options: Any) -> str:
+    """`_describe` redacted: a server may echo the API key in its error body."""
+    return redact(_describe(provider, model, e, options))
+
+
+def _describe(provider: str, model: str, e: Exception, options: Any) -> str:
     """E.g. `anthropic:claude-x: API error 500 (overloaded) after 2 retries; the step was not taken`."""
     retries = getattr(options, "max_retries", None)
     tries = (" after the SDK's retries" if retries is None
@@ -46,3 +53,21 @@ def describe_error(provider: str, model: str, e: Exception, options: Any) -> str
         where = f" {base}" if base else " the API"
         return f"{who}: cannot connect to{where}{tries}{tail}"
     return f"{who}: {name}: {str(e)[:200]}{tail}"
+
+
+def bad_reply(provider: str, model: str, raw: Any, options: Any, problem: str) -> str:
+    """One line for a reply the SDK could not read (truncated JSON, a proxy's HTML page):
+    the provider, the base URL and what came back (status, content type, first bytes), redacted."""
+    raw = getattr(raw, "http_response", raw)  # the SDK's raw response wraps the httpx one
+    status = getattr(raw, "status_code", "?")
+    headers = getattr(raw, "headers", None) or {}
+    ctype = headers.get("content-type", "no content type")
+    try:
+        head = " ".join(str(raw.text)[:80].split())
+    except Exception:
+        head = ""
+    url = getattr(options, "base_url", None) or "the API"
+    return redact(
+        f"{provider}:{model}: unreadable reply from {url} (HTTP {status}, {ctype}, "
+        f"starts {head!r}: {problem[:120]}); nothing was stored and the session can be resumed"
+    )

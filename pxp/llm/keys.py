@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 
+#: the variables that may hold a key or token (read by the SDKs or by pxp)
+KEY_NAMES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY")
+
 
 def _streamlit_secret(name: str) -> str | None:
     try:

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from pxp.llm.base import (
     Completion,
@@ -28,9 +29,10 @@ from pxp.llm.base import (
     Schema,
     TextPart,
 )
-from pxp.llm.errors import describe_error
+from pxp.llm.errors import bad_reply, describe_error
 from pxp.llm.keys import api_key
 from pxp.llm.pricing import cost_usd
+from pxp.llm.redact import redact, redact_data
 
 #: the key sent to local OpenAI-compatible servers, which ignore it
 LOCAL_KEY = "not-needed"
@@ -100,13 +102,13 @@ class OpenAIProvider:
         t0 = time.perf_counter()
         try:
             try:
-                resp = self.client.chat.completions.create(**body)
+                resp = self._create(body)
             except openai.BadRequestError as e:
                 if "response_format" not in body or not _refuses_schema(e):
                     raise
                 self.structured = False  # this server cannot do json_schema: ask in text
                 body.pop("response_format")
-                resp = self.client.chat.completions.create(**body)
+                resp = self._create(body)
         except openai.OpenAIError as e:
             status = getattr(e, "status_code", None)
             raise LLMError(describe_error(self.name, self.model, e, self.options),
@@ -116,13 +118,13 @@ class OpenAIProvider:
         stop = None
         if resp.choices:
             choice = resp.choices[0]
-            text = choice.message.content or ""
+            text = redact(choice.message.content or "")
             stop = choice.finish_reason
         data = None
         if "response_format" in body and text:
             try:
                 parsed = json.loads(text)
-                data = parsed if isinstance(parsed, dict) else None
+                data = redact_data(parsed) if isinstance(parsed, dict) else None
             except json.JSONDecodeError:
                 data = None
         u = resp.usage
@@ -138,6 +140,21 @@ class OpenAIProvider:
                 self.name, self.model, tokens_in=tokens_in, tokens_out=tokens_out,
                 cache_read=cache_read),
         )
+
+
+    def _create(self, body: dict[str, Any]) -> ChatCompletion:
+        """One Chat Completions call; a reply the SDK cannot read is an LLMError naming what came back."""
+        raw = self.client.chat.completions.with_raw_response.create(**body)
+        try:
+            resp = raw.parse()
+            if not isinstance(resp, ChatCompletion):
+                raise TypeError(f"not a chat completion ({type(resp).__name__})")
+            if resp.choices is None:
+                raise TypeError("no choices")
+        except (ValueError, TypeError, AttributeError) as e:
+            raise LLMError(bad_reply(self.name, self.model, raw, self.options, str(e)),
+                           status=raw.status_code) from None
+        return resp
 
 
 def _refuses_schema(e: openai.BadRequestError) -> bool:

@@ -3,13 +3,16 @@
 Matched by model id (a date or `-latest` suffix allowed); an unknown model has no cost (None), which
 is the honest answer for local OpenAI-compatible servers. Anthropic cache writes
 (5-minute) cost 1.25x input and cache reads 0.1x input; OpenAI cached input has
-its own price. Update the table when list prices change.
+its own price. Update the table when list prices change; checked 2026-11-23 (CHECKED).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+#: the date the prices below were checked against the providers' list prices
+CHECKED = "2026-11-23"
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,7 +143,7 @@ def new_experiment_form(dataset: str) -> None:
         n = c1.number_input("n: messages per session", 2, 50, prefs.n, key="annotate_new_exp_n")
         k = c2.number_input("k: REJECT allowed after", 1, 50, prefs.k, key="annotate_new_exp_k")
         machine = st.text_input("Machine agent", prefs.generator, key="annotate_new_exp_machine",
-                                help="simulated, or provider:model such as anthropic:claude-sonnet-4-5")
+                                help="simulated, or provider:model such as anthropic:claude-sonnet-4-6")
         shuffle = st.checkbox("Shuffle the cases", key="annotate_new_exp_shuffle")
         if st.form_submit_button("Create"):
             try:

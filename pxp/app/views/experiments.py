@@ -8,6 +8,7 @@ from pxp import workers
 from pxp.app import resources, ui
 from pxp.app.data import dataset_choices, dataset_info, experiments_table
 from pxp.app.prefs import load_prefs
+from pxp.llm.models import run_warnings
 from pxp.run_checks import config_errors
 from pxp.runner import RunConfig, RunError, create_experiment
 
@@ -66,6 +67,7 @@ def launch_form() -> str | None:
         temperature=prefs.generator_temperature if m != "simulated" else None,
         max_tokens=prefs.generator_max_tokens or None,
     )
+    S["experiments_warnings"] = run_warnings([cfg.machine, cfg.checker])  # shown with the outcome
     problems = config_errors(cfg.as_dict())
     if problems:
         return "error:Not started, nothing stored: " + "; ".join(problems)
@@ -143,6 +145,9 @@ def render() -> None:
     if outcome is not None:
         S["experiments_outcome"] = outcome
     kind, _, line = str(S.get("experiments_outcome", "")).partition(":")
+    if outcome is not None:
+        for warning in S.get("experiments_warnings", []):
+            st.warning(warning)  # pxp's own line naming the model (markdown, never HTML)
     if line:
         (st.success if kind == "ok" else st.error)(ui.escape_md(line))
     st.subheader("Progress")

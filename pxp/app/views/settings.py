@@ -8,6 +8,7 @@ import streamlit as st
 
 from pxp.app import resources
 from pxp.app.prefs import load_prefs, save_prefs
+from pxp.llm.models import model_checks
 
 _KEY_OF = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
@@ -33,7 +34,7 @@ def render() -> None:
         gen = st.text_input(
             "Generator (answers the cases)", prefs.generator, key="settings_generator",
             help="simulated (offline, no key), or provider:model such as "
-                 "anthropic:claude-sonnet-4-5 or openai:gpt-4o",
+                 "anthropic:claude-sonnet-4-6 or openai:gpt-4.1",
         )
         c1, c2 = st.columns(2)
         temp = c1.number_input("Generator temperature", 0.0, 2.0, float(prefs.generator_temperature),
@@ -64,6 +65,8 @@ def render() -> None:
                 st.error(str(err))
             else:
                 st.success("Saved. New experiments use these settings.")
+                for warning in model_checks([new.generator, new.checker], new.base_url):
+                    st.warning(warning)
                 missing = _missing_keys([new.generator, new.checker], bool(new.base_url))
                 if missing:
                     st.warning(f"Not set: {', '.join(missing)}. The model cannot answer until the "

@@ -1,0 +1,50 @@
+"""Calls in flight (issue 15 §3): each LLM call is written to `llmcall_pending` when it is
+sent, and removed in the transaction that stores its LLMCall row. After a crash the rows
+left are the calls whose outcome is unknown; `pxp calls` counts them.
+
+`step` (pxp.engine) sets where the calls of an agent's decision go with `journaled`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, delete, insert
+
+from pxp.models import PendingCall, utcnow
+
+_P: Table = PendingCall.__table__  # type: ignore[attr-defined]
+_TARGET: contextvars.ContextVar[tuple[Engine, dict[str, Any]] | None] = contextvars.ContextVar(
+    "pxp_call_journal", default=None)
+
+
+@contextmanager
+def journaled(engine: Engine, **ids: Any) -> Iterator[None]:
+    """Journal the calls made inside the block under these ids (experiment, run, session, j)."""
+    token = _TARGET.set((engine, ids))
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
+
+
+def sent(provider: str, model: str, purpose: str, attempt: int) -> int | None:
+    """Write a pending row for a call about to be sent; its id (None outside `journaled`)."""
+    target = _TARGET.get()
+    if target is None:
+        return None
+    engine, ids = target
+    with engine.begin() as conn:
+        pk = conn.execute(insert(_P), {**ids, "provider": provider, "model": model, "purpose": purpose,
+                                       "attempt": attempt, "sent_at": utcnow()}).inserted_primary_key
+    return int(pk[0]) if pk is not None else None
+
+
+def settle(conn: Connection, calls: Sequence[Any]) -> None:
+    """Remove the pending rows of calls now stored as LLMCall rows (same transaction)."""
+    ids = [c.pending_id for c in calls if getattr(c, "pending_id", None) is not None]
+    if ids:
+        conn.execute(delete(_P).where(_P.c.id.in_(ids)))

@@ -1,0 +1,97 @@
+"""Current default models and warnings about deprecated or unknown models (issue 11 §5).
+
+Deprecations come from the installed anthropic SDK's own table (the one behind its
+DeprecationWarning), so they follow SDK updates. A model is "unknown" when the provider's
+model list (when it was fetched, `served`) does not name it. Checked 2026-11-23.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from pxp.llm.base import is_llm_spec, parse_spec
+
+#: the examples and suggestions pxp shows; current (not deprecated) models, checked 2026-11-23
+DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1"}
+DEFAULT_CHECKERS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4.1-mini"}
+
+
+def _anthropic_deprecations() -> dict[str, str]:
+    try:
+        from anthropic.resources.messages.messages import DEPRECATED_MODELS
+    except ImportError:  # an SDK without the table
+        return {}
+    return {str(k): str(v) for k, v in DEPRECATED_MODELS.items()}
+
+
+def deprecation(provider: str, model: str) -> str | None:
+    """The end-of-life date the provider's SDK gives for `model`, or None."""
+    if provider == "anthropic":
+        return _anthropic_deprecations().get(model)
+    return None
+
+
+def model_warning(spec: str, served: Sequence[str] | None = None) -> str | None:
+    """One warning line for a provider:model spec: deprecated, or not among the served models."""
+    if not is_llm_spec(spec):
+        return None
+    provider, model = parse_spec(spec)
+    eol = deprecation(provider, model)
+    if eol is not None:
+        return (f"{spec} is deprecated (end of life {eol}); use a current model such as "
+                f"{provider}:{DEFAULT_MODELS[provider]}")
+    if served is not None and model not in served:
+        shown = ", ".join(sorted(served)[:8]) + (", ..." if len(served) > 8 else "")
+        return f"{spec}: the server does not list this model (it serves {shown or 'none'})"
+    return None
+
+
+def served_models(spec: str, base_url: str | None = None) -> list[str]:
+    """The model ids the provider of `spec` serves (`client.models.list()` through its SDK).
+
+    Raises LLMConfigError without a key, LLMError (one line, redacted) when the list fails.
+    """
+    from pxp.llm.base import LLMError, ProviderOptions, make_provider
+    from pxp.llm.errors import describe_error
+
+    provider, model = parse_spec(spec)
+    p = make_provider(spec, ProviderOptions(base_url=base_url or None, max_retries=0, timeout=10))
+    client: Any = cast(Any, p).client
+    try:
+        return sorted(str(m.id) for m in client.models.list())
+    except Exception as e:  # the SDKs' errors and unreadable replies alike
+        raise LLMError(describe_error(provider, model, e, getattr(p, "options", None))) from None
+
+
+def run_warnings(specs: Sequence[str]) -> list[str]:
+    """Model warnings for the LLM roles of a run, before it starts (pxp run, Experiments)."""
+    out: list[str] = []
+    for spec in dict.fromkeys(specs):
+        w = model_warning(spec)
+        if w is not None:
+            out.append(w)
+    return out
+
+
+def model_checks(specs: Sequence[str], base_url: str | None = None) -> list[str]:
+    """Settings: for each LLM role, the models its provider serves (when a key or base URL is
+    configured) and a deprecation or unknown-model warning; one line each."""
+    from pxp.llm.base import LLMConfigError, LLMError
+
+    out: list[str] = []
+    for spec in dict.fromkeys(specs):
+        if not is_llm_spec(spec):
+            continue
+        provider = parse_spec(spec)[0]
+        served: list[str] | None = None
+        try:
+            served = served_models(spec, base_url if provider == "openai" else None)
+        except LLMConfigError:
+            served = None  # no key: nothing to ask (Settings says which key is missing)
+        except LLMError as e:
+            out.append(f"cannot list the models of {provider}: {e}")
+        w = model_warning(spec, served)
+        if w is not None:
+            out.append(w)
+    return out

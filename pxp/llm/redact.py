@@ -1,0 +1,64 @@
+"""One redaction for every text that comes from an LLM provider (issue 15 §1).
+
+Error bodies, response text and SDK exception messages pass `redact` before they are
+stored, logged, exported or shown: self-hosted and proxy servers may echo the API key.
+The value of every configured key (environment, Streamlit secrets) and anything shaped
+like a common key (`sk-…`, `sk-ant-…`, bearer tokens) becomes `[redacted]`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, TypeVar
+
+from pxp.llm.keys import KEY_NAMES, _streamlit_secret
+
+REDACTED = "[redacted]"
+
+#: key-shaped strings: sk-… / sk-ant-… (OpenAI, Anthropic, most proxies), bearer tokens,
+#: and `api_key=…` style pairs
+_SHAPES = re.compile(
+    r"\bsk-[A-Za-z0-9_\-]{6,}"
+    r"|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{8,}=*"
+    r"|(?i:(?<=api[_-]key[=:\s\"']))\s*[A-Za-z0-9._\-]{12,}"
+)
+_MIN_KEY = 6  # shorter configured values (e.g. "1") are not keys; replacing them would garble text
+
+
+def configured_keys() -> list[str]:
+    """The values of every configured key: the environment, then Streamlit secrets."""
+    values = []
+    for name in KEY_NAMES:
+        for value in (os.environ.get(name), _streamlit_secret(name)):
+            if value and len(value.strip()) >= _MIN_KEY:
+                values.append(value.strip())
+    return sorted(set(values), key=len, reverse=True)
+
+
+def redact(text: str) -> str:
+    """`text` with every configured key and key-shaped string replaced by `[redacted]`."""
+    if not text:
+        return text
+    for key in configured_keys():
+        text = text.replace(key, REDACTED)
+    return _SHAPES.sub(REDACTED, text)
+
+
+T = TypeVar("T")
+
+
+def redact_data(value: T) -> T:
+    """`redact` applied to every string in a JSON-like value (a structured answer)."""
+    if isinstance(value, str):
+        return redact(value)  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {k: redact_data(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [redact_data(v) for v in value]  # type: ignore[return-value]
+    return value
+
+
+def redact_any(value: Any) -> Any:
+    """`redact` of a text that may be None."""
+    return redact(value) if isinstance(value, str) else value

@@ -1,0 +1,72 @@
+"""Issue 15 §3: a call in flight when the process is killed is recorded when sent, so
+`pxp calls` and `pxp report --calls` count it (outcome unknown) after the crash."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from pxp.cli import _register_commands, app
+from pxp.store import make_engine, upgrade
+from tests.factories import make_drug
+from tests.llm_server import FakeLLM, Reply, Request, adopting_model
+from tests.test_llm_cli import _drug_first
+from tests.test_resume import PXP, ROOT
+
+_register_commands()
+cli = CliRunner()
+
+
+def test_killed_in_flight_call_is_counted_as_unknown(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    e = make_engine(url)
+    upgrade(e)
+    make_drug(e, "drug")
+    e.dispose()
+    release = threading.Event()
+    good = adopting_model(_drug_first)
+
+    def hang(req: Request) -> Reply:  # the first call never gets its reply before the kill
+        release.wait(30)
+        return Reply(status=500, error="too late")
+
+    with FakeLLM(hang) as server:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": "sk-test-not-a-key",
+               "ANTHROPIC_BASE_URL": server.url, "PXP_LLM_MAX_RETRIES": "0"}
+        proc = subprocess.Popen([*PXP, "--db", url, "run", "--dataset", "drug", "--machine",
+                                 "anthropic:claude-haiku-4-5", "--reps", "1", "--name", "K", "--no-progress"],
+                                env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while not server.requests and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.requests, proc.communicate()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        release.set()
+        sent = len(server.requests)
+
+        r = cli.invoke(app, ["--db", url, "calls", "--experiment", "K", "--format", "json"])
+        assert r.exit_code == 0, r.stderr
+        total = json.loads(r.stdout)["total"]
+        assert total["unknown"] == sent and total["calls"] == sent
+        r = cli.invoke(app, ["--db", url, "calls", "--experiment", "K"])
+        assert f"{sent} call(s) were in flight" in r.stdout
+        r = cli.invoke(app, ["--db", url, "report", "--experiment", "K", "--calls", "--format", "json"])
+        assert r.exit_code == 0, r.stderr
+        assert f'"unknown": {sent}' in r.stdout
+
+        # resume finishes; the calls stored by then are complete, the lost one stays unknown
+        server.handler = good
+        res = subprocess.run([*PXP, "--db", url, "run", "--resume", "K", "--no-progress"],
+                             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        r = cli.invoke(app, ["--db", url, "calls", "--experiment", "K", "--format", "json"])
+        total = json.loads(r.stdout)["total"]
+        assert total["unknown"] == sent and total["calls"] == len(server.requests)
