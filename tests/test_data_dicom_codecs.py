@@ -95,3 +95,16 @@ def test_cli_skip_bad_and_log_file(db_url: str, tmp_path: Path) -> None:
     assert code == 0 and "1 instances (1 added)" in out
     assert "UserWarning" not in err and "Invalid value for VR" not in err
     assert "badVR.dcm: Invalid value for VR IS: '1A'" in log.read_text()
+
+
+def test_the_real_cli_prints_no_raw_pydicom_warning(db_url: str, tmp_path: Path) -> None:
+    """In a real process (no test logging handlers), pydicom's warnings about badVR.dcm reach
+    neither stdout nor stderr: one summary line says where they went."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "pxp.cli", "--db", db_url, "import", "dicom",
+                          str(bad_folder(tmp_path)), "--skip-bad"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "went to the 'pxp.dicom' log" in res.stdout + res.stderr
+    assert "Invalid value for VR" not in res.stdout + res.stderr

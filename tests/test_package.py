@@ -2,8 +2,9 @@
 environment and run from an empty directory, `pxp demo`, `pxp report` and `pxp app` work
 without the checkout (demo data, pages and migrations ship inside the package).
 
-The venv sees the machine's site-packages only for the dependencies (pip still resolves
-them against the wheel's metadata); pxp itself comes from the wheel, which the test checks.
+The venv has no system site-packages: pip installs the wheel with the dependencies its
+metadata names (from pip's cache or the package index), so a dependency missing from
+pyproject.toml fails here; pxp itself comes from the wheel, which the test checks.
 """
 
 from __future__ import annotations
@@ -49,11 +50,20 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     "pxp/migrations/env.py"):
         assert shipped in names, shipped
     env_dir = tmp_path_factory.mktemp("venv") / "v"
-    _run([sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)], cwd=dist)
-    _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--force-reinstall",
-          "--no-deps", str(wheel)], cwd=dist)
+    _run([sys.executable, "-m", "venv", str(env_dir)], cwd=dist)
+    _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile",
+          "--disable-pip-version-check", str(wheel)], cwd=dist, timeout=900)
     _run([str(env_dir / "bin" / "python"), "-m", "pip", "check"], cwd=dist)
     return env_dir
+
+
+def test_no_pages_folder_beside_a_main_script() -> None:
+    """Streamlit auto-discovers a `pages/` folder beside the main script (even one holding only
+    __pycache__, left over from before the pages moved into pxp/app/views/): the first direct
+    visit would then get Streamlit's file-name menu instead of pxp's router."""
+    for main in (ROOT / "streamlit_app.py", ROOT / "pxp" / "app" / "streamlit_app.py"):
+        assert main.is_file()
+        assert not (main.parent / "pages").exists(), f"remove {main.parent / 'pages'}: Streamlit would find it"
 
 
 def test_the_installed_wheel_runs_demo_report_and_app_from_any_directory(venv: Path, tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from pxp.data.images import MAX_PIXELS, PreparedImage
 
 log = logging.getLogger("pxp.dicom")
 """pydicom's warnings about malformed elements go here, one record per warning."""
+log.addHandler(logging.NullHandler())  # never printed raw: the CLI shows one summary line, --log keeps them
 
 MAX_DICOM_BYTES = 256 * 1024 * 1024
 """Largest DICOM file accepted (bytes)."""
