@@ -9,6 +9,7 @@ validation split; the performance series (Figure 2 of the papers) uses the test 
 
 from __future__ import annotations
 
+import contextvars
 import statistics
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -113,11 +114,18 @@ def evaluate(
             one(i)
             if failure is not None:
                 break
-    elif executor is not None:
-        list(executor.map(one, range(len(instances))))
     else:
-        with ThreadPoolExecutor(max_workers=min(workers, len(instances)), thread_name_prefix="pxp-eval") as pool:
-            list(pool.map(one, range(len(instances))))
+        # each task runs in a copy of the caller's context, so the call journal (pxp.llm.journal) reaches it
+        parent = contextvars.copy_context()
+
+        def in_context(i: int) -> None:
+            parent.copy().run(one, i)
+
+        if executor is not None:
+            list(executor.map(in_context, range(len(instances))))
+        else:
+            with ThreadPoolExecutor(max_workers=min(workers, len(instances)), thread_name_prefix="pxp-eval") as pool:
+                list(pool.map(in_context, range(len(instances))))
     for c in calls:
         c.purpose = EVAL_PURPOSE
     if record is not None:

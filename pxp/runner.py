@@ -37,6 +37,7 @@ from pxp.agents.base import Agent, AgentUnavailable, CallRecord, CarriedSession,
 from pxp.engine import SessionClosed, StepConflict, call_rows, instance_view, record_calls, step
 from pxp.evaluate import Score, evaluate
 from pxp.limits import call_limit, set_call_limit
+from pxp.llm import journal
 from pxp.llm.redact import redact_any
 from pxp.models import Evaluation, Experiment, LLMCall, Run, Session, utcnow
 from pxp.protocol import Sender
@@ -318,40 +319,51 @@ class _Rep:
 
     def score(
         self, instances: list[InstanceView], carry: Sequence[CarriedSession], session_id: int | None
-    ) -> tuple[Score, list[dict[str, Any]]]:
-        """The machine's score with context `carry`, and its calls as LLMCall rows to store with it.
+    ) -> Scored:
+        """The machine's score with context `carry`, and its calls to store with it.
 
-        When an AgentUnavailable interrupts the evaluation its calls are stored at once.
+        Each call is journaled when sent (pxp.llm.journal), so a crash mid-evaluation leaves it
+        counted as of unknown outcome. When an AgentUnavailable interrupts the evaluation its
+        calls are stored at once.
         """
         calls: list[CallRecord] = []
         try:
-            score = evaluate(
-                self.machine, self.human, instances, carry, n=self.cfg.n, k=self.cfg.k,
-                workers=call_limit(), record=calls.extend, executor=self.pool,
-            )
+            with journal.journaled(self.engine, experiment_id=self.exp.id, run_id=self.run.id,
+                                   session_id=session_id, j=None):
+                score = evaluate(
+                    self.machine, self.human, instances, carry, n=self.cfg.n, k=self.cfg.k,
+                    workers=call_limit(), record=calls.extend, executor=self.pool,
+                )
         except AgentUnavailable:
             record_calls(self.engine, calls, experiment_id=self.exp.id, run_id=self.run.id, session_id=session_id)
             raise
-        return score, call_rows(calls, experiment_id=self.exp.id, run_id=self.run.id, session_id=session_id, j=None)
+        return score, calls
 
-    def store_eval(self, after: int, split: str, scored: tuple[Score, list[dict[str, Any]]]) -> Score:
+    def rows(self, calls: list[CallRecord], session_id: int | None) -> list[dict[str, Any]]:
+        return call_rows(calls, experiment_id=self.exp.id, run_id=self.run.id, session_id=session_id, j=None)
+
+    def store_eval(self, after: int, split: str, scored: Scored, session_id: int | None = None) -> Score:
         """Insert an Evaluation row with its calls, in one transaction; a row already there wins."""
         s, calls = scored
         try:
             with self.engine.begin() as conn:
-                if calls:
-                    conn.execute(insert(LLMCall), calls)
+                store_calls(conn, self.rows(calls, session_id), calls)
                 conn.execute(insert(Evaluation).values(**_eval_values(self.run.id or 0, after, split, s)))
         except IntegrityError:
-            _store_call_rows(self.engine, calls)
+            with self.engine.begin() as conn:
+                store_calls(conn, self.rows(calls, session_id), calls)
         self.evals.setdefault((after, split), s)
         return s
 
 
-def _store_call_rows(engine: Engine, rows: list[dict[str, Any]]) -> None:
+Scored = tuple[Score, list[CallRecord]]
+
+
+def store_calls(conn: Any, rows: list[dict[str, Any]], calls: list[CallRecord]) -> None:
+    """Insert the LLMCall rows and settle their journal entries, in the caller's transaction."""
     if rows:
-        with engine.begin() as conn:
-            conn.execute(insert(LLMCall), rows)
+        conn.execute(insert(LLMCall), rows)
+        journal.settle(conn, calls)
 
 
 def _eval_values(run_id: int, after: int, split: str, s: Score) -> dict[str, Any]:
@@ -383,6 +395,7 @@ def _learn(rep: _Rep, s: Session, carry: list[CarriedSession], this: CarriedSess
     val_split = cfg.val_split or "val"  # evaluations are stored under the split's own name
     before = after = None
     trial_calls: list[dict[str, Any]] = []
+    trial_records: list[CallRecord] = []
     if s.status == "aborted" or this is None:
         kept, note = False, "dropped: the session was aborted"
     elif not cfg.learn:
@@ -394,14 +407,15 @@ def _learn(rep: _Rep, s: Session, carry: list[CarriedSession], this: CarriedSess
         base = rep.evals.get((last_kept, val_split))
         if base is None:  # first decision, or a crash before it was stored
             base = rep.store_eval(last_kept, val_split, rep.score(rep.val, carry, None))
-        trial, trial_calls = rep.score(rep.val, [*carry, this], s.id)
+        trial, trial_records = rep.score(rep.val, [*carry, this], s.id)
+        trial_calls = rep.rows(trial_records, s.id)
         before, after = base.metric(metric), trial.metric(metric)
         kept = after >= before
         verdict = "kept" if kept else "dropped"
         note = f"{verdict}: validation {metric} accuracy {before:.3f} -> {after:.3f} ({len(rep.val)} instances)"
     with rep.engine.begin() as conn:
-        if before is not None and trial_calls:
-            conn.execute(insert(LLMCall), trial_calls)
+        if before is not None:
+            store_calls(conn, trial_calls, trial_records)
         res = conn.execute(
             update(Session)
             .where(col(Session.id) == s.id, col(Session.context_kept).is_(None))
@@ -496,7 +510,7 @@ def run_repetition(
                 carry.append(this)
                 last_kept = s.ordinal
                 if rep.test and (s.ordinal, test_split) not in rep.evals:
-                    rep.store_eval(s.ordinal, test_split, rep.score(rep.test, carry, s.id))
+                    rep.store_eval(s.ordinal, test_split, rep.score(rep.test, carry, s.id), s.id)
     except AgentUnavailable as e:
         _set_run_status(engine, rid, "paused", f"{type(e).__name__}: {e}")
         obs.run_ended(run.repetition, "paused", str(e))

@@ -70,3 +70,39 @@ def test_killed_in_flight_call_is_counted_as_unknown(tmp_path: Path) -> None:
         r = cli.invoke(app, ["--db", url, "calls", "--experiment", "K", "--format", "json"])
         total = json.loads(r.stdout)["total"]
         assert total["unknown"] == sent and total["calls"] == len(server.requests)
+
+
+def test_a_call_killed_during_an_evaluation_is_counted_as_unknown(tmp_path: Path) -> None:
+    """Machine-performance evaluations run on the runner's thread pool: their calls are journaled
+    too, so a kill -9 during the evaluation before session 1 still counts what was sent."""
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    e = make_engine(url)
+    upgrade(e)
+    make_drug(e, "drug")
+    e.dispose()
+    release = threading.Event()
+
+    def hang(req: Request) -> Reply:
+        release.wait(30)
+        return Reply(status=500, error="too late")
+
+    with FakeLLM(hang) as server:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": "sk-test-not-a-key",
+               "ANTHROPIC_BASE_URL": server.url, "PXP_LLM_MAX_RETRIES": "0"}
+        proc = subprocess.Popen([*PXP, "--db", url, "run", "--dataset", "drug", "--machine",
+                                 "anthropic:claude-haiku-4-5", "--reps", "1", "--name", "E", "--no-progress",
+                                 "--no-learn", "--test-split", "train", "--eval-at-start"],
+                                env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.requests, proc.communicate()
+        time.sleep(0.3)  # let the pool send what it sends at once
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        release.set()
+        sent = len(server.requests)
+        r = cli.invoke(app, ["--db", url, "calls", "--experiment", "E", "--format", "json"])
+        assert r.exit_code == 0, r.stderr
+        total = json.loads(r.stdout)["total"]
+        assert total["unknown"] == sent and total["calls"] == sent
