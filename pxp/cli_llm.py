@@ -20,9 +20,12 @@ app.add_typer(task_app, name="task")
 def calls_cmd(
     experiment: Annotated[str, typer.Option("--experiment", help="Experiment name or id.")],
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    unknown: Annotated[bool, typer.Option(
+        "--unknown", help="List each call sent but never answered before a process stopped.")] = False,
 ) -> None:
     """LLM calls of an experiment per run: calls, errors, tokens, cache, cost, latency."""
     from pxp.llm.accounting import call_totals, grand_total
+    from pxp.llm.journal import unknown_calls
     from pxp.store import db_session, find_experiment
 
     if fmt not in ("table", "json"):
@@ -32,6 +35,19 @@ def calls_cmd(
         exp = find_experiment(db, name_or_id=experiment)
     if exp is None or exp.id is None:
         fail(f"no experiment named {experiment!r}")
+    if unknown:
+        pending = unknown_calls(engine, exp.id)
+        if fmt == "json":
+            dump({"experiment": exp.name, "unknown": pending})
+            return
+        t = Table(title=f"LLM calls of {exp.name} whose outcome is unknown")
+        for c in ("sent at", "run", "session", "j", "provider:model", "purpose", "attempt"):
+            t.add_column(c, no_wrap=True)
+        for p in pending:
+            t.add_row(p["sent_at"], str(p["run_id"] or ""), str(p["session_id"] or ""), str(p["j"] or ""),
+                      f"{p['provider']}:{p['model']}", p["purpose"], str(p["attempt"]))
+        Console(width=max(out.width, 120), force_terminal=out.is_terminal).print(t)
+        return
     rows = call_totals(engine, exp.id)
     total = grand_total(rows)
     if fmt == "json":
@@ -62,7 +78,8 @@ def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) ->
     Console(width=max(out.width, 140), force_terminal=out.is_terminal).print(t)
     if total.get("unknown"):
         out.print(f"{total['unknown']} call(s) were in flight when a process stopped: outcome unknown, "
-                  "counted in calls, tokens and cost not known", highlight=False, markup=False)
+                  "counted in calls, tokens and cost not known (list them: pxp calls --unknown)",
+                  highlight=False, markup=False)
 
 
 @task_app.command("check")

@@ -58,6 +58,12 @@ def test_killed_in_flight_call_is_counted_as_unknown(tmp_path: Path) -> None:
         assert total["unknown"] == sent and total["calls"] == sent
         r = cli.invoke(app, ["--db", url, "calls", "--experiment", "K"])
         assert f"{sent} call(s) were in flight" in r.stdout
+        r = cli.invoke(app, ["--db", url, "calls", "--experiment", "K", "--unknown", "--format", "json"])
+        listed = json.loads(r.stdout)["unknown"]
+        assert len(listed) == sent and {c["model"] for c in listed} == {"claude-haiku-4-5"}
+        assert all(c["session_id"] and c["j"] == 1 for c in listed)  # the machine's first message
+        r = cli.invoke(app, ["--db", url, "calls", "--experiment", "K", "--unknown"])
+        assert r.exit_code == 0 and "anthropic:claude-haiku-4-5" in r.stdout
         r = cli.invoke(app, ["--db", url, "report", "--experiment", "K", "--calls", "--format", "json"])
         assert r.exit_code == 0, r.stderr
         assert f'"unknown": {sent}' in r.stdout

@@ -48,3 +48,14 @@ def settle(conn: Connection, calls: Sequence[Any]) -> None:
     ids = [c.pending_id for c in calls if getattr(c, "pending_id", None) is not None]
     if ids:
         conn.execute(delete(_P).where(_P.c.id.in_(ids)))
+
+
+def unknown_calls(engine: Engine, experiment_id: int) -> list[dict[str, Any]]:
+    """The calls of an experiment whose outcome is unknown (sent, never stored), oldest first."""
+    from sqlalchemy import select
+
+    with engine.connect() as conn:
+        rows = conn.execute(select(_P).where(_P.c.experiment_id == experiment_id).order_by(_P.c.sent_at, _P.c.id))
+        return [{"sent_at": r.sent_at.isoformat(timespec="seconds"), "run_id": r.run_id,
+                 "session_id": r.session_id, "j": r.j, "provider": r.provider, "model": r.model,
+                 "purpose": r.purpose, "attempt": r.attempt} for r in rows]
