@@ -20,12 +20,14 @@ from pxp.cli import app, state
 MAIN = Path(__file__).resolve().parent / "app" / "streamlit_app.py"
 
 #: pxp's Streamlit settings: no usage statistics leave the machine, no developer toolbar
-#: for clinicians, no exception trace on screen, light theme.
+#: for clinicians, no exception trace on screen, light theme with a success-green primary
+#: colour (Streamlit's default red reads as an error on a selected "Yes" or a finished run).
 STREAMLIT_SETTINGS = {
     "browser.gatherUsageStats": "false",
     "client.toolbarMode": "minimal",
     "client.showErrorDetails": "none",
     "theme.base": "light",
+    "theme.primaryColor": "#2e7d32",
 }
 
 

@@ -411,6 +411,7 @@ def test_zip_members_cannot_escape(tmp_path: Path) -> None:
     import zipfile
 
     from pxp.app.imports import stage
+    from pxp.data.common import ImportProblems
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
@@ -420,8 +421,9 @@ def test_zip_members_cannot_escape(tmp_path: Path) -> None:
 
     root = tmp_path / "stage"
     root.mkdir()
-    stage(Up("a.csv", b"a"), [Up("i.zip", buf.getvalue())], root)
-    assert (root / "imgs" / "ok.png").exists()
+    with pytest.raises(ImportProblems, match="escapes the zip"):  # refused whole, nothing unpacked
+        stage(Up("a.csv", b"a"), [Up("i.zip", buf.getvalue())], root)
+    assert not (root / "imgs" / "ok.png").exists()
     assert not (tmp_path / "evil.txt").exists() and not Path("/abs.txt").exists()
 
 
