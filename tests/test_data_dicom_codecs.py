@@ -108,3 +108,26 @@ def test_the_real_cli_prints_no_raw_pydicom_warning(db_url: str, tmp_path: Path)
     assert res.returncode == 0, res.stderr
     assert "went to the 'pxp.dicom' log" in res.stdout + res.stderr
     assert "Invalid value for VR" not in res.stdout + res.stderr
+
+
+def test_jpeg_lossy_with_a_broken_scan_header_is_repaired_and_imported(engine: Engine, tmp_path: Path) -> None:
+    """JPEG-lossy.dcm (12-bit JPEG Extended, the issue's example) has Se = 0 in the start-of-scan
+    header of a sequential image; libjpeg refuses it as written. The header is repaired (T.81 B.2.3),
+    the image decodes, and the import says so in one line."""
+    import numpy as np
+
+    from pxp.data.images import open_image
+
+    src = shipped("JPEG-lossy.dcm")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(src, folder / src.name)
+    res = import_dicom(engine, folder, name="lossy")
+    assert res.added == 1
+    assert any("JPEG-lossy.dcm: its JPEG scan header broke ITU-T T.81" in w for w in res.warnings)
+    with DB(engine) as db:
+        inst = db.exec(select(Instance)).one()
+        asset = db.get(Asset, inst.asset_sha256)
+        assert asset is not None and (asset.width, asset.height) == (256, 1024)
+        pixels = np.asarray(open_image(asset.data).convert("L"), dtype=np.float64)
+    assert pixels.std() > 10  # a real image (a bone scan), not a blank frame

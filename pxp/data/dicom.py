@@ -35,6 +35,7 @@ from pxp.data.common import (
     store_instances,
 )
 from pxp.data.images import MAX_PIXELS, PreparedImage
+from pxp.data.jpeg_repair import repair_sequential_scans
 
 log = logging.getLogger("pxp.dicom")
 """pydicom's warnings about malformed elements go here, one record per warning."""
@@ -177,6 +178,12 @@ def _image(data: bytes, meta: dict[str, Any]) -> PreparedImage:
                          mode=im.mode, meta=meta)
 
 
+def _pixels(ds: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.asarray(ds.pixel_array)
+
+
 def dicom_images(ds: Any, where: str, warns: list[str]) -> tuple[PreparedImage, PreparedImage,
                                                                    dict[str, Any]]:
     """The display (8-bit) and full-range (16-bit) images of a de-identified dataset."""
@@ -188,13 +195,21 @@ def dicom_images(ds: Any, where: str, warns: list[str]) -> tuple[PreparedImage, 
         raise ImportProblems([f"{where}: {cols}×{rows}×{frames} pixels is more than the "
                               f"{MAX_PIXELS:,} pixel limit"])
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            pixels = np.asarray(ds.pixel_array)
+        pixels = _pixels(ds)
     except Exception as err:  # any decoder failure is one line for the user
         ts = getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", None)
         name = getattr(ts, "name", str(ts))
-        raise ImportProblems([f"{where}: cannot decode the pixel data ({name}): {_line(err)}"]) from None
+        problem = [f"{where}: cannot decode the pixel data ({name}): {_line(err)}"]
+        try:
+            if not repair_sequential_scans(ds):
+                raise ImportProblems(problem) from None
+            pixels = _pixels(ds)
+        except ImportProblems:
+            raise
+        except Exception:
+            raise ImportProblems(problem) from None
+        warns.append(f"{where}: its JPEG scan header broke ITU-T T.81 (spectral selection of a "
+                     "sequential image); repaired and decoded")
     photometric = str(ds.get("PhotometricInterpretation", "MONOCHROME2"))
     if frames > 1:
         warns.append(f"{where}: {frames} frames; only the first is imported")
