@@ -9,6 +9,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -24,33 +25,48 @@ _register_commands()
 cli = CliRunner()
 
 
-def test_killed_in_flight_call_is_counted_as_unknown(tmp_path: Path) -> None:
+def _db(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'k.db'}"
     e = make_engine(url)
     upgrade(e)
     make_drug(e, "drug")
     e.dispose()
-    release = threading.Event()
-    good = adopting_model(_drug_first)
+    return url
 
-    def hang(req: Request) -> Reply:  # the first call never gets its reply before the kill
+
+def _kill_while_hanging(server: FakeLLM, release: threading.Event, url: str, tmp_path: Path, name: str,
+                        *extra: str, wait_for: int = 1) -> tuple[dict[str, str], int]:
+    """Start a real `pxp run`, SIGKILL it once `wait_for` calls hang at the server; (env, calls sent)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": "sk-test-not-a-key",
+           "ANTHROPIC_BASE_URL": server.url, "PXP_LLM_MAX_RETRIES": "0"}
+    proc = subprocess.Popen([*PXP, "--db", url, "run", "--dataset", "drug", "--machine",
+                             "anthropic:claude-haiku-4-5", "--reps", "1", "--name", name, "--no-progress", *extra],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while len(server.requests) < wait_for and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.requests, proc.communicate()
+    if wait_for > 1:
+        time.sleep(0.3)  # let a pool send what it sends at once
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    release.set()
+    return env, len(server.requests)
+
+
+def _hang(release: threading.Event) -> Callable[[Request], Reply]:
+    def hang(req: Request) -> Reply:  # no call gets its reply before the kill
         release.wait(30)
         return Reply(status=500, error="too late")
+    return hang
 
-    with FakeLLM(hang) as server:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": "sk-test-not-a-key",
-               "ANTHROPIC_BASE_URL": server.url, "PXP_LLM_MAX_RETRIES": "0"}
-        proc = subprocess.Popen([*PXP, "--db", url, "run", "--dataset", "drug", "--machine",
-                                 "anthropic:claude-haiku-4-5", "--reps", "1", "--name", "K", "--no-progress"],
-                                env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 60
-        while not server.requests and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert server.requests, proc.communicate()
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        release.set()
-        sent = len(server.requests)
+
+def test_killed_in_flight_call_is_counted_as_unknown(tmp_path: Path) -> None:
+    url = _db(tmp_path)
+    release = threading.Event()
+    good = adopting_model(_drug_first)
+    with FakeLLM(_hang(release)) as server:
+        env, sent = _kill_while_hanging(server, release, url, tmp_path, "K")
 
         r = cli.invoke(app, ["--db", url, "calls", "--experiment", "K", "--format", "json"])
         assert r.exit_code == 0, r.stderr
@@ -81,33 +97,11 @@ def test_killed_in_flight_call_is_counted_as_unknown(tmp_path: Path) -> None:
 def test_a_call_killed_during_an_evaluation_is_counted_as_unknown(tmp_path: Path) -> None:
     """Machine-performance evaluations run on the runner's thread pool: their calls are journaled
     too, so a kill -9 during the evaluation before session 1 still counts what was sent."""
-    url = f"sqlite:///{tmp_path / 'e.db'}"
-    e = make_engine(url)
-    upgrade(e)
-    make_drug(e, "drug")
-    e.dispose()
+    url = _db(tmp_path)
     release = threading.Event()
-
-    def hang(req: Request) -> Reply:
-        release.wait(30)
-        return Reply(status=500, error="too late")
-
-    with FakeLLM(hang) as server:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": "sk-test-not-a-key",
-               "ANTHROPIC_BASE_URL": server.url, "PXP_LLM_MAX_RETRIES": "0"}
-        proc = subprocess.Popen([*PXP, "--db", url, "run", "--dataset", "drug", "--machine",
-                                 "anthropic:claude-haiku-4-5", "--reps", "1", "--name", "E", "--no-progress",
-                                 "--no-learn", "--test-split", "train", "--eval-at-start"],
-                                env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 60
-        while len(server.requests) < 2 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert server.requests, proc.communicate()
-        time.sleep(0.3)  # let the pool send what it sends at once
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        release.set()
-        sent = len(server.requests)
+    with FakeLLM(_hang(release)) as server:
+        _, sent = _kill_while_hanging(server, release, url, tmp_path, "E", "--no-learn", "--test-split", "train",
+                                      "--eval-at-start", wait_for=2)
         r = cli.invoke(app, ["--db", url, "calls", "--experiment", "E", "--format", "json"])
         assert r.exit_code == 0, r.stderr
         total = json.loads(r.stdout)["total"]
