@@ -262,7 +262,8 @@ def image_viewer(png: bytes, *, height: int = 420) -> None:
 
 
 _SCROLL_JS = """<script>
-// {token}: scroll so the reply form (first..last) is in view and focus its first control.
+// {token}: scroll so the reply form (first..last) is in view and focus its first control;
+// at a new case, its top (the finished-case line or the case header) first, when it fits.
 // Only our own element keys are used; no page text is read or written.
 (function () {{
   const d = window.parent.document, h = () => window.parent.innerHeight;
@@ -270,6 +271,8 @@ _SCROLL_JS = """<script>
   function place() {{
     const first = d.querySelector({first}), last = d.querySelector({last});
     if (!first || !last) {{ if (tries++ < 40) setTimeout(place, 50); return; }}
+    const top = {tops}.map((s) => d.querySelector(s)).find((e) => e);
+    if (top) top.scrollIntoView({{block: "start"}});
     const r = last.getBoundingClientRect();
     if (r.bottom > h() - 8 || r.top < 0) {{
       last.style.scrollMarginBottom = "16px";
@@ -286,8 +289,10 @@ _SCROLL_JS = """<script>
 </script>"""
 
 
-def bring_into_view(first_key: str, last_key: str, token: str) -> None:
-    """Scroll the widgets keyed first_key..last_key into view and focus the first (issue 17).
+def bring_into_view(first_key: str, last_key: str, token: str, top_keys: Sequence[str] = ()) -> None:
+    """Scroll the widgets keyed first_key..last_key into view and focus the first (issue 17);
+    with top_keys (a new case), the first of them present is brought to the top first, so the
+    case begins in view whenever it fits with its reply form.
 
     Streamlit cannot move focus itself: a zero-height component runs a fixed script
     that finds the two widgets by their key class (st-key-…); no untrusted text is used.
@@ -298,7 +303,8 @@ def bring_into_view(first_key: str, last_key: str, token: str) -> None:
         return json.dumps(".st-key-" + re.sub(r"[^A-Za-z0-9_-]", "", k))
 
     st.iframe(_SCROLL_JS.format(token=re.sub(r"[^A-Za-z0-9_-]", "", token),
-                                first=sel(first_key), last=sel(last_key)), height=1)
+                                first=sel(first_key), last=sel(last_key),
+                                tops="[" + ", ".join(sel(k) for k in top_keys) + "]"), height=1)
 
 
 def transcript_papers(

@@ -250,7 +250,7 @@ def _split(s: LiveSession) -> list[int]:
 
 def instance_panel(s: LiveSession) -> None:
     eng = resources.engine()
-    head = st.container(horizontal=True, vertical_alignment="center")
+    head = st.container(horizontal=True, vertical_alignment="center", key=f"annotate_case_{s.id}")
     with head:
         st.markdown(f"**Case {s.ordinal} of {s.instances}** · {ui.escape_md(s.instance_key)}")
         if s.synthetic:
@@ -500,7 +500,8 @@ def annotate(eid: int, annotator_id: int) -> None:
         with st.container(key=form):
             answer_form(s)
     if S.pop("annotate_scroll", False):
-        ui.bring_into_view(form, f"annotate_{s.id}_{s.j}_send", token=form)
+        new_case = ("annotate_finished", f"annotate_case_{s.id}") if s.j == 2 else ()
+        ui.bring_into_view(form, f"annotate_{s.id}_{s.j}_send", token=form, top_keys=new_case)
     st.caption(f"Keyboard: prediction matches {MATCH_KEYS[0]} Yes / {MATCH_KEYS[1]} No, "
                f"explanation agrees {AGREE_KEYS[0]} Yes / {AGREE_KEYS[1]} No, "
                f"{', '.join(f'{k} {t.value}' for t, k in TAG_KEYS.items())}, "
