@@ -2,7 +2,7 @@
 
 Generates one experiment (R repetitions of INTERACT-shaped sessions with random but
 rule-shaped tag sequences) with bulk inserts into SQLite and into a scratch PostgreSQL
-database, then times pxp.analytics cold (empty cache) and warm (cached by data version).
+database, then times pxp.analysis.analytics cold (empty cache) and warm (cached by data version).
 
     python bench/bench_analytics.py [--sessions 100000] [--reps 5] [--no-postgres]
         [--pg-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
@@ -24,9 +24,9 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
 
-from pxp import analytics
-from pxp.analytics import Selection
-from pxp.store import make_engine, upgrade
+from pxp.analysis import analytics, figures
+from pxp.analysis.analytics import Selection
+from pxp.storage.store import make_engine, upgrade
 
 TAGS_M = ("RATIFY", "REFUTE", "REVISE", "REJECT")
 
@@ -140,7 +140,7 @@ def measure(label: str, engine: Engine, n: int, repeat: int = 3) -> None:
         analytics.clear_cache()
         t0, c0 = time.perf_counter(), time.process_time()
         t = analytics.table1(engine, sel, n=n)
-        analytics.figure1({"bench": t})
+        figures.figure1({"bench": t})
         colds.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
     t0 = time.perf_counter()

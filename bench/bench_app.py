@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pxp.agents.base import Answer, Facts
-from pxp.live import (
+from pxp.running.live import (
     claim_next,
     create_live_experiment,
     ensure_annotator,
@@ -28,7 +28,7 @@ from pxp.live import (
     machine_step,
     submit_human,
 )
-from pxp.store import get_engine
+from pxp.storage.store import get_engine
 from tests.factories import make_rad
 
 
@@ -76,7 +76,7 @@ def bench_page() -> None:
     from streamlit.testing.v1 import AppTest
 
     from pxp.app.router import VIEWS
-    from pxp.data.demo import ensure_demo
+    from pxp.running.demo import ensure_demo
 
     url = f"sqlite:///{tempfile.mkdtemp()}/page.db"
     os.environ["PXP_DATABASE_URL"] = url
@@ -130,7 +130,7 @@ def main() -> None:
         try:
             bench(admin.url.set(database=name).render_as_string(hide_password=False))
         finally:
-            from pxp.store import _engines
+            from pxp.storage.store import _engines
 
             for e in _engines.values():
                 e.dispose()

@@ -19,11 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pxp.agents.factory import make_agents
-from pxp.engine import step
-from pxp.models import Dataset, Experiment, Instance, Run
-from pxp.runner import RunConfig, create_experiment
-from pxp.store import db_session, make_engine, run_sessions, upgrade
+from pxp.running.config import RunConfig
+from pxp.running.engine import step
+from pxp.running.factory import make_agents
+from pxp.running.runner import create_experiment
+from pxp.storage.store import db_session, make_engine, run_sessions, upgrade
+from pxp.storage.tables import Dataset, Experiment, Instance, Run
 
 LABELS = ["Atelectasis", "Pneumonia", "Pleural Effusion", "Cardiomegaly", "Pneumothorax"]
 INSTANCES = 100

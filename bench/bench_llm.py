@@ -25,8 +25,9 @@ from PIL import Image
 
 from pxp.agents.base import Answer, CarriedSession, InstanceView, Query
 from pxp.agents.llm import LLMMachine
-from pxp.llm.base import ProviderOptions, make_provider
-from pxp.protocol import Msg, Sender, Tag
+from pxp.llm.base import ProviderOptions
+from pxp.llm.registry import make_provider
+from pxp.protocols.pxp.rules import Msg, Sender, Tag
 from pxp.tasks.rad import rad_spec
 from tests.llm_server import FakeLLM, answer
 

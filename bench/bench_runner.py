@@ -19,9 +19,10 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from pxp.data.demo import DEMO_RAD, ensure_demo
-from pxp.runner import RunConfig, create_experiment, default_agents, run_experiment, run_repetition
-from pxp.store import db_session, experiment_runs, make_engine, upgrade
+from pxp.running.config import RunConfig
+from pxp.running.demo import DEMO_RAD, ensure_demo
+from pxp.running.runner import create_experiment, default_agents, run_experiment, run_repetition
+from pxp.storage.store import db_session, experiment_runs, make_engine, upgrade
 
 
 def _cfg(reps: int, latency: float, concurrency: int, learn: bool) -> RunConfig:
@@ -40,7 +41,7 @@ def concurrent(engine: Engine, name: str, cfg: RunConfig) -> float:
 
 def sequential(engine: Engine, name: str, cfg: RunConfig) -> float:
     """The same repetitions, one after another (what the runner avoids)."""
-    from pxp.limits import set_call_limit
+    from pxp.llm.limits import set_call_limit
 
     exp = create_experiment(engine, cfg, name=name)
     set_call_limit(cfg.concurrency)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
+from pxp.protocols.errors import PxpError
+
 
 def one_line(text: str, limit: int = 300) -> str:
     """The first non-empty line of `text`, cut to `limit` characters."""
@@ -12,7 +14,9 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 def user_message(exc: BaseException) -> str:
-    """A one-line description of `exc` for people, not programmers."""
+    """A one-line description of `exc` for people, not programmers (a PxpError's message is that line)."""
+    if isinstance(exc, PxpError):
+        return one_line(str(exc) or type(exc).__name__)
     if isinstance(exc, OperationalError):
         detail = " ".join(ln.strip() for ln in str(exc.orig).splitlines() if ln.strip())
         return one_line(f"cannot use the database: {detail}")

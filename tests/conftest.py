@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from pxp.store import make_engine, upgrade
+from pxp.storage.store import make_engine, upgrade
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 STUDY = SHARED / "data" / "pxp-study"

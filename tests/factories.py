@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from pxp.models import Dataset, Instance
-from pxp.store import db_session
+from pxp.storage.store import db_session
+from pxp.storage.tables import Dataset, Instance
 
 LABELS = ["Atelectasis", "Pneumonia", "Pleural Effusion", "Cardiomegaly", "Pneumothorax"]
 FINDINGS = {
@@ -66,7 +66,7 @@ def make_rad_images(
 
     from PIL import Image, ImageDraw
 
-    from pxp.models import Asset
+    from pxp.storage.tables import Asset
 
     labels = labels or LABELS
     with db_session(engine) as db:

@@ -2,7 +2,7 @@
 formats, so tests run the real SDKs end to end (no mocks of our code).
 
 Each test scripts it with a `handler(req) -> Reply`; it records every request. Start
-one with the `llm_server` fixture (tests/test_llm_*.py) or `FakeLLM()` as a context
+one with the `llm_server` fixture (tests/llm/, tests/running/) or `FakeLLM()` as a context
 manager. Anthropic clients use `server.url`, OpenAI clients `server.url + "/v1"`.
 """
 

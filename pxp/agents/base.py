@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from pxp.llm.redact import redact_any
-from pxp.protocol import Msg, Sender, Tag
+from pxp.protocols.errors import PxpError
+from pxp.protocols.pxp.rules import Msg, Sender, Tag
+from pxp.storage.tables import CallCost
 
 
-class AgentError(RuntimeError):
+class AgentError(PxpError, RuntimeError):
     """Base of the errors an agent reports to the engine."""
 
 
@@ -51,30 +53,15 @@ class Facts:
     tag: Tag | None = None
 
 
-@dataclass(slots=True)
-class CallRecord:
-    """Accounting of one LLM (or simulated) call, stored as an LLMCall row."""
+class CallRecord(CallCost):
+    """Accounting of one LLM (or simulated) call, a plain record the caller stores as an LLMCall row."""
 
-    provider: str
-    model: str
-    purpose: str  # ask | agree | eval
-    attempt: int = 1
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    latency_ms: float = 0.0
-    cost_usd: float | None = None
-    error: str | None = None
-    #: its llmcall_pending row while it is not stored (pxp.llm.journal)
+    #: its llmcall_pending row while it is not stored (pxp.running.journal)
     pending_id: int | None = None
 
 
 #: The accounting fields a CallRecord shares with an LLMCall row (stored and exported alike).
-CALL_FIELDS: tuple[str, ...] = (
-    "provider", "model", "purpose", "attempt", "tokens_in", "tokens_out",
-    "cache_read", "cache_write", "latency_ms", "cost_usd", "error",
-)
+CALL_FIELDS: tuple[str, ...] = tuple(CallCost.model_fields)
 
 
 def call_fields(c: Any) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from typing import Any
 
 from pxp.agents.base import AgentUnavailable, CallRecord, FormatFailure, Query
 from pxp.agents.proxy import HumanProxy
-from pxp.limits import call_slot
 from pxp.llm import journal
 from pxp.llm.base import Completion, LLMError, Prompt, Provider, TextPart, Turn
+from pxp.llm.limits import call_slot
 from pxp.tasks.spec import FormatProblem, TaskSpec, parse_yes_no
 
 MAX_ATTEMPTS = 5

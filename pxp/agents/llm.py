@@ -28,7 +28,7 @@ from pxp.agents.base import (
 from pxp.agents.checker import MAX_ATTEMPTS, Checker, accounted_call
 from pxp.llm.base import Part, Prompt, Provider, TextPart, Turn
 from pxp.llm.images import ImageError, cached_image, prepare_image
-from pxp.protocol import Msg, Sender, Tag
+from pxp.protocols.pxp.rules import Msg, Sender, Tag
 from pxp.tasks.base import lexical_agree
 from pxp.tasks.spec import FormatProblem, TaskSpec
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pxp.agents.base import AgentBase, Answer, CallRecord, InstanceView, Query
-from pxp.limits import call_slot
-from pxp.protocol import Tag, stop_reason
+from pxp.llm.limits import call_slot
+from pxp.protocols.pxp.rules import Tag, stop_reason
 from pxp.tasks.base import (
     DEFAULT_AGREE_THRESHOLD,
     InvalidSmiles,

@@ -15,8 +15,10 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
-from pxp.intelligibility import session_flags
-from pxp.models import (
+from pxp.protocols.pxp.intelligibility import session_flags
+from pxp.protocols.pxp.rules import Sender, Tag, conformance
+from pxp.running.checks import config_errors
+from pxp.storage.tables import (
     Annotator,
     Dataset,
     Experiment,
@@ -26,9 +28,6 @@ from pxp.models import (
     Run,
     Session,
 )
-from pxp.protocol import Sender, Tag, conformance
-from pxp.run_checks import config_errors
-from pxp.store import session_msgs
 
 STATUSES = ["open", "finished", "aborted"]
 TAGS = [t.value for t in Tag]
@@ -151,7 +150,7 @@ def experiments_table(engine: Engine, *, mode: str | None = None) -> pd.DataFram
 
 
 def _machine_label(machine: str) -> str:
-    from pxp.live import machine_name
+    from pxp.running.live import machine_name
 
     return machine_name(machine) if machine else ""
 
@@ -235,7 +234,7 @@ def sessions_table(
             ).all():
                 msgs[int(m[0])].append(m)
     out = []
-    from pxp.protocol import Msg
+    from pxp.protocols.pxp.rules import Msg
 
     for s, exp_name, cfg, key, ds_name, who in rows:
         ms = [Msg(m[1], Sender(m[2]), Tag(m[3]), m[7], m[8], m[4], m[5], m[6]) for m in msgs.get(s.id or 0, [])]
@@ -270,8 +269,3 @@ def session_calls(engine: Engine, session_id: int) -> pd.DataFrame:
     return pd.DataFrame(data, columns=["message", "provider", "model", "purpose", "attempt",
                                        "tokens in", "tokens out", "cached", "latency ms", "cost $",
                                        "error"])
-
-
-def session_message_count(engine: Engine, session_id: int) -> int:
-    with DB(engine) as db:
-        return len(session_msgs(db, session_id=session_id))

@@ -217,7 +217,7 @@ def _attach_task(engine: Engine, cfg: Any, dataset: str) -> ImportOutcome:
     """Store a validated custom task config with a dataset (Dataset.config["task_config"])."""
     from sqlmodel import Session as DB
 
-    from pxp.store import find_dataset
+    from pxp.storage.store import find_dataset
 
     with DB(engine) as db:
         ds = find_dataset(db, name=dataset)

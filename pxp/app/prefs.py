@@ -9,8 +9,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.models import AppSetting, utcnow
-from pxp.settings import get_settings
+from pxp.storage.settings import get_settings
+from pxp.storage.tables import AppSetting, utcnow
 
 KEY_NAMES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 

@@ -17,8 +17,10 @@ from sqlalchemy import Engine
 
 from pxp.agents.base import Agent
 from pxp.app.prefs import KEY_NAMES
-from pxp.settings import get_settings
-from pxp.store import get_engine, is_empty
+from pxp.llm.keys import add_key_source
+from pxp.protocols.errors import PxpError
+from pxp.storage.settings import get_settings
+from pxp.storage.store import get_engine, is_empty
 
 
 def _secret(name: str) -> str | None:
@@ -27,6 +29,16 @@ def _secret(name: str) -> str | None:
     except Exception:
         return None
     return str(value) if value else None
+
+
+def _key_secret(name: str) -> str | None:
+    """An LLM key from Streamlit secrets, only inside a running app."""
+    from streamlit.runtime import exists
+
+    return _secret(name) if exists() else None
+
+
+add_key_source(_key_secret)  # the LLM layer reads keys from Streamlit secrets when the app runs
 
 
 def database_url() -> str:
@@ -68,7 +80,7 @@ def _start(url: str) -> Started:
     if not is_empty(engine):
         return Started(engine)
     try:
-        from pxp.data.demo import ensure_demo
+        from pxp.running.demo import ensure_demo
     except ImportError:
         return Started(engine, "No demo data is installed yet: import a dataset on the Datasets page.")
     try:
@@ -78,7 +90,7 @@ def _start(url: str) -> Started:
     return Started(engine, "Demo data loaded: a synthetic chest X-ray set and a drug-synthesis set.")
 
 
-class DatabaseUnavailable(RuntimeError):
+class DatabaseUnavailable(PxpError, RuntimeError):
     """The database cannot be opened or migrated: one line for the user."""
 
 
@@ -101,7 +113,7 @@ def engine() -> Engine:
 
 @st.cache_resource(show_spinner=False, max_entries=64)  # type: ignore[misc]
 def _machine(url: str, experiment_id: int) -> Agent:
-    from pxp.live import machine_for
+    from pxp.running.live import machine_for
 
     return machine_for(get_engine(url), experiment_id)
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import streamlit as st
 
-from pxp.intelligibility import METRIC_LABELS
-from pxp.protocol import Msg, Sender, Tag
+from pxp.protocols.pxp.intelligibility import METRIC_LABELS
+from pxp.protocols.pxp.rules import Msg, Sender, Tag
 
 TAG_COLORS: dict[str, str] = {
     "INIT": "gray",
@@ -123,14 +123,14 @@ def simulated_badge() -> None:
 
 @st.cache_data(max_entries=512, show_spinner=False)  # type: ignore[misc]
 def _molecule(smiles: str, width: int, height: int) -> tuple[str, dict[str, Any]]:
-    from pxp.render import molecule_properties, molecule_svg
+    from pxp.data.render import molecule_properties, molecule_svg
 
     return molecule_svg(smiles, size=(width, height)).decode("utf-8"), molecule_properties(smiles)
 
 
 @st.cache_data(max_entries=512, show_spinner=False)  # type: ignore[misc]
 def _reaction(reactants: str, target: str) -> tuple[str, int]:
-    from pxp.render import reaction_svg, reaction_width
+    from pxp.data.render import reaction_svg, reaction_width
 
     svg = reaction_svg(reactants, target)
     return svg.decode("utf-8"), reaction_width(svg)
@@ -138,8 +138,8 @@ def _reaction(reactants: str, target: str) -> tuple[str, int]:
 
 @st.cache_data(max_entries=128, show_spinner=False)  # type: ignore[misc]
 def _display_png(url: str, instance_id: int, window: float | None, level: float | None) -> bytes | None:
-    from pxp.data.images import instance_display_png
-    from pxp.store import get_engine
+    from pxp.data.render import instance_display_png
+    from pxp.storage.store import get_engine
 
     return instance_display_png(get_engine(url), instance_id, window=window, level=level)
 

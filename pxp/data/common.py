@@ -21,16 +21,17 @@ from sqlalchemy import Engine, func
 from sqlmodel import select
 
 from pxp.data.images import PreparedImage, store_assets
-from pxp.limits import MAX_FIELD_CHARS, MAX_TABLE_BYTES
-from pxp.models import Dataset, Instance
-from pxp.store import db_session
+from pxp.data.limits import MAX_FIELD_CHARS, MAX_TABLE_BYTES
+from pxp.protocols.errors import PxpError
+from pxp.storage.store import db_session
+from pxp.storage.tables import Dataset, Instance
 
 SPLITS = ("train", "val", "test")
 
 csv.field_size_limit(MAX_FIELD_CHARS)
 
 
-class ImportProblems(ValueError):
+class ImportProblems(PxpError, ValueError):
     """Everything wrong with an input file, one line per problem (nothing was written)."""
 
     def __init__(self, problems: list[str]) -> None:

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from PIL import Image, ImageOps, UnidentifiedImageError
-from sqlalchemy import Engine
 from sqlmodel import Session as DB
 
-from pxp.models import Asset, Instance
+from pxp.protocols.errors import PxpError
+from pxp.storage.tables import Asset
 
 MAX_IMAGE_BYTES = 32 * 1024 * 1024
 """Largest image file accepted (bytes)."""
@@ -32,7 +32,7 @@ ALLOWED_FORMATS = ("PNG", "JPEG")
 MIME = {"PNG": "image/png", "JPEG": "image/jpeg", "MPO": "image/jpeg"}
 
 
-class ImageRejected(ValueError):
+class ImageRejected(PxpError, ValueError):
     """An image file that is refused: one line saying why."""
 
 
@@ -169,25 +169,3 @@ def store_assets(db: DB, images: list[PreparedImage]) -> int:
             db.add(img.asset())
             added += 1
     return added
-
-
-def instance_display_png(
-    engine: Engine, instance_id: int, *, window: float | None = None, level: float | None = None
-) -> bytes | None:
-    """The display PNG of an instance's image; window/level use the full-range asset if any."""
-    from pxp.render import xray_display_png
-
-    with DB(engine) as db:
-        inst = db.get(Instance, instance_id)
-        if inst is None or inst.asset_sha256 is None:
-            return None
-        meta = dict(inst.meta or {})
-        sha = inst.asset_sha256
-        win = meta.get("window")
-        if (window is not None or level is not None) and isinstance(win, dict):
-            sha = str(win.get("raw_sha256") or sha)
-        asset = db.get(Asset, sha)
-        if asset is None:
-            return None
-        data = asset.data
-    return xray_display_png(data, meta, window=window, level=level)

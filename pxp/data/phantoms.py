@@ -57,14 +57,6 @@ def _ellipse(y: Array, x: Array, cy: float, cx: float, ry: float, rx: float) -> 
     return np.asarray(np.sqrt(((x - cx) / rx) ** 2 + ((y - cy) / ry) ** 2), dtype=np.float64)
 
 
-def _blur(a: Array, radius: float) -> Array:
-    lo, hi = float(a.min()), float(a.max())
-    span = hi - lo or 1.0
-    im = Image.fromarray(((a - lo) / span * 65535).astype(np.uint16).astype(np.int32), mode="I")
-    im = im.convert("F").filter(ImageFilter.GaussianBlur(radius))
-    return np.asarray(im, dtype=np.float64) / 65535 * span + lo
-
-
 def _lines(n: int, paths: list[tuple[list[tuple[float, float]], int]], blur: float) -> Array:
     """Polylines (normalised points, pixel width) drawn into a [0, 1] layer."""
     layer = Image.new("L", (n, n), 0)

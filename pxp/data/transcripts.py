@@ -18,9 +18,9 @@ from sqlalchemy import Engine
 from sqlmodel import select
 
 from pxp.data.common import ImportProblems, read_jsonl
-from pxp.models import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session
-from pxp.protocol import Msg, Sender, Tag, conformance, stop_reason
-from pxp.store import db_session
+from pxp.protocols.pxp.rules import Msg, Sender, Tag, conformance, stop_reason
+from pxp.storage.store import db_session
+from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session
 
 REQUIRED = ("session", "instance", "j", "sender", "tag")
 

@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from pxp.data.common import ImportProblems
-from pxp.limits import MAX_UNZIPPED_BYTES, MAX_ZIP_ENTRIES
+from pxp.data.limits import MAX_UNZIPPED_BYTES, MAX_ZIP_ENTRIES
 
 _CHUNK = 1024 * 1024
 

@@ -1,33 +1,7 @@
-"""LLM providers behind one small interface, chosen by `provider:model` (DESIGN §5)."""
+"""LLM providers behind one small interface, chosen by `provider:model` (DESIGN §5).
 
-from pxp.llm.base import (
-    Completion,
-    ImagePart,
-    LLMConfigError,
-    LLMError,
-    Prompt,
-    Provider,
-    ProviderOptions,
-    Schema,
-    TextPart,
-    Turn,
-    is_llm_spec,
-    make_provider,
-    parse_spec,
-)
-
-__all__ = [
-    "Completion",
-    "ImagePart",
-    "LLMConfigError",
-    "LLMError",
-    "Prompt",
-    "Provider",
-    "ProviderOptions",
-    "Schema",
-    "TextPart",
-    "Turn",
-    "is_llm_spec",
-    "make_provider",
-    "parse_spec",
-]
+Owns: the prompt/completion types (base), the Anthropic and OpenAI providers, the registry,
+pricing, key handling and redaction, the shared call limit and the call journal interface.
+May import: pxp.protocols only. It never imports storage: what a call cost is returned as a
+plain record (agents.base.CallRecord) and stored by the caller (pxp.running).
+"""

@@ -15,10 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from pxp.protocols.errors import PxpError
+
 Role = Literal["user", "assistant"]
 
 
-class LLMError(RuntimeError):
+class LLMError(PxpError, RuntimeError):
     """An API call failed after the SDK's retries (auth, rate limit, 5xx, timeout)."""
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
@@ -26,7 +28,7 @@ class LLMError(RuntimeError):
         self.status = status
 
 
-class LLMConfigError(ValueError):
+class LLMConfigError(PxpError, ValueError):
     """A provider spec or setting that cannot work (unknown provider, missing key)."""
 
 
@@ -191,18 +193,3 @@ PROVIDERS = ("anthropic", "openai")
 def is_llm_spec(spec: str) -> bool:
     """Whether `spec` names a provider:model (rather than simulated / lexical)."""
     return spec.partition(":")[0].strip().lower() in PROVIDERS and ":" in spec
-
-
-def make_provider(spec: str, options: ProviderOptions | None = None) -> Provider:
-    """The provider a `provider:model` spec names, built with the SDK's settings."""
-    name, model = parse_spec(spec)
-    options = options or ProviderOptions()
-    if name == "anthropic":
-        from pxp.llm.anthropic import AnthropicProvider
-
-        return AnthropicProvider(model, options)
-    if name == "openai":
-        from pxp.llm.openai import OpenAIProvider
-
-        return OpenAIProvider(model, options)
-    raise LLMConfigError(f"unknown provider {name!r} in {spec!r} (use {' or '.join(PROVIDERS)})")

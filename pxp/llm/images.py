@@ -17,6 +17,7 @@ from typing import cast
 from PIL import Image
 
 from pxp.llm.base import ImagePart
+from pxp.protocols.errors import PxpError
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,7 @@ LIMITS: dict[str, ImageLimits] = {
 _ACCEPTED = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 
 
-class ImageError(ValueError):
+class ImageError(PxpError, ValueError):
     """The instance's image cannot be read."""
 
 

@@ -1,61 +1,37 @@
-"""Calls in flight (issue 15 §3): each LLM call is written to `llmcall_pending` when it is
-sent, and removed in the transaction that stores its LLMCall row. After a crash the rows
-left are the calls whose outcome is unknown; `pxp calls` counts them.
+"""Where the calls in flight are written (issue 15 §3), without the LLM layer knowing the tables.
 
-`step` (pxp.engine) sets where the calls of an agent's decision go with `journaled`.
+A call site reports each call as it is sent with `sent`; whoever runs the call (pxp.running.journal)
+installs a `CallJournal` for the block with `recording`. Outside such a block nothing is written.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Protocol
 
-from sqlalchemy import Connection, Engine, Table, delete, insert
 
-from pxp.models import PendingCall, utcnow
+class CallJournal(Protocol):
+    """Writes one pending record per call sent; returns its id."""
 
-_P: Table = PendingCall.__table__  # type: ignore[attr-defined]
-_TARGET: contextvars.ContextVar[tuple[Engine, dict[str, Any]] | None] = contextvars.ContextVar(
-    "pxp_call_journal", default=None)
+    def sent(self, provider: str, model: str, purpose: str, attempt: int) -> int | None: ...
+
+
+_CURRENT: contextvars.ContextVar[CallJournal | None] = contextvars.ContextVar("pxp_call_journal", default=None)
 
 
 @contextmanager
-def journaled(engine: Engine, **ids: Any) -> Iterator[None]:
-    """Journal the calls made inside the block under these ids (experiment, run, session, j)."""
-    token = _TARGET.set((engine, ids))
+def recording(journal: CallJournal) -> Iterator[None]:
+    """Report the calls made inside the block to `journal`."""
+    token = _CURRENT.set(journal)
     try:
         yield
     finally:
-        _TARGET.reset(token)
+        _CURRENT.reset(token)
 
 
 def sent(provider: str, model: str, purpose: str, attempt: int) -> int | None:
-    """Write a pending row for a call about to be sent; its id (None outside `journaled`)."""
-    target = _TARGET.get()
-    if target is None:
-        return None
-    engine, ids = target
-    with engine.begin() as conn:
-        pk = conn.execute(insert(_P), {**ids, "provider": provider, "model": model, "purpose": purpose,
-                                       "attempt": attempt, "sent_at": utcnow()}).inserted_primary_key
-    return int(pk[0]) if pk is not None else None
-
-
-def settle(conn: Connection, calls: Sequence[Any]) -> None:
-    """Remove the pending rows of calls now stored as LLMCall rows (same transaction)."""
-    ids = [c.pending_id for c in calls if getattr(c, "pending_id", None) is not None]
-    if ids:
-        conn.execute(delete(_P).where(_P.c.id.in_(ids)))
-
-
-def unknown_calls(engine: Engine, experiment_id: int) -> list[dict[str, Any]]:
-    """The calls of an experiment whose outcome is unknown (sent, never stored), oldest first."""
-    from sqlalchemy import select
-
-    with engine.connect() as conn:
-        rows = conn.execute(select(_P).where(_P.c.experiment_id == experiment_id).order_by(_P.c.sent_at, _P.c.id))
-        return [{"sent_at": r.sent_at.isoformat(timespec="seconds"), "run_id": r.run_id,
-                 "session_id": r.session_id, "j": r.j, "provider": r.provider, "model": r.model,
-                 "purpose": r.purpose, "attempt": r.attempt} for r in rows]
+    """Report a call about to be sent; the pending record's id (None when nothing records)."""
+    journal = _CURRENT.get()
+    return None if journal is None else journal.sent(provider, model, purpose, attempt)

@@ -52,8 +52,9 @@ def served_models(spec: str, base_url: str | None = None) -> list[str]:
 
     Raises LLMConfigError without a key, LLMError (one line, redacted) when the list fails.
     """
-    from pxp.llm.base import LLMError, ProviderOptions, make_provider
+    from pxp.llm.base import LLMError, ProviderOptions
     from pxp.llm.errors import describe_error
+    from pxp.llm.registry import make_provider
 
     provider, model = parse_spec(spec)
     p = make_provider(spec, ProviderOptions(base_url=base_url or None, max_retries=0, timeout=10))

@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any, TypeVar
 
-from pxp.llm.keys import KEY_NAMES, _streamlit_secret
+from pxp.llm.keys import KEY_NAMES, secret
 
 REDACTED = "[redacted]"
 
@@ -30,7 +30,7 @@ def configured_keys() -> list[str]:
     """The values of every configured key: the environment, then Streamlit secrets."""
     values = []
     for name in KEY_NAMES:
-        for value in (os.environ.get(name), _streamlit_secret(name)):
+        for value in (os.environ.get(name), secret(name)):
             if value and len(value.strip()) >= _MIN_KEY:
                 values.append(value.strip())
     return sorted(set(values), key=len, reverse=True)

@@ -14,10 +14,12 @@ from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
 
+from pxp.protocols.errors import PxpError
+
 DEFAULT_AGREE_THRESHOLD = 0.5
 
 
-class InvalidSmiles(ValueError):
+class InvalidSmiles(PxpError, ValueError):
     """A SMILES string RDKit cannot parse: a parse failure, never a silent mismatch."""
 
 

@@ -30,13 +30,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pxp.protocols.errors import PxpError
 from pxp.tasks.base import DEFAULT_AGREE_THRESHOLD
 from pxp.tasks.spec import FewShot, TaskSpec
 
 EXAMPLES = Path(__file__).parent / "examples"
 
 
-class TaskConfigError(ValueError):
+class TaskConfigError(PxpError, ValueError):
     """A task config that cannot be used; the message names the problem."""
 
 

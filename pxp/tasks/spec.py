@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pxp.llm.base import Schema
+from pxp.protocols.errors import PxpError
 from pxp.tasks.base import (
     DEFAULT_AGREE_THRESHOLD,
     InvalidSmiles,
@@ -32,7 +33,7 @@ PREDICTION_ALIASES = ("prediction", "pathway", "diagnosis", "reactants")
 EXPLANATION_ALIASES = ("explanation", "report", "reasoning", "rationale")
 
 
-class FormatProblem(ValueError):
+class FormatProblem(PxpError, ValueError):
     """An LLM answer that cannot be used; the message is the correction sent back."""
 
 

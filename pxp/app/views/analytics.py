@@ -1,7 +1,7 @@
 """Analytics: the papers' Table 1 and Figures 1–2, side-by-side comparisons, the views
 researchers ask for, and downloads (DESIGN §2; issue 7).
 
-Render functions only. Every number comes from pxp.analytics (aggregated in SQL, cached
+Render functions only. Every number comes from pxp.analysis.analytics (aggregated in SQL, cached
 by data version), the code path `pxp report` prints; untrusted names are shown as text.
 """
 
@@ -14,12 +14,12 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pxp import analytics
-from pxp.analytics import Options, Selection
+from pxp.analysis import analytics, figures
+from pxp.analysis.analytics import Options, Selection
+from pxp.analysis.report import render_many
 from pxp.app import resources, ui
 from pxp.app.selection import format_ids, initial_experiments
-from pxp.intelligibility import METRIC_LABELS, METRICS, Table1
-from pxp.report import render_many
+from pxp.protocols.pxp.intelligibility import METRIC_LABELS, METRICS, Table1
 
 VIEWS = ("Table 1", "Figure 1", "Figure 2", "Transitions", "Session lengths", "Labels", "Annotators",
          "LLM cost", "Per-session flags")
@@ -155,7 +155,7 @@ def view_figure1(sel: Selection, by: str | None, names: list[str]) -> None:
         st.info("No finished or aborted sessions in this selection yet.")
         return
     proportion = st.toggle("Proportions of total sessions", key="analytics_fig1_proportion")
-    st.plotly_chart(analytics.figure1(tables, metrics or FIG1_DEFAULT, proportion=proportion), key="analytics_fig1")
+    st.plotly_chart(figures.figure1(tables, metrics or FIG1_DEFAULT, proportion=proportion), key="analytics_fig1")
     st.caption("Sessions with the property when each session is cut to its first j messages: the median over "
                "repetitions, error bars min–max (the follow-up paper's Figure 1).")
     data = pd.concat([analytics.figure1_frame(t, name) for name, t in tables.items()], ignore_index=True)
@@ -169,7 +169,7 @@ def view_figure2(sel: Selection) -> None:
         st.info("No machine-performance evaluations for this selection: controlled runs record them after "
                 "each session.")
         return
-    st.plotly_chart(analytics.figure2(df), key="analytics_fig2")
+    st.plotly_chart(figures.figure2(df), key="analytics_fig2")
     st.caption("Prediction, explanation and both-correct accuracy after each session processed: thin lines "
                "per repetition, thick lines the median (the follow-up paper's Figure 2).")
     c = st.columns(2)

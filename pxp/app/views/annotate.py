@@ -1,6 +1,6 @@
 """Annotate: the human agent of PXP in the browser (DESIGN §1, "The human in the browser").
 
-Render functions only: the session, claims and steps come from pxp.live, the tag
+Render functions only: the session, claims and steps come from pxp.running.live, the tag
 preview from pxp.agents.browser. Session-state keys start with "annotate_".
 """
 
@@ -13,7 +13,8 @@ from pxp.agents.base import AgentUnavailable, Answer
 from pxp.agents.browser import answer_changed, human_turn, label_options, predictions_match
 from pxp.app import resources, ui
 from pxp.app.prefs import load_prefs
-from pxp.live import (
+from pxp.protocols.pxp.rules import Sender, Tag
+from pxp.running.live import (
     LiveError,
     LiveSession,
     abandoned_sessions,
@@ -27,7 +28,6 @@ from pxp.live import (
     submit_human,
     take_over,
 )
-from pxp.protocol import Sender, Tag
 from pxp.tasks.base import InvalidSmiles, smiles_set
 
 ROLES = ["Radiologist", "Chemist", "Other expert"]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pxp import workers
 from pxp.app import resources, ui
 from pxp.app.data import dataset_choices, dataset_info, experiments_table
 from pxp.app.prefs import load_prefs
 from pxp.llm.models import run_warnings
-from pxp.run_checks import config_errors
-from pxp.runner import RunConfig, RunError, create_experiment
+from pxp.running import workers
+from pxp.running.checks import config_errors
+from pxp.running.config import RunConfig, RunError
+from pxp.running.runner import create_experiment
 
 S = st.session_state
 

@@ -13,7 +13,7 @@ from pxp.app.data import (
     sessions_count,
     sessions_table,
 )
-from pxp.live import LiveError, LiveSession, load_session
+from pxp.running.live import LiveError, LiveSession, load_session
 
 S = st.session_state
 PAGE = 500

@@ -1,0 +1,155 @@
+"""Table 1 of the papers for an experiment, and its renderings (table, json, markdown, csv).
+
+One code path for `pxp report` and the analytics page.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from sqlalchemy import Engine
+
+from pxp.protocols.errors import PxpError
+from pxp.protocols.pxp.intelligibility import Table1, table1_rows
+from pxp.storage.store import db_session, find_experiment
+from pxp.storage.tables import Experiment
+
+FORMATS = ("table", "json", "markdown", "csv")
+
+
+class ReportError(PxpError, LookupError):
+    """The experiment asked for does not exist."""
+
+
+def experiment_table(engine: Engine, exp: Experiment) -> Table1:
+    """Table 1 over the experiment's repetitions (pxp.analysis.analytics, the page's code path).
+
+    Open sessions are left out; a repetition counts once it has a finished or aborted session.
+    """
+    from pxp.analysis.analytics import Selection, table1
+
+    return table1(engine, Selection(experiments=(exp.id or 0,)), n=exp.n)
+
+
+def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
+    """The JSON report of one experiment (shape documented in the README)."""
+    with db_session(engine) as db:
+        exp = find_experiment(db, name_or_id=name_or_id)
+    if exp is None:
+        raise ReportError(f"no experiment named {name_or_id!r}")
+    rep = experiment_table(engine, exp).as_json(exp.name)
+    from pxp.running.evaluate import performance_series
+
+    perf = performance_series(engine, exp.id or 0)  # machine performance (Figure 2), when evaluated
+    if perf:
+        rep["performance"] = perf
+    return rep
+
+
+def reports_by(engine: Engine, names_or_ids: list[str], by: str) -> list[dict[str, Any]]:
+    """One report per group (annotator, label, dataset or experiment) of the named experiments,
+    each Table 1 over its repetitions (the paper's DRUG-h1 / DRUG-h2 columns); the analytics
+    page's columns of the same name."""
+    from pxp.analysis.analytics import GROUP_BY, Selection, table1_by
+
+    if by not in GROUP_BY:
+        raise ReportError(f"unknown grouping {by!r} (one of {', '.join(GROUP_BY)})")
+    ids, n = [], 1
+    for name in names_or_ids:
+        with db_session(engine) as db:
+            exp = find_experiment(db, name_or_id=name)
+        if exp is None:
+            raise ReportError(f"no experiment named {name!r}")
+        ids.append(exp.id or 0)
+        n = max(n, exp.n)
+    tables = table1_by(engine, Selection(experiments=tuple(sorted(set(ids)))), by, n=n)
+    return [t.as_json(group or "(none)") for group, t in tables.items()]
+
+
+def render(report: dict[str, Any], fmt: str, *, full: bool = False) -> str:
+    """Render a JSON report as table (plain text), json, markdown or csv.
+
+    Table and markdown summarise a long performance series unless `full`.
+    """
+    if fmt == "json":
+        return json.dumps(report, indent=2)
+    return render_many([report], fmt, full=full)
+
+
+def _md(text: str) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) -> str:
+    """Several reports side by side in the papers' layout (one column per experiment or group).
+
+    Each column is `count (proportion)`, median over its repetitions; min–max follows in
+    its own column when a report has more than one repetition. Aborted sessions are apart.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    if fmt == "json":
+        return json.dumps(reports if len(reports) != 1 else reports[0], indent=2)
+    bodies = [table1_rows(r) for r in reports]
+    labels = [a for a, _, _ in bodies[0]] if bodies else []
+    header = ["Count"]
+    cols: list[list[str]] = []
+    for r, body in zip(reports, bodies, strict=True):
+        header.append(str(r["experiment"]))
+        cols.append([b for _, b, _ in body])
+        if fmt == "csv" or r["repetitions"] > 1:
+            header.append(f"{r['experiment']} min–max" if len(reports) > 1 else "min–max")
+            cols.append([c for _, _, c in body])
+    table = [[lab, *(c[i] for c in cols)] for i, lab in enumerate(labels)]
+    aborted = ["Aborted sessions (apart)"]
+    for r in reports:
+        aborted.append(str(r["aborted_sessions"]))
+        if fmt == "csv" or r["repetitions"] > 1:
+            aborted.append("")
+    notes = [
+        f"{r['experiment']}: median of {r['repetitions']} repetition(s); "
+        f"aborted sessions (not intelligible, counted in the total): {r['aborted_sessions']}"
+        for r in reports
+    ]
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow([h.replace("–", "-") for h in header])
+        w.writerows(table)
+        w.writerow(aborted)
+        # the performance series follows Table 1 only when asked for (`--full`; `pxp run --format csv`)
+        series = _performance(reports, fmt, True) if full else []
+        return buf.getvalue() + "".join(f"\n{ln}" for ln in series if ln)
+    if fmt == "markdown":
+        lines = [
+            "| " + " | ".join(_md(h) for h in header) + " |",
+            "| :-- |" + " :-: |" * (len(header) - 1),
+            *["| " + " | ".join(_md(c) for c in row) + " |" for row in [*table, aborted]],
+            "",
+            *[f"_{_md(n)}_  " for n in notes],
+            *_performance(reports, fmt, full),
+        ]
+        return "\n".join(lines).rstrip()
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *table, aborted, strict=True)]
+    lines = ["  ".join(f"{c:<{w}}" if i == 0 else f"{c:>{w}}" for i, (c, w) in enumerate(zip(row, widths,
+                                                                                               strict=True))).rstrip()
+             for row in [header, *table, aborted]]
+    lines += notes
+    lines += _performance(reports, fmt, full)
+    return "\n".join(lines)
+
+
+def _performance(reports: list[dict[str, Any]], fmt: str, full: bool = False) -> list[str]:
+    """The machine performance series of each report that has one (pxp.running.evaluate)."""
+    from pxp.running.evaluate import render_series
+
+    out: list[str] = []
+    for r in reports:
+        if r.get("performance"):
+            if len(reports) > 1:
+                out += ["", f"{r['experiment']}:"]
+            out += render_series(r["performance"], fmt, full=full)
+    return out

@@ -1,0 +1,89 @@
+"""`pxp report` and `pxp validate`: the papers' Table 1 and the conformance check (DESIGN §2, §8)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from pxp.cli.common import app, err, fail, out, state
+from pxp.cli.llm import print_calls
+
+# --- report / validate --------------------------------------------------------------------
+
+
+@app.command("report")
+def report_cmd(
+    experiment: Annotated[list[str], typer.Option(
+        "--experiment", help="Experiment name or id; repeat it for experiments side by side.")],
+    fmt: Annotated[str, typer.Option("--format", help="table, json, markdown or csv.")] = "table",
+    by: Annotated[str | None, typer.Option(
+        "--by", help="One column per annotator, label or dataset of the experiments (e.g. h1 vs h2).")] = None,
+    calls: Annotated[bool, typer.Option("--calls", help="Also the LLM call totals per run (tokens, cost).")] = False,
+    full: Annotated[bool, typer.Option(
+        "--full", help="The whole machine performance series (default: first, last, best, every tenth).")
+    ] = False,
+) -> None:
+    """Print the papers' Table 1 for an experiment (or several side by side)."""
+    from pxp.analysis.report import FORMATS, ReportError, render_many, report_json, reports_by
+
+    if fmt not in FORMATS:
+        fail(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    try:
+        if by is not None:
+            reps = reports_by(state.reader(), experiment, by)
+        else:
+            reps = [report_json(state.reader(), e) for e in experiment]
+    except ReportError as e:
+        fail(str(e))
+    if not reps:
+        fail("no finished or aborted sessions to count")
+    totals = _call_totals(experiment) if calls else {}
+    if fmt == "json" and calls:
+        for rep in reps:
+            if rep["experiment"] in totals:
+                rep["calls"] = totals[rep["experiment"]]
+    typer.echo(render_many(reps, fmt, full=full))
+    if calls and fmt != "json":
+        for name, t in totals.items():
+            print_calls(name, t["rows"], t["total"])
+
+
+def _call_totals(experiments: list[str]) -> dict[str, dict[str, Any]]:
+    """LLM call totals per run of each named experiment, keyed by experiment name."""
+    from pxp.analysis.calls import call_totals, grand_total
+    from pxp.storage.store import db_session, find_experiment
+
+    out_: dict[str, dict[str, Any]] = {}
+    for e in experiments:
+        with db_session(state.reader()) as db:
+            exp = find_experiment(db, name_or_id=e)
+        if exp is not None and exp.id is not None:
+            rows = call_totals(state.reader(), exp.id)
+            out_[exp.name] = {"rows": rows, "total": grand_total(rows)}
+    return out_
+
+
+@app.command("validate")
+def validate_cmd(
+    experiment: Annotated[str | None, typer.Option("--experiment", help="Name or id.")] = None,
+) -> None:
+    """Check every stored session against DESIGN §1; exit 1 listing each violation."""
+    from pxp.analysis.validate import validate
+    from pxp.storage.store import db_session, find_experiment
+
+    engine = state.reader()
+    exp_id = None
+    if experiment is not None:
+        with db_session(engine) as db:
+            exp = find_experiment(db, name_or_id=experiment)
+        if exp is None:
+            fail(f"no experiment named {experiment!r}")
+        exp_id = exp.id
+    checked, violations = validate(engine, experiment_id=exp_id)
+    for v in violations:
+        out.print(str(v), highlight=False, markup=False, soft_wrap=True)
+    if violations:
+        err.print(f"{len(violations)} violation(s) in {checked} session(s)")
+        raise typer.Exit(1)
+    out.print(f"{checked} session(s) conform", highlight=False)

@@ -1,0 +1,165 @@
+"""What every `pxp` command group shares: the typer app, `--db`, the database of a command, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from sqlalchemy import Engine
+from typer.core import TyperGroup
+
+from pxp.storage.store import get_engine, sqlite_file
+
+_DB_HELP = "Database URL (default: PXP_DATABASE_URL or sqlite:///pxp.db); also accepted after the command."
+
+
+def hoist_db(args: list[str], commands: dict[str, Any]) -> list[str]:
+    """Move `--db URL` / `--db=URL` given after the command to the front (issue 11 §4), so
+    `pxp report --db URL ...` and `pxp import csv F --db URL` work as `pxp --db URL ...`.
+
+    Stops at `--`; a command with its own `--db` option keeps it. Two different URLs are refused.
+    """
+    head, rest, urls = [], list(args), []
+    cmd = next((a for i, a in enumerate(rest) if not a.startswith("-")
+                and (i == 0 or rest[i - 1] != "--db")), None)
+    own = commands.get(cmd) if cmd else None
+    if own is not None and any("--db" in getattr(p, "opts", ()) for p in getattr(own, "params", ())):
+        return args
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        if a == "--":
+            head += rest[i:]
+            break
+        if a == "--db" and i + 1 < len(rest):
+            urls.append(rest[i + 1])
+            i += 2
+            continue
+        if a.startswith("--db="):
+            urls.append(a[len("--db="):])
+        else:
+            head.append(a)
+        i += 1
+    if len(set(urls)) > 1:
+        raise typer.BadParameter(f"--db given twice with different URLs ({', '.join(urls)})")
+    return (["--db", urls[0]] if urls else []) + head
+
+
+class DbGroup(TyperGroup):
+    """pxp's command group: `--db URL` before or after any command (issue 11 §4)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_db(args, dict(self.commands)))
+
+
+app = typer.Typer(
+    cls=DbGroup,
+    name="pxp",
+    help="Run the PXP intelligibility protocol and measure how intelligible it was.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+import_app = typer.Typer(help="Import transcripts, study datasets, CSV/JSONL, DICOM.",
+                         no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+out = Console()
+err = Console(stderr=True)
+
+
+class CliState:
+    db: str | None = None
+    #: a SQLite file this command created, and the folders it made for it (outermost first)
+    created: tuple[Path, list[Path]] | None = None
+
+    def engine(self, *, must_exist: bool = False) -> Engine:
+        """The database of a command that creates data (a new SQLite file is announced at the end)."""
+        if must_exist:
+            return self.reader()
+        path = sqlite_file(self.db)
+        if path is not None and not path.exists() and self.created is None:
+            made = [p for p in reversed(path.parents) if not p.exists()]
+            engine = get_engine(self.db)
+            self.created = (path, made)
+            return engine
+        return get_engine(self.db)
+
+    def finish(self, ok: bool) -> None:
+        """End of a command: say once that it created a database; a failed command that created
+        one and stored nothing in it removes it again (bad input writes nothing)."""
+        if self.created is None:
+            return
+        path, made = self.created
+        self.created = None
+        from pxp.storage.store import forget_engine, holds_data
+
+        try:
+            keep = ok or holds_data(get_engine(self.db))
+        except Exception:
+            keep = True
+        if keep:
+            err.print(f"created database {escape(str(path))}", highlight=False, soft_wrap=True)
+            return
+        forget_engine(self.db)
+        for f in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            f.unlink(missing_ok=True)
+        for d in reversed(made):
+            try:
+                d.rmdir()
+            except OSError:
+                break
+
+    def reader(self) -> Engine:
+        """The database of a command that only reads: it must exist (nothing is created), and a
+        read-only SQLite file opens read-only."""
+        from pxp.storage.store import StoreError
+
+        try:
+            return get_engine(self.db, must_exist=True)
+        except StoreError as e:
+            fail(str(e))
+
+
+state = CliState()
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print one line and exit: the user never sees a trace."""
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def _command_scope() -> Iterator[None]:
+    """Around every command: CliState.finish with whether the command succeeded."""
+    try:
+        yield
+    except BaseException as e:
+        state.finish(getattr(e, "exit_code", 1) == 0)
+        raise
+    state.finish(True)
+
+
+@app.callback()
+def _global(
+    ctx: typer.Context,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help=_DB_HELP),
+    ] = None,
+) -> None:
+    state.db = db
+    state.created = None
+    ctx.with_resource(_command_scope())
+
+
+def dump(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")

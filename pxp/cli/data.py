@@ -1,0 +1,184 @@
+"""Data commands: `pxp import study-rad|study-drug|csv|jsonl|dicom` and `pxp demo`.
+
+Every importer validates the whole input before writing; on any problem each is
+printed on its own line (file:line: reason) and nothing is stored (exit 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from pxp.cli.common import app, err, import_app, out, state
+
+
+def _run(call: Callable[[], Any]) -> None:
+    """Run an importer; print its summary and warnings, or its problems one per line."""
+    from pxp.data.common import ImportProblems
+
+    try:
+        res = call()
+    except ImportProblems as e:
+        for p in e.problems:
+            err.print(f"[red]error:[/red] {p}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    out.print(f"imported {res.summary()}", highlight=False, markup=False, soft_wrap=True)
+    for w in res.warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+
+
+Split = Annotated[str | None, typer.Option("--split", help="train, val or test for every row.")]
+Name = Annotated[str | None, typer.Option("--name", help="Dataset name (default: the file name).")]
+
+
+@import_app.command("study-rad")
+def import_study_rad_cmd(
+    csv: Annotated[Path, typer.Argument(help="The study's X-ray CSV.")],
+    images_root: Annotated[Path | None, typer.Option(
+        "--images-root", help="Folder img_path is relative to (default: the archive's root).")
+    ] = None,
+    name: Name = None,
+    split: Split = None,
+) -> None:
+    """Import the study's X-ray CSV (case,label,label_short,img_path,report,link)."""
+    from pxp.data.study import import_study_rad
+
+    _run(lambda: import_study_rad(state.engine(), csv, images_root=images_root, name=name,
+                                  split=split))
+
+
+@import_app.command("study-drug")
+def import_study_drug_cmd(
+    csv: Annotated[Path, typer.Argument(help="The study's retrosynthesis CSV.")],
+    few_shot: Annotated[Path | None, typer.Option(
+        "--few-shot", help="Few-shot examples CSV (output,input,explanation).")] = None,
+    name: Name = None,
+    split: Split = None,
+) -> None:
+    """Import the study's retrosynthesis CSV (output = reactants, input = target, explanation)."""
+    from pxp.data.study import import_study_drug
+
+    _run(lambda: import_study_drug(state.engine(), csv, few_shot=few_shot, name=name,
+                                   split=split))
+
+
+Task = Annotated[str, typer.Option("--task", help="rad, drug, text or a custom task name.")]
+Map = Annotated[list[str] | None, typer.Option(
+    "--map", help="COLUMN=FIELD (key, input, image, prediction, label, explanation, split); "
+    "repeat for each column.")]
+ImagesRoot = Annotated[Path | None, typer.Option(
+    "--images-root", help="Folder image paths are relative to (default: the file's folder).")]
+
+
+def import_table_cmd(
+    file: Annotated[Path, typer.Argument(help="One instance per row (CSV) or line (JSONL).")],
+    task: Task = "text",
+    mapping: Map = None,
+    name: Name = None,
+    split: Split = None,
+    images_root: ImagesRoot = None,
+) -> None:
+    """Import a CSV or JSONL file with a column mapping."""
+    from pxp.data.generic import import_table
+
+    _run(lambda: import_table(state.engine(), file, task=task, mapping=mapping or [],
+                              name=name, split=split, images_root=images_root))
+
+
+import_app.command("csv")(import_table_cmd)
+import_app.command("jsonl")(import_table_cmd)
+
+
+@import_app.command("dicom")
+def import_dicom_cmd(
+    folder: Annotated[Path, typer.Argument(
+        help="Folder or zip of DICOM files (searched recursively).")],
+    name: Name = None,
+    label: Annotated[str | None, typer.Option("--label", help="One label for every image.")] = None,
+    labels: Annotated[Path | None, typer.Option(
+        "--labels", help="CSV with file,label[,report][,split]; file relative to the folder.")
+    ] = None,
+    report: Annotated[str, typer.Option("--report", help="Reference report for every image.")] = "",
+    split: Split = None,
+    skip_bad: Annotated[bool, typer.Option(
+        "--skip-bad", help="Import the readable files and list the others.")] = False,
+    log: Annotated[Path | None, typer.Option(
+        "--log", help="Append pydicom's warnings about malformed files to this file.")] = None,
+) -> None:
+    """Import DICOM images, de-identified (Basic Confidentiality Profile) before storing."""
+    import logging
+
+    from pxp.data.dicom import import_dicom
+    from pxp.data.dicom import log as dicom_log
+
+    handler: logging.Handler | None = None
+    if log is not None:
+        handler = logging.FileHandler(log, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        dicom_log.addHandler(handler)
+    try:
+        _run(lambda: import_dicom(state.engine(), folder, name=name, label=label, labels=labels,
+                                  report=report, split=split, skip_bad=skip_bad))
+    finally:
+        if handler is not None:
+            dicom_log.removeHandler(handler)
+            handler.close()
+
+
+@app.command("demo")
+def demo_cmd() -> None:
+    """Load the demo datasets made by pxp and a finished simulated experiment on each."""
+    from pxp.data.common import ImportProblems
+    from pxp.running.demo import DEMO_EXPERIMENTS, ensure_demo
+
+    try:
+        loaded = ensure_demo(state.engine())
+    except ImportProblems as e:
+        for p in e.problems:
+            err.print(f"[red]error:[/red] {p}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    exps = ", ".join(DEMO_EXPERIMENTS.values())
+    if loaded:
+        line = ("loaded the demo: datasets demo-rad (synthetic chest X-ray phantoms) and "
+                f"demo-drug, simulated experiments {exps}")
+    else:
+        line = f"the demo is already loaded (demo-rad, demo-drug; {exps})"
+    out.print(line, highlight=False, markup=False, soft_wrap=True)
+    out.print("try: pxp report --experiment demo-rad-simulated", highlight=False, markup=False,
+              soft_wrap=True)
+
+
+# --- import transcripts ------------------------------------------------------------------
+
+
+@import_app.command("transcripts")
+def import_transcripts_cmd(
+    file: Annotated[Path, typer.Argument(help="JSONL, one message per line.")],
+    name: Annotated[str, typer.Option("--name", help="Name of the experiment to create.")],
+    n: Annotated[int, typer.Option("--n", help="Message bound n.")] = 10,
+    k: Annotated[int, typer.Option("--k", help="REJECT allowed after message k.")] = 3,
+    task: Annotated[str, typer.Option("--task", help="Task of the instances (rad, drug, text).")] = "text",
+    allow_nonconformant: Annotated[bool, typer.Option("--allow-nonconformant")] = False,
+) -> None:
+    """Import transcripts as an experiment; refuses non-conformant sessions."""
+    from pxp.data.common import ImportProblems
+    from pxp.data.transcripts import import_transcripts
+
+    try:
+        res = import_transcripts(state.engine(), file, name=name, n=n, k=k, task=task,
+                                 allow_nonconformant=allow_nonconformant)
+    except ImportProblems as e:
+        for p in e.problems:
+            err.print(f"[red]error:[/red] {escape(p)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    out.print(
+        escape(f"imported {res.sessions} sessions ({res.messages} messages) as experiment {res.experiment!r}"),
+        highlight=False,
+        soft_wrap=True,
+    )
+    for p in res.nonconformant:
+        err.print(f"[yellow]warning:[/yellow] {escape(p)}", highlight=False, soft_wrap=True)

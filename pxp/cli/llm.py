@@ -1,0 +1,124 @@
+"""CLI commands of the LLM area: `pxp calls` (accounting per run) and `pxp task` (custom tasks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pxp.cli.common import app, dump, fail, out, state
+
+task_app = typer.Typer(help="Custom tasks: check a TOML/JSON task config, attach it to a dataset.",
+                       no_args_is_help=True)
+app.add_typer(task_app, name="task")
+
+
+@app.command("calls")
+def calls_cmd(
+    experiment: Annotated[str, typer.Option("--experiment", help="Experiment name or id.")],
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    unknown: Annotated[bool, typer.Option(
+        "--unknown", help="List each call sent but never answered before a process stopped.")] = False,
+) -> None:
+    """LLM calls of an experiment per run: calls, errors, tokens, cache, cost, latency."""
+    from pxp.analysis.calls import call_totals, grand_total
+    from pxp.running.journal import unknown_calls
+    from pxp.storage.store import db_session, find_experiment
+
+    if fmt not in ("table", "json"):
+        fail(f"unknown format {fmt!r} (table or json)")
+    engine = state.reader()
+    with db_session(engine) as db:
+        exp = find_experiment(db, name_or_id=experiment)
+    if exp is None or exp.id is None:
+        fail(f"no experiment named {experiment!r}")
+    if unknown:
+        pending = unknown_calls(engine, exp.id)
+        if fmt == "json":
+            dump({"experiment": exp.name, "unknown": pending})
+            return
+        t = Table(title=f"LLM calls of {exp.name} whose outcome is unknown")
+        for c in ("sent at", "run", "session", "j", "provider:model", "purpose", "attempt"):
+            t.add_column(c, no_wrap=True)
+        for p in pending:
+            t.add_row(p["sent_at"], str(p["run_id"] or ""), str(p["session_id"] or ""), str(p["j"] or ""),
+                      f"{p['provider']}:{p['model']}", p["purpose"], str(p["attempt"]))
+        Console(width=max(out.width, 120), force_terminal=out.is_terminal).print(t)
+        return
+    rows = call_totals(engine, exp.id)
+    total = grand_total(rows)
+    if fmt == "json":
+        dump({"experiment": exp.name, "rows": rows, "total": total})
+        return
+    print_calls(exp.name, rows, total)
+
+
+def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) -> None:
+    """The per-run call totals as a table (`pxp calls`, `pxp report --calls`)."""
+    t = Table(title=f"LLM calls of {name}")
+    for c in ("rep", "provider:model", "purpose", "calls", "errors", "in", "out", "cache read",
+              "cache write", "cost $", "mean ms"):
+        t.add_column(c, justify="left" if c in ("provider:model", "purpose") else "right", no_wrap=True)
+
+    def cost(v: float | None) -> str:
+        return "—" if v is None else f"{v:.4f}"
+
+    for r in rows:
+        t.add_row(str(r["repetition"]), f"{r['provider']}:{r['model']}", r["purpose"],
+                  str(r["calls"]), str(r["errors"]), str(r["tokens_in"]), str(r["tokens_out"]),
+                  str(r["cache_read"]), str(r["cache_write"]), cost(r["cost_usd"]),
+                  f"{r['latency_ms']:.0f}")
+    t.add_row("all", "", "", str(total["calls"]), str(total["errors"]), str(total["tokens_in"]),
+              str(total["tokens_out"]), str(total["cache_read"]), str(total["cache_write"]),
+              cost(total["cost_usd"]), "")
+    # the table is wider than 80 columns: print it whole rather than fold model names
+    Console(width=max(out.width, 140), force_terminal=out.is_terminal).print(t)
+    if total.get("unknown"):
+        out.print(f"{total['unknown']} call(s) were in flight when a process stopped: outcome unknown, "
+                  "counted in calls, tokens and cost not known (list them: pxp calls --unknown)",
+                  highlight=False, markup=False)
+
+
+@task_app.command("check")
+def task_check_cmd(
+    file: Annotated[Path, typer.Argument(help="Task config (.toml or .json).")],
+) -> None:
+    """Validate a custom task config and show the system prompt it gives."""
+    from pxp.tasks.custom import TaskConfigError, load_task_config
+
+    try:
+        cfg = load_task_config(file)
+    except TaskConfigError as e:
+        fail(str(e))
+    spec = cfg.spec()
+    out.print(f"task {spec.name!r}: MATCH {spec.match_kind}, AGREE {spec.agree_kind}, "
+              f"{len(spec.labels)} label(s), image {'yes' if spec.image else 'no'}", highlight=False)
+    out.print(spec.system_prompt(), markup=False, highlight=False)
+
+
+@task_app.command("attach")
+def task_attach_cmd(
+    file: Annotated[Path, typer.Argument(help="Task config (.toml or .json).")],
+    dataset: Annotated[str, typer.Option("--dataset", help="Dataset to attach it to.")],
+) -> None:
+    """Store a custom task config with a dataset; runs on it then use the config."""
+    from pxp.storage.store import db_session, find_dataset
+    from pxp.storage.tables import Dataset
+    from pxp.tasks.custom import TaskConfigError, load_task_config
+
+    try:
+        cfg = load_task_config(file)
+    except TaskConfigError as e:
+        fail(str(e))
+    with db_session(state.engine(must_exist=True)) as db:
+        ds = find_dataset(db, name=dataset)
+        if ds is None:
+            fail(f"no dataset named {dataset!r}")
+        row = db.get(Dataset, ds.id)
+        assert row is not None
+        row.config = {**(row.config or {}), "task_config": cfg.model_dump()}
+        db.add(row)
+    out.print(f"dataset {dataset!r} now uses task {cfg.name!r}", highlight=False)

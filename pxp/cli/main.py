@@ -1,0 +1,33 @@
+"""The `pxp` command line (typer): one module per command group, registered here (DESIGN §8).
+
+`--db URL` before or after any command; errors are one clear line (pxp.errors.user_message).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from rich.markup import escape
+
+from pxp.cli import analysis, data, llm, runs  # noqa: F401  (each registers its commands)
+from pxp.cli import app as app_command  # noqa: F401  (`pxp app`)
+from pxp.cli.common import app, err
+from pxp.errors import user_message
+
+
+def main() -> None:
+    """Entry point: run the app; any unexpected error becomes one line (PXP_DEBUG=1 for a trace)."""
+    try:
+        app()
+    except SystemExit:
+        raise
+    except Exception as e:
+        if os.environ.get("PXP_DEBUG"):
+            raise
+        err.print(f"[red]error:[/red] {escape(user_message(e))}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

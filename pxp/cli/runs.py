@@ -1,0 +1,274 @@
+"""`pxp run` (controlled experiments: new, `--like`, `--resume`) and `pxp export`.
+
+Exit codes of `pxp run`: 0 finished; 1 error (one line); 2 some repetition paused
+(a transient API failure: `pxp run --resume NAME` retries it); 130 interrupted (Ctrl-C,
+also resumable).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from pxp.cli.common import app, err, fail, out, state
+
+# CLI option → RunConfig field ("sim_*" go into RunConfig.simulated)
+_CONFIG_OPTIONS = {
+    "dataset": "dataset",
+    "machine": "machine",
+    "human": "human",
+    "reps": "reps",
+    "n": "n",
+    "k": "k",
+    "seed": "seed",
+    "split": "split",
+    "val_split": "val_split",
+    "test_split": "test_split",
+    "shuffle": "shuffle",
+    "checker": "checker",
+    "base_url": "base_url",
+    "temperature": "temperature",
+    "max_tokens": "max_tokens",
+    "learn": "learn",
+    "learn_metric": "learn_metric",
+    "eval_at_start": "eval_at_start",
+    "concurrency": "concurrency",
+}
+_SIM_OPTIONS = {"accuracy": "accuracy", "adopt": "adopt", "mislead": "mislead", "latency": "latency"}
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether option `name` was given (command line or environment), not left at its default."""
+    src = ctx.get_parameter_source(name)
+    return src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+_RUN_HELP = (
+    "Run a controlled experiment: INTERACT over R concurrent repetitions, LEARN, machine performance."
+    "\n\nPrints Table 1 (median and min–max over repetitions), the machine performance series and a "
+    "cost/latency summary. Exit 2 when a repetition paused on an API failure, 130 on Ctrl-C; "
+    "`pxp run --resume NAME` continues from the database. `--like NAME` repeats an experiment's stored "
+    "config (options given on the command line override it)."
+)
+_EXPORT_HELP = (
+    "Export an experiment's D, M and C tables, evaluations and calls into directory --out."
+    "\n\nFiles: experiment.json (config and column lists), sessions.EXT (D), messages.EXT (M), "
+    "contexts.EXT (C), evaluations.EXT and calls.EXT, EXT being the format. messages.jsonl is in the "
+    "transcripts format: `pxp import transcripts OUT/messages.jsonl --name NEW` reads it back."
+)
+
+
+@app.command("run", help=_RUN_HELP)
+def run_cmd(
+    ctx: typer.Context,
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset name.")] = None,
+    machine: Annotated[str, typer.Option("--machine", help="simulated or provider:model.")] = "simulated",
+    human: Annotated[str, typer.Option("--human", help="proxy (the database of expert answers).")] = "proxy",
+    reps: Annotated[int, typer.Option("--reps", help="Repetitions R (run at the same time).")] = 1,
+    n: Annotated[int, typer.Option("--n", help="Message bound n.")] = 10,
+    k: Annotated[int, typer.Option("--k", help="REJECT allowed after message k.")] = 3,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    split: Annotated[
+        str | None,
+        typer.Option("--split", help="Split to interact on, or all (default: train if the dataset has one, "
+                     "else all)."),
+    ] = None,
+    val_split: Annotated[str, typer.Option("--val-split", help="LEARN's validation split.")] = "val",
+    test_split: Annotated[str, typer.Option("--test-split", help="Split for machine performance.")] = "test",
+    name: Annotated[str | None, typer.Option("--name", help="Experiment name.")] = None,
+    shuffle: Annotated[
+        bool, typer.Option("--shuffle/--no-shuffle", help="Shuffle instance order per repetition.")
+    ] = False,
+    learn: Annotated[
+        bool, typer.Option("--learn/--no-learn", help="Keep a session's context only if validation accuracy holds.")
+    ] = True,
+    learn_metric: Annotated[
+        str, typer.Option("--learn-metric", help="Accuracy LEARN compares: prediction, explanation or both.")
+    ] = "both",
+    eval_at_start: Annotated[
+        bool, typer.Option("--eval-at-start", help="Also evaluate the machine on the test split before session 1.")
+    ] = False,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", help="LLM calls in flight, shared by all repetitions.")
+    ] = 8,
+    resume: Annotated[str | None, typer.Option("--resume", help="Continue this experiment from the database.")] = None,
+    like: Annotated[
+        str | None, typer.Option("--like", help="Repeat this experiment's config (options given override).")
+    ] = None,
+    accuracy: Annotated[float, typer.Option("--sim-accuracy", help="Simulated initial accuracy.")] = 0.6,
+    adopt: Annotated[float, typer.Option("--sim-adopt", help="Simulated adoption probability.")] = 0.7,
+    mislead: Annotated[
+        float, typer.Option("--sim-mislead", help="Simulated: how much an unratified carried session misleads.")
+    ] = 0.0,
+    latency: Annotated[float, typer.Option("--sim-latency", help="Simulated: seconds per call (holds a slot).")] = 0.0,
+    checker: Annotated[str, typer.Option("--checker", help="AGREE: lexical or provider:model.")] = "lexical",
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL.")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", help="Generator temperature.")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", help="Generator max tokens (RAD 300, DRUG 1024).")
+    ] = None,
+    report_format: Annotated[str, typer.Option(
+        "--format", help="table, json, markdown or csv (json and csv carry the whole performance series).")
+    ] = "table",
+    full: Annotated[bool, typer.Option(
+        "--full", help="Print the whole machine performance series (default: first, last, best, every tenth).")
+    ] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress on stderr.")] = True,
+) -> None:
+    """Run a controlled experiment: INTERACT over R concurrent repetitions, LEARN, machine performance.
+
+    Prints Table 1 (median and min–max over repetitions), the machine performance series and a
+    cost/latency summary. Exit 2 when a repetition paused on an API failure and 130 on Ctrl-C:
+    `pxp run --resume NAME` continues from the database. `--like NAME` repeats an experiment's
+    stored config (options given on the command line override it).
+    """
+    from pxp.analysis.report import FORMATS
+    from pxp.running.config import RunConfig, RunError
+    from pxp.running.runner import create_experiment, experiment_notes, resume_target
+
+    if report_format not in FORMATS:
+        fail(f"unknown format {report_format!r} (one of {', '.join(FORMATS)})")
+    every_instance = split == "all"
+    if every_instance:
+        split = None
+    values: dict[str, Any] = locals()
+    engine = state.engine(must_exist=resume is not None or like is not None)
+    given = [o for o in (*_CONFIG_OPTIONS, *_SIM_OPTIONS) if _given(ctx, o)]
+    try:
+        if resume is not None:
+            if like is not None:
+                fail("--resume and --like cannot be combined")
+            extra = [o for o in given if o != "concurrency"] + (["name"] if name else [])
+            if extra:
+                fail("--resume continues with the stored config; only --concurrency, --format and --progress apply "
+                     f"(got {', '.join('--' + o.replace('_', '-') for o in extra)})")
+            exp = resume_target(engine, resume)
+            if exp.status == "finished":
+                err.print(f"experiment {exp.name!r} has already finished", highlight=False, markup=False,
+                          soft_wrap=True)
+        else:
+            if like is not None:
+                base = resume_target(engine, like)
+                cfg = RunConfig.from_dict(base.config)
+                for o in given:
+                    if o in _SIM_OPTIONS:
+                        cfg.simulated = {**cfg.simulated, _SIM_OPTIONS[o]: float(values[o])}
+                    else:
+                        setattr(cfg, _CONFIG_OPTIONS[o], values[o])
+                if base.config.get("pxp_version") not in (None, _version()):
+                    was = escape(f"{base.name!r} was run with pxp {base.config.get('pxp_version')}")
+                    err.print(f"[yellow]note:[/yellow] {was}, this is {_version()}", highlight=False, soft_wrap=True)
+            else:
+                if dataset is None:
+                    fail("--dataset is required (or --resume / --like EXPERIMENT)")
+                cfg = RunConfig(
+                    dataset=dataset,
+                    split=split if split is not None or every_instance else _default_split(engine, dataset),
+                    val_split=val_split or None, test_split=test_split or None, machine=machine, human=human,
+                    reps=reps, n=n, k=k, seed=seed, shuffle=shuffle, checker=checker, base_url=base_url,
+                    temperature=temperature, max_tokens=max_tokens, learn=learn, learn_metric=learn_metric,
+                    eval_at_start=eval_at_start, concurrency=concurrency,
+                    simulated={"accuracy": accuracy, "adopt": adopt, "mislead": mislead, "latency": latency}
+                    if machine == "simulated" else {},
+                )
+            exp = create_experiment(engine, cfg, name=name)
+            from pxp.llm.models import run_warnings
+
+            for note in run_warnings([cfg.machine, cfg.checker]):
+                err.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
+            for note in experiment_notes(exp):
+                err.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
+    except (RunError, ValueError) as e:
+        fail(str(e))
+    _run_and_report(exp.id or 0, exp.name, report_format, progress, concurrency if "concurrency" in given else None,
+                    full=full)
+
+
+def _version() -> str:
+    from pxp import __version__
+
+    return __version__
+
+
+def _default_split(engine: Any, dataset: str) -> str | None:
+    """train when the dataset has a train split, else every instance."""
+    from pxp.storage.store import dataset_instances, db_session, find_dataset
+
+    with db_session(engine) as db:
+        ds = find_dataset(db, name=dataset)
+        if ds is None or ds.id is None:
+            return None
+        return "train" if dataset_instances(db, dataset_id=ds.id, split="train") else None
+
+
+def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool, concurrency: int | None,
+                    *, full: bool = False) -> None:
+    import signal
+
+    from pxp.analysis.report import render, report_json
+    from pxp.running.config import RunError
+    from pxp.running.progress import make_progress, render_usage
+    from pxp.running.runner import NullObserver, run_experiment, usage_summary
+    from pxp.running.workers import WorkerError, hold
+
+    engine = state.engine()
+    hint = f"resume with `pxp run --resume {name}`"
+    observer: Any = make_progress(engine, experiment_id, err) if show_progress else NullObserver()
+    # the same claim and heartbeat as the app's workers: one worker per experiment, the app
+    # shows this run as running, and its Cancel pauses it as Ctrl-C does
+    held = hold(engine, experiment_id, on_cancel=signal.SIGINT)
+    try:
+        with held:
+            if show_progress:
+                with observer:
+                    outcome = run_experiment(engine, experiment_id, observer=observer, concurrency=concurrency)
+            else:
+                outcome = run_experiment(engine, experiment_id, concurrency=concurrency)
+    except WorkerError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        why = "cancelled from another worker" if held.cancelled else "interrupted"
+        err.print(f"{why}: every repetition is paused; {hint}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(130) from None
+    except (RunError, ValueError) as e:
+        fail(f"{e}; the experiment {name!r} is stored, {hint} once fixed")
+    except Exception as e:  # a failed repetition: stored and resumable; one line, never a trace
+        fail(f"a repetition failed ({type(e).__name__}: {e}); {hint}")
+    # csv and json carry the whole performance series; table and markdown a summary unless --full
+    typer.echo(render(report_json(engine, name), fmt, full=full or fmt == "csv"))
+    summary = render_usage(usage_summary(engine, experiment_id), outcome.seconds)
+    if fmt in ("table", "markdown"):
+        typer.echo("\n".join(summary))
+    else:
+        err.print("\n".join(summary), highlight=False, markup=False, soft_wrap=True)
+    if outcome.paused:
+        for rep, note in sorted(outcome.paused.items()):
+            why = escape(note or "not finished")
+            err.print(f"[yellow]paused:[/yellow] repetition {rep}: {why}", highlight=False, soft_wrap=True)
+        err.print(hint, highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(2)
+
+
+@app.command("export", help=_EXPORT_HELP)
+def export_cmd(
+    experiment: Annotated[str, typer.Option("--experiment", help="Experiment name or id.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory to write the tables into.")],
+    fmt: Annotated[str, typer.Option("--format", help="jsonl, csv or parquet.")] = "jsonl",
+) -> None:
+    """Export an experiment's D, M and C tables, evaluations and calls into directory --out.
+
+    Files: experiment.json (config and column lists), sessions.EXT (D), messages.EXT (M),
+    contexts.EXT (C), evaluations.EXT, calls.EXT, with EXT the format. messages.jsonl is in
+    the transcripts format: `pxp import transcripts OUT/messages.jsonl --name NEW` reads it back.
+    """
+    from pxp.analysis.export import ExportError, export_experiment
+
+    try:
+        res = export_experiment(state.reader(), experiment, out_dir, fmt)
+    except ExportError as e:
+        fail(str(e))
+    rows = ", ".join(f"{k} {v}" for k, v in res.rows.items())
+    out.print(f"exported {experiment!r} to {res.directory} ({rows})", highlight=False, markup=False)

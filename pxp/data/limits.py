@@ -1,0 +1,10 @@
+"""Size limits every importer enforces (bad input is refused, never half-read)."""
+
+MAX_TABLE_BYTES = 200 * 1024 * 1024
+"""Largest CSV/JSONL file any importer accepts (bytes)."""
+MAX_FIELD_CHARS = 16 * 1024 * 1024
+"""Largest single field (CSV cell or JSONL value) any importer accepts (characters)."""
+MAX_ZIP_ENTRIES = 20_000
+"""Most entries accepted in an uploaded or imported zip."""
+MAX_UNZIPPED_BYTES = 2 * 1024 * 1024 * 1024
+"""Largest total unpacked size of a zip (bytes); more is refused as a zip bomb."""

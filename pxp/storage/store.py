@@ -1,0 +1,318 @@
+"""Engine creation, migrations, and the plain queries pxp needs (DESIGN §3–4).
+
+SQLite (a file, WAL, busy timeout) by default; PostgreSQL through PXP_DATABASE_URL
+or `--db`. Queries are plain functions with keyword-only arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, event, func
+from sqlalchemy import select as sa_select
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+from sqlmodel import Session as DB
+from sqlmodel import col, create_engine, select
+
+from pxp.protocols.errors import PxpError
+from pxp.protocols.pxp.rules import Msg, Sender, Tag
+from pxp.storage.settings import get_settings
+from pxp.storage.tables import (
+    Dataset,
+    Experiment,
+    Instance,
+    Message,
+    Run,
+    Session,
+)
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+class StoreError(PxpError, RuntimeError):
+    """A database problem worth one clear line to the user."""
+
+
+class DatabaseMissing(StoreError):
+    """A database that a reading command was pointed at does not exist."""
+
+
+def database_url(url: str | None = None) -> str:
+    """The URL to use: the explicit one, else PXP_DATABASE_URL, else ./pxp.db.
+
+    `postgres://` (the form hosting services print) and `postgresql://` map to psycopg.
+    """
+    url = url or get_settings().database_url
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() in ("postgres", "postgresql"):
+        return f"postgresql+psycopg://{rest}"
+    if sep and scheme.lower().startswith("postgres+"):
+        return f"postgresql+{scheme.partition('+')[2]}://{rest}"
+    return url
+
+
+def sqlite_file(url: str | None = None) -> Path | None:
+    """The file of a SQLite URL (None for other databases and in-memory ones)."""
+    parsed = make_url(database_url(url))
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    db = parsed.database or ""
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return Path(db).expanduser()
+
+
+def _writable(path: Path) -> bool:
+    """Whether `path` can be written: os.access, and for root (whom os.access lets
+    through) also a write bit in the mode, so a chmod 444 archive is treated as read-only."""
+    if not os.access(path, os.W_OK):
+        return False
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return bool(path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    return True
+
+
+def read_only_mode(path: Path) -> str | None:
+    """How a SQLite file must be opened: None (read-write), "ro" (file read-only, folder
+    writable: SQLite can still make its WAL index), "immutable" (folder read-only too)."""
+    if not path.exists() or _writable(path):
+        return None
+    return "ro" if _writable(path.parent) else "immutable"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def _sqlite_ro_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA query_only=ON")
+    cur.close()
+
+
+def make_engine(url: str | None = None, *, must_exist: bool = False) -> Engine:
+    """A new engine for `url`: SQLite files get WAL and a 30 s busy timeout.
+
+    `must_exist` (commands that only read, the app's existing-database setting): a SQLite
+    file that does not exist is refused with DatabaseMissing, naming the path, and nothing
+    is created. A SQLite file that cannot be written is opened read-only (mode=ro, or
+    immutable when its folder is read-only too).
+    """
+    url = database_url(url)
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        db = parsed.database or ""
+        path = sqlite_file(url)
+        if path is not None and not path.exists():
+            if must_exist:
+                raise DatabaseMissing(f"no database at {path} (check the path; nothing was created)")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        mode = read_only_mode(path) if path is not None else None
+        if path is not None and mode is not None:
+            flags = "mode=ro&immutable=1" if mode == "immutable" else "mode=ro"
+            engine = create_engine(
+                f"sqlite:///file:{path.resolve()}?{flags}&uri=true",
+                connect_args={"check_same_thread": False, "timeout": 30},
+            )
+            event.listen(engine, "connect", _sqlite_ro_pragmas)
+            return engine
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            poolclass=NullPool if db in ("", ":memory:") else None,
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def is_read_only(engine: Engine) -> bool:
+    """Whether the engine opened a SQLite file read-only (make_engine)."""
+    return engine.url.get_backend_name() == "sqlite" and engine.url.query.get("mode") == "ro"
+
+
+def get_engine(url: str | None = None, *, migrate: bool = True, must_exist: bool = False) -> Engine:
+    """A cached engine per URL, migrated to the latest schema on first use.
+
+    `must_exist`: see make_engine. A read-only database is not migrated; one whose
+    schema is older than this pxp's is refused with one line.
+    """
+    key = database_url(url)
+    path = sqlite_file(key)
+    if must_exist and path is not None and not path.exists():
+        raise DatabaseMissing(f"no database at {path} (check the path; nothing was created)")
+    key_ro = f"{key}#ro" if path is not None and read_only_mode(path) else key
+    with _lock:
+        engine = _engines.get(key_ro)
+        if engine is None:
+            engine = make_engine(key, must_exist=must_exist)
+            if is_read_only(engine):
+                _check_head(engine, path)
+            elif migrate:
+                upgrade(engine)
+            _engines[key_ro] = engine
+    return engine
+
+
+def forget_engine(url: str | None = None) -> None:
+    """Dispose of the cached engines of `url` (before its file is removed)."""
+    key = database_url(url)
+    with _lock:
+        for k in (key, f"{key}#ro"):
+            engine = _engines.pop(k, None)
+            if engine is not None:
+                engine.dispose()
+
+
+def holds_data(engine: Engine) -> bool:
+    """True when the database holds a dataset or an experiment."""
+    with DB(engine) as db:
+        return count_rows(db, Dataset) + count_rows(db, Experiment) > 0
+
+
+def _check_head(engine: Engine, path: Path | None) -> None:
+    """A read-only database must already be at the latest schema (it cannot be migrated)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    if current != head:
+        raise StoreError(f"{path} is read-only and its schema ({current or 'none'}) is not this pxp's "
+                         f"({head}); copy it to writable storage to upgrade it")
+
+
+def alembic_config(engine: Engine | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    if engine is not None:
+        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%"))
+    return cfg
+
+
+def upgrade(engine: Engine) -> None:
+    """Apply every Alembic migration up to head (idempotent)."""
+    cfg = alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+@contextmanager
+def db_session(engine: Engine) -> Iterator[DB]:
+    """A unit of work: commits on success, rolls back on error."""
+    with DB(engine, expire_on_commit=False) as s:
+        try:
+            yield s
+            s.commit()
+        except BaseException:
+            s.rollback()
+            raise
+
+
+# --- queries -------------------------------------------------------------------------
+
+
+def session_msgs(db: DB, *, session_id: int) -> list[Msg]:
+    """The session's messages as protocol Msgs, in order of j."""
+    rows = (
+        db.connection()
+        .execute(
+            sa_select(
+                col(Message.j),
+                col(Message.sender),
+                col(Message.tag),
+                col(Message.prediction),
+                col(Message.explanation),
+                col(Message.match),
+                col(Message.agree),
+                col(Message.changed),
+            )
+            .where(col(Message.session_id) == session_id)
+            .order_by(col(Message.j))
+        )
+        .all()
+    )
+    return [Msg(r[0], Sender(r[1]), Tag(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
+
+
+def find_experiment(db: DB, *, name_or_id: str) -> Experiment | None:
+    """An experiment by name, or by numeric id."""
+    exp = db.exec(select(Experiment).where(Experiment.name == name_or_id)).first()
+    if exp is None and name_or_id.isdigit():
+        exp = db.get(Experiment, int(name_or_id))
+    return exp
+
+
+def find_dataset(db: DB, *, name: str) -> Dataset | None:
+    return db.exec(select(Dataset).where(Dataset.name == name)).first()
+
+
+def dataset_instances(db: DB, *, dataset_id: int, split: str | None = None) -> list[Instance]:
+    q = select(Instance).where(Instance.dataset_id == dataset_id)
+    if split is not None:
+        q = q.where(Instance.split == split)
+    return list(db.exec(q.order_by(col(Instance.ordinal), col(Instance.id))).all())
+
+
+def experiment_runs(db: DB, *, experiment_id: int) -> list[Run]:
+    return list(db.exec(select(Run).where(Run.experiment_id == experiment_id).order_by(col(Run.repetition))).all())
+
+
+def run_sessions(db: DB, *, run_id: int) -> list[Session]:
+    return list(db.exec(select(Session).where(Session.run_id == run_id).order_by(col(Session.ordinal))).all())
+
+
+def experiment_session_tags(
+    db: DB, *, experiment_id: int
+) -> tuple[list[Run], dict[int, list[Session]], dict[int, list[tuple[Sender, Tag]]]]:
+    """Runs, their sessions, and each session's (sender, tag) list, in two queries."""
+    runs = experiment_runs(db, experiment_id=experiment_id)
+    run_ids = [r.id for r in runs]
+    sessions: dict[int, list[Session]] = {rid: [] for rid in run_ids if rid is not None}
+    if not run_ids:
+        return runs, sessions, {}
+    for s in db.exec(select(Session).where(col(Session.run_id).in_(run_ids)).order_by(col(Session.ordinal))):
+        sessions[s.run_id].append(s)
+    tags: dict[int, list[tuple[Sender, Tag]]] = {}
+    rows = db.exec(
+        select(Message.session_id, Message.sender, Message.tag)
+        .join(Session, col(Session.id) == col(Message.session_id))
+        .where(col(Session.run_id).in_(run_ids))
+        .order_by(col(Message.session_id), col(Message.j))
+    ).all()
+    for sid, sender, tag in rows:
+        tags.setdefault(sid, []).append((Sender(sender), Tag(tag)))
+    return runs, sessions, tags
+
+
+def count_rows(db: DB, model: type[Any]) -> int:
+    return int(db.exec(select(func.count()).select_from(model)).one())
+
+
+def is_empty(engine: Engine) -> bool:
+    """True when the database holds no dataset yet (first start)."""
+    with DB(engine) as db:
+        return count_rows(db, Dataset) == 0
+
+
+def ids(rows: Sequence[Any]) -> list[int]:
+    return [r.id for r in rows]

@@ -1,0 +1,261 @@
+"""SQLModel tables of DESIGN §4: the blackboard Δ = {D, M, C} and what surrounds it.
+
+Session is the D table, Message the M table, Context the C table. Every change to
+these classes needs an Alembic migration in pxp/storage/migrations/versions.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, LargeBinary, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Asset(SQLModel, table=True):
+    """Content-addressed image bytes (sha256), stored once and shared by instances."""
+
+    sha256: str = Field(primary_key=True, max_length=64)
+    mime: str = Field(max_length=64)
+    width: int = 0
+    height: int = 0
+    size: int = 0
+    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    meta: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Dataset(SQLModel, table=True):
+    """A named collection of instances for one task (rad, drug or a custom task)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True, max_length=200)
+    task: str = Field(max_length=64)
+    description: str = Field(default="", sa_type=Text)
+    source: str = Field(default="", max_length=500)
+    synthetic: bool = False
+    config: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Instance(SQLModel, table=True):
+    """A data instance x: its payload (image asset or SMILES/text) and reference answer."""
+
+    __table_args__ = (UniqueConstraint("dataset_id", "key", name="uq_instance_dataset_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    dataset_id: int = Field(foreign_key="dataset.id", index=True)
+    key: str = Field(max_length=300)
+    ordinal: int = 0
+    split: str | None = Field(default=None, max_length=16, index=True)
+    asset_sha256: str | None = Field(default=None, foreign_key="asset.sha256", max_length=64)
+    payload: str = Field(default="", sa_type=Text)
+    label: str = Field(default="", max_length=200)
+    reference_prediction: str = Field(default="", sa_type=Text)
+    reference_explanation: str = Field(default="", sa_type=Text)
+    meta: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+
+
+class Annotator(SQLModel, table=True):
+    """A human agent working in the browser (or an imported human id such as h1)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True, max_length=200)
+    role: str = Field(default="", max_length=100)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Experiment(SQLModel, table=True):
+    """A controlled or live experiment with its full configuration."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True, max_length=200)
+    task: str = Field(max_length=64)
+    mode: str = Field(default="controlled", max_length=16)
+    status: str = Field(default="created", max_length=16)
+    n: int = 10
+    k: int = 3
+    config: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    created_at: datetime = Field(default_factory=utcnow)
+    #: the background worker running it ("host:pid") and its last heartbeat (pxp.running.workers)
+    worker: str | None = Field(default=None, max_length=200)
+    heartbeat_at: datetime | None = None
+
+
+class Run(SQLModel, table=True):
+    """One repetition r of an experiment."""
+
+    __table_args__ = (UniqueConstraint("experiment_id", "repetition", name="uq_run_rep"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    experiment_id: int = Field(foreign_key="experiment.id", index=True)
+    repetition: int = 1
+    seed: int = 0
+    status: str = Field(default="created", max_length=16)
+    instance_order: list[int] = Field(default_factory=list, sa_type=JSON)
+    #: why the run is paused (a transient API failure, an interruption); None otherwise
+    note: str | None = Field(default=None, sa_type=Text)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Session(SQLModel, table=True):
+    """The D table: a session s on instance x within a run.
+
+    status is open, finished or aborted; stop_reason is ratified, rejected or bound.
+    context_kept records the LEARN decision after the session (None until made).
+    """
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "ordinal", name="uq_session_run_ordinal"),
+        Index("ix_session_status", "status"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="run.id", index=True)
+    instance_id: int = Field(foreign_key="instance.id", index=True)
+    ordinal: int = 0
+    n: int = 10
+    k: int = 3
+    status: str = Field(default="open", max_length=16)
+    stop_reason: str | None = Field(default=None, max_length=32)
+    abort_reason: str | None = Field(default=None, sa_type=Text)
+    annotator_id: int | None = Field(default=None, foreign_key="annotator.id", index=True)
+    context_kept: bool | None = None
+    learn_note: str | None = Field(default=None, sa_type=Text)
+    #: LEARN's validation accuracy with the carried context before / after adding this session
+    learn_val_before: float | None = None
+    learn_val_after: float | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class CallId(SQLModel):
+    """Which call: provider, model, purpose (ask | agree | eval) and attempt (DESIGN §5)."""
+
+    provider: str = Field(max_length=64)
+    model: str = Field(max_length=200)
+    purpose: str = Field(max_length=16)
+    attempt: int = 1
+
+
+class CallCost(CallId):
+    """The accounting of one LLM (or simulated) call: the one declaration of the call-cost fields,
+    shared by LLMCall rows and the agents' CallRecord (pxp.agents.base)."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    latency_ms: float = 0.0
+    cost_usd: float | None = None
+    error: str | None = Field(default=None, sa_type=Text)
+
+
+class LLMCall(CallCost, table=True):
+    """One call to an LLM (or the simulated agent): accounting and errors."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    experiment_id: int | None = Field(default=None, foreign_key="experiment.id", index=True)
+    run_id: int | None = Field(default=None, foreign_key="run.id", index=True)
+    session_id: int | None = Field(default=None, foreign_key="session.id", index=True)
+    j: int | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class PendingCall(CallId, table=True):
+    """An LLM call sent and not yet stored as an LLMCall: after a crash, its outcome is unknown
+    (issue 15 §3). Written when the call is sent, removed with the LLMCall row that completes it."""
+
+    __tablename__ = "llmcall_pending"
+
+    id: int | None = Field(default=None, primary_key=True)
+    experiment_id: int | None = Field(default=None, index=True)
+    run_id: int | None = None
+    session_id: int | None = None
+    j: int | None = None
+    sent_at: datetime = Field(default_factory=utcnow)
+
+
+class Message(SQLModel, table=True):
+    """The M table: message j of session s, (tag, prediction, explanation) and its facts."""
+
+    __table_args__ = (
+        UniqueConstraint("session_id", "j", name="uq_message_session_j"),
+        Index("ix_message_tag", "tag"),
+        # covering index: Table 1 / Figure 1 aggregate (sender, tag) per session without row lookups
+        Index("ix_message_session_tags", "session_id", "j", "sender", "tag"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="session.id")
+    j: int
+    sender: str = Field(max_length=8)
+    receiver: str = Field(max_length=8)
+    tag: str = Field(max_length=8)
+    prediction: str = Field(default="", sa_type=Text)
+    explanation: str = Field(default="", sa_type=Text)
+    match: bool | None = None
+    agree: bool | None = None
+    changed: bool | None = None
+    llm_call_id: int | None = Field(default=None, foreign_key="llmcall.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Context(SQLModel, table=True):
+    """The C table: the context C_j after message j of session s."""
+
+    __table_args__ = (UniqueConstraint("session_id", "j", name="uq_context_session_j"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="session.id")
+    j: int
+    content: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+
+
+class Evaluation(SQLModel, table=True):
+    """Machine performance on a split after a session (0 = at the start)."""
+
+    __table_args__ = (UniqueConstraint("run_id", "after_session", "split", name="uq_evaluation_point"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="run.id", index=True)
+    after_session: int = 0
+    split: str = Field(default="test", max_length=16)
+    prediction_accuracy: float = 0.0
+    explanation_accuracy: float = 0.0
+    both_accuracy: float = 0.0
+    instances: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class AppSetting(SQLModel, table=True):
+    """App preferences shared by every replica (provider/model per role, default n, k).
+
+    Never holds API keys: those stay in the environment or Streamlit secrets.
+    """
+
+    key: str = Field(primary_key=True, max_length=100)
+    value: Any = Field(default=None, sa_column=Column(JSON, nullable=True))
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+ALL_TABLES = (
+    AppSetting,
+    Asset,
+    Dataset,
+    Instance,
+    Annotator,
+    Experiment,
+    Run,
+    Session,
+    LLMCall,
+    Message,
+    Context,
+    Evaluation,
+)

@@ -1,0 +1,263 @@
+"""The research pages through AppTest (issue 17): the Experiments form starts the run it
+shows, configuration errors are refused before anything is stored, the Sessions list says
+how many sessions there are and pages through them, and Analytics keeps the researcher's
+selection and opens on an experiment with something to count."""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import Engine
+from sqlmodel import Session as DB
+from sqlmodel import func, select
+from streamlit.testing.v1 import AppTest
+
+from pxp.app.router import VIEWS
+from pxp.app.selection import default_experiment, initial_experiments, parse_ids
+from pxp.running import workers
+from pxp.running.checks import config_errors
+from pxp.running.config import RunConfig
+from pxp.running.live import create_live_experiment
+from pxp.running.runner import create_experiment, run_experiment
+from pxp.storage.tables import Experiment, Session
+from tests import test_app
+from tests.app.test_app import APP, new_app, ok, texts
+from tests.factories import LABELS, make_drug, make_rad
+
+app_db = test_app.app_db  # the app's fixture: a fresh SQLite database, no API keys
+
+
+def _experiments(engine: Engine) -> list[Experiment]:
+    with DB(engine) as db:
+        return list(db.exec(select(Experiment).order_by(Experiment.id)).all())
+
+
+def _submit(at: object) -> None:
+    buttons = [b for b in at.get("form_submit_button") if "start" in str(b.label)]  # type: ignore[attr-defined]
+    buttons[0].click().run()
+
+
+def test_changing_the_task_changes_the_dataset_and_the_run_that_starts(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_drug(engine, name="a-drug")
+    make_rad(engine, name="b-rad")
+    at = new_app("experiments")
+    assert at.selectbox(key="experiments_dataset").value == "a-drug"
+    ok(at.selectbox(key="experiments_task").set_value("rad").run())
+    # the dependent boxes follow at once: the RAD dataset and its splits
+    assert at.selectbox(key="experiments_dataset").value == "b-rad"
+    assert {o.split(" ")[0] for o in at.selectbox(key="experiments_split").options} == {"all", "train", "val", "test"}
+    ok(at.selectbox(key="experiments_split").set_value("val").run())
+    at.number_input(key="experiments_n").set_value(6)
+    at.number_input(key="experiments_k").set_value(2)
+    at.number_input(key="experiments_reps").set_value(2)
+    at.toggle(key="experiments_learn").set_value(False)
+    _submit(at)
+    ok(at)
+    (exp,) = _experiments(engine)
+    assert exp.config["dataset"] == "b-rad" and exp.config["split"] == "val" and exp.task == "rad"
+    assert (exp.n, exp.k, exp.config["reps"], exp.config["machine"]) == (6, 2, 2, "simulated")
+    assert workers.wait(engine, exp.id or 0, timeout=60) == 0
+    summary = [re.sub(r"\\(.)", r"\1", s.value) for s in at.success]  # shown markdown-escaped
+    assert summary == [f"Started '{exp.name}': dataset b-rad, split val, machine simulated, n=6, k=2, R=2."]
+
+
+def test_a_bad_machine_is_refused_before_anything_is_stored(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_drug(engine)
+    at = new_app("experiments")
+    at.text_input(key="experiments_machine").input("nosuch:model")
+    _submit(at)
+    ok(at)
+    assert _experiments(engine) == []
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "nothing stored" in errors[0] and "nosuch" in errors[0]
+    # shown outside the launch expander, so a collapsed form does not hide it
+    outside = [e for e in at.error if not any(type(p).__name__ == "Expander" for p in _parents(e))]
+    assert outside
+    assert not any("Resume" in str(b.label) for b in at.button)
+
+
+def _parents(el: object) -> list[object]:
+    out = []
+    p = getattr(el, "parent", None)
+    while p is not None:
+        out.append(p)
+        p = getattr(p, "parent", None)
+    return out
+
+
+def test_config_errors_name_each_problem() -> None:
+    assert config_errors(RunConfig(dataset="d").as_dict()) == []
+    assert config_errors(RunConfig(dataset="d", machine="anthropic:claude-x", checker="openai:gpt-4o").as_dict()) == []
+    errs = config_errors(RunConfig(dataset="d", machine="nosuch:model", checker="lexicall", reps=0).as_dict())
+    assert len(errs) == 3 and errs[0].startswith("machine ") and errs[1].startswith("checker ")
+
+
+def test_the_sessions_list_says_how_many_and_pages_through_them(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_rad(engine, per_label=11)  # 55 instances
+    create_experiment(engine, RunConfig(dataset="toy-rad", reps=11), name="many")  # 605 open sessions
+    with DB(engine) as db:
+        total = int(db.exec(select(func.count()).select_from(Session)).one())
+    assert total == 11 * 11 * len(LABELS) > 500
+    at = new_app("sessions")
+    assert f"The newest 500 of {total:,} sessions" in texts(at)
+    ok(at.number_input(key="sessions_page").set_value(2).run())
+    assert f"Sessions 501–{total:,} of {total:,}" in texts(at)
+    ids = [int(x) for x in at.dataframe[0].value["session"]]
+    assert len(ids) == total - 500 and max(ids) == min(ids) + len(ids) - 1
+
+
+def test_an_open_session_is_not_counted_rather_than_seven_noes(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_rad(engine)
+    create_experiment(engine, RunConfig(dataset="toy-rad"), name="open")
+    at = new_app("sessions")
+    shown = texts(at)
+    assert "Not counted (open)" in shown and "— no" not in shown
+
+
+def _finished_and_live(engine: Engine) -> tuple[int, int, int]:
+    make_rad(engine)
+    a = create_experiment(engine, RunConfig(dataset="toy-rad"), name="done-a")
+    run_experiment(engine, a.id or 0)
+    b = create_experiment(engine, RunConfig(dataset="toy-rad", seed=1), name="done-b")
+    run_experiment(engine, b.id or 0)
+    live = create_live_experiment(engine, dataset="toy-rad", name="live-empty")
+    return a.id or 0, b.id or 0, live
+
+
+def test_analytics_opens_on_the_newest_experiment_with_finished_sessions(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    _, b, _ = _finished_and_live(engine)
+    at = new_app("analytics")
+    assert at.multiselect(key="analytics_experiments").value == [b]
+    assert "nothing to count" not in texts(at)
+    assert at.query_params["exp"] == str(b)  # the selection is in the URL, to share or bookmark
+
+
+def test_analytics_opens_the_selection_in_the_url(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    a, _, _ = _finished_and_live(engine)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["exp"] = str(a)  # a fresh visit to a shared link
+    ok(at.run())
+    ok(at.switch_page(str(VIEWS / "analytics.py")).run())
+    assert at.multiselect(key="analytics_experiments").value == [a]
+
+
+def test_analytics_keeps_the_selection_across_reruns_and_visits(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    a, _, _ = _finished_and_live(engine)
+    at = new_app("analytics")
+    ok(at.multiselect(key="analytics_experiments").set_value([a]).run())
+    ok(at.radio(key="analytics_view").set_value("Session lengths").run())
+    ok(at.run())
+    assert at.multiselect(key="analytics_experiments").value == [a]
+    ok(at.switch_page(str(VIEWS / "sessions.py")).run())
+    ok(at.switch_page(str(VIEWS / "analytics.py")).run())
+    assert at.multiselect(key="analytics_experiments").value == [a]
+    assert at.radio(key="analytics_view").value == "Session lengths"
+
+
+def test_the_selection_rule() -> None:
+    exps = [{"id": 1, "ended": 3}, {"id": 2, "ended": 5}, {"id": 3, "ended": 0}]
+    assert default_experiment(exps) == 2
+    assert default_experiment([{"id": 7, "ended": 0}]) == 7 and default_experiment([]) is None
+    assert parse_ids("3, x,5,") == [3, 5]
+    assert initial_experiments(exps, "1,9", [2]) == [1]  # the URL wins; unknown ids dropped
+    assert initial_experiments(exps, None, [3]) == [3]  # then the last choice
+    assert initial_experiments(exps, None, None) == [2]
+    assert initial_experiments(exps, "", None) == []  # an explicit "all experiments"
+
+
+def _run(engine: Engine, name: str, **kw: object) -> int:
+    exp = create_experiment(engine, RunConfig(dataset=kw.pop("dataset", "toy-rad"), **kw), name=name)  # type: ignore[arg-type]
+    run_experiment(engine, exp.id or 0)
+    return exp.id or 0
+
+
+def test_figure1_ticks_are_message_bounds_with_a_title_and_a_band_when_n_is_large(
+    app_db: tuple[str, Engine],
+) -> None:
+    from pxp.analysis import analytics, figures
+    from pxp.analysis.analytics import Selection
+
+    _, engine = app_db
+    make_rad(engine)
+    small, large = _run(engine, "small", n=4, k=2), _run(engine, "large", n=40, k=3)
+    for eid, n in ((small, 4), (large, 40)):
+        t = analytics.table1(engine, Selection(experiments=(eid,)))
+        fig = figures.figure1({"x": t}).to_dict()
+        ax = fig["layout"]["xaxis"]
+        assert ax["tickvals"][0] == 1 and ax["tickvals"][-1] == n and all(1 <= v <= n for v in ax["tickvals"])
+        assert len(ax["tickvals"]) <= 21 and ax["range"][0] > 0
+        assert "Figure 1" in fig["layout"]["title"]["text"]
+        bars = [tr for tr in fig["data"] if tr.get("error_y")]
+        bands = [tr for tr in fig["data"] if tr.get("fill") == "toself"]
+        assert (bool(bars), bool(bands)) == ((True, False) if n == 4 else (False, True))
+
+
+def test_figure2_repetition_lines_fade_with_r(app_db: tuple[str, Engine]) -> None:
+    import pandas as pd
+
+    from pxp.analysis import figures
+
+    rows = [{"experiment": "e", "repetition": r, "after_session": s, "prediction": 0.5, "explanation": 0.4,
+             "both": 0.3, "instances": 5} for r in range(1, 101) for s in range(3)]
+    fig = figures.figure2(pd.DataFrame(rows)).to_dict()
+    faint = [tr["opacity"] for tr in fig["data"] if tr.get("opacity") is not None]
+    assert len(faint) == 300 and max(faint) <= 0.06
+    assert "Figure 2" in fig["layout"]["title"]["text"]
+
+
+def test_the_labels_view_says_why_drug_cases_have_no_label(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_drug(engine)
+    _run(engine, "drug-run", dataset="toy-drug")
+    at = new_app("analytics")
+    ok(at.radio(key="analytics_view").set_value("Labels").run())
+    assert any("DRUG" in i.value and "no label" in i.value for i in at.info)
+
+
+def test_the_theme_primary_colour_is_not_red() -> None:
+    import tomllib
+    from pathlib import Path
+
+    theme = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())["theme"]
+    r, g, b = (int(theme["primaryColor"][i:i + 2], 16) for i in (1, 3, 5))
+    assert not (r > 180 and g < 110 and b < 110), theme["primaryColor"]  # Streamlit's default is #ff4b4b
+
+
+def test_the_latency_histogram_starts_at_zero_seconds(app_db: tuple[str, Engine]) -> None:
+    import json
+
+    from pxp.storage.store import db_session
+    from pxp.storage.tables import LLMCall
+
+    _, engine = app_db
+    make_rad(engine)
+    eid = _run(engine, "calls")
+    with db_session(engine) as db:
+        for i, s in enumerate(db.exec(select(Session)).all()):
+            db.add(LLMCall(experiment_id=eid, run_id=s.run_id, session_id=s.id, provider="openai", model="m",
+                           purpose="ask", tokens_in=10, tokens_out=5, latency_ms=3.0 + i, cost_usd=0.001))
+    at = new_app("analytics")
+    ok(at.radio(key="analytics_view").set_value("LLM cost").run())
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    (hist,) = [c for c in charts if c["data"] and c["data"][0].get("type") == "histogram"]
+    assert hist["layout"]["xaxis"]["rangemode"] == "nonnegative"
+    assert hist["data"][0]["xbins"]["start"] == 0
+
+
+def test_wide_tables_keep_their_first_column_in_view(app_db: tuple[str, Engine]) -> None:
+    import json
+
+    _, engine = app_db
+    _finished_and_live(engine)
+    at = new_app("analytics")
+    ok(at.selectbox(key="analytics_columns").set_value("experiment").run())
+    ok(at.multiselect(key="analytics_experiments").set_value([]).run())  # all: a wide table
+    cols = json.loads(at.dataframe[0].proto.columns)
+    assert any(c.get("pinned") for c in cols.values()), cols

@@ -1,0 +1,435 @@
+"""The app in a real browser: Playwright driving Debian's chromium against `streamlit run`.
+
+A newcomer's path (demo data loaded on first start, the simulated agent) annotated to
+the end with the keyboard shortcuts (tags and the two Yes/No questions); an <img onerror>/<script> payload in an LLM
+explanation stays inert text; screenshots go to artifacts/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from sqlmodel import Session as DB
+from sqlmodel import select
+
+from pxp.protocols.pxp.rules import Msg, Sender, Tag
+from pxp.running.live import claim_next, create_live_experiment, ensure_annotator, seed_messages
+from pxp.storage.store import get_engine
+from pxp.storage.tables import Annotator, Message, Session
+from tests.factories import make_rad
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+PAYLOAD = (
+    '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> '
+    "[click me](http://evil.example/x) ![pic](http://evil.example/p.png) http://evil.example/y"
+)
+
+pytestmark = pytest.mark.browser
+
+
+def launch(pw: Any) -> Any:
+    """Debian's chromium, headless, without its own background traffic."""
+    return pw.chromium.launch(
+        executable_path=CHROMIUM, headless=True,
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync"],
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_streamlit(env: dict[str, str], tmp_path: Path, attempts: int = 5,
+                     pick: Callable[[], int] = _free_port) -> tuple[Any, str, IO[bytes]]:
+    """`streamlit run` on a free port; (process, base URL, its log).
+
+    The port is free when picked but another process may take it before Streamlit binds
+    it: Streamlit then exits ("Port N is not available"), and we retry on a new port. The
+    server counts as up only when it answers /_stcore/health, is still alive (not another
+    server answering on that port) and has logged its own URL.
+    """
+    last = ""
+    for attempt in range(attempts):
+        port = pick()
+        path = tmp_path / f"server-{attempt}.log"
+        log = path.open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
+             "--server.headless", "true", "--server.port", str(port),
+             "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=1) as r:
+                    if r.status == 200 and proc.poll() is None and f":{port}" in path.read_text(errors="replace"):
+                        return proc, base, log
+            except OSError:
+                pass
+            time.sleep(0.2)
+        _stop(proc)
+        log.close()
+        last = path.read_text(errors="replace")
+        if "not available" not in last:  # not a lost port race: a real failure
+            break
+    raise RuntimeError("streamlit did not start: " + last[-2000:])
+
+
+def _stop(proc: Any) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            raise RuntimeError(f"{CHROMIUM} is required in CI (.ci/run installs it)")
+        pytest.skip(f"{CHROMIUM} is not installed")
+    url = f"sqlite:///{tmp_path / 'browser.db'}"
+    engine = get_engine(url)
+    from pxp.running.demo import ensure_demo
+
+    ensure_demo(engine)  # what first start does; done here so seeding below does not race it
+    make_rad(engine, name="toy-rad")
+    eid = create_live_experiment(engine, dataset="toy-rad", name="live-payload")
+    me = ensure_annotator(engine, name="Dr Keyboard")
+    sid = claim_next(engine, experiment_id=eid, annotator_id=me)
+    assert sid is not None
+    seed_messages(engine, sid, [Msg(1, Sender.MACHINE, Tag.INIT, "Pneumonia", PAYLOAD)])
+    env = {**os.environ, "PXP_DATABASE_URL": url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    proc, base, log = _start_streamlit(env, tmp_path)
+    try:
+        yield base, url
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def test_streamlit_start_retries_on_a_port_taken_after_it_was_picked(tmp_path: Path) -> None:
+    """The port race of the fixture: another process listens on the picked port first."""
+    env = {**os.environ, "PXP_DATABASE_URL": f"sqlite:///{tmp_path / 'race.db'}",
+           "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = int(taken.getsockname()[1])
+        picks = iter([busy])
+        proc, base, log = _start_streamlit(env, tmp_path, pick=lambda: next(picks, None) or _free_port())
+        try:
+            assert base != f"http://127.0.0.1:{busy}" and proc.poll() is None
+            assert "not available" in (tmp_path / "server-0.log").read_text()
+            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as r:
+                assert r.status == 200
+        finally:
+            _stop(proc)
+            log.close()
+
+
+def _idle(page: object) -> None:
+    """Wait until Streamlit has finished the current script run."""
+    from playwright.sync_api import Page
+
+    assert isinstance(page, Page)
+    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"] button')"
+        " && !document.querySelector('[data-testid=\"stSpinner\"]')",
+        timeout=30000,
+    )
+    page.wait_for_timeout(200)
+
+
+def _session(url: str, who: str) -> tuple[int, list[Message], str]:
+    engine = get_engine(url)
+    with DB(engine) as db:
+        a = db.exec(select(Annotator).where(Annotator.name == who)).one()
+        rows = db.exec(select(Session).where(Session.annotator_id == a.id).order_by(Session.id)).all()
+        s = rows[-1]
+        msgs = list(db.exec(select(Message).where(Message.session_id == s.id).order_by(Message.j)).all())
+        return s.id or 0, msgs, s.status
+
+
+def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    base, url = server
+    ARTIFACTS.mkdir(exist_ok=True)
+    requests: list[str] = []
+    dialogs: list[str] = []
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1700})
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(f"{base}/annotate")
+            name = page.get_by_label("Your name")
+            expect(name).to_be_visible(timeout=30000)
+            name.fill("Dr Keyboard")
+            name.press("Enter")
+            _idle(page)
+
+            # 1. the payload (toy-rad, where Dr Keyboard holds the seeded session) stays text
+            page.get_by_label("Dataset").click()
+            page.get_by_role("option", name="toy-rad (rad)").click()
+            _idle(page)
+            expect(page.get_by_text("window.__pwned=2", exact=False).first).to_be_visible()
+            assert page.evaluate("() => window.__pwned === undefined")
+            assert page.locator('img[src="x"]').count() == 0
+            assert page.locator('a[href*="evil.example"]').count() == 0
+            assert page.locator('[data-testid="stMarkdown"] script').count() == 0
+            page.screenshot(path=str(ARTIFACTS / "annotate-payload.png"), full_page=True)
+
+            # 2. a demo DRUG case to the end: type the answer, Alt+1 (RATIFY), Ctrl+Enter (send)
+            page.get_by_label("Dataset").click()
+            page.get_by_role("option", name="demo-drug (drug)").click()
+            _idle(page)
+            expect(page.get_by_text("Simulated agent").first).to_be_visible()
+            sid, msgs, _ = _session(url, "Dr Keyboard")
+            assert [m.tag for m in msgs] == ["INIT"]
+            smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
+            smiles.fill(msgs[0].prediction)
+            smiles.press("Enter")
+            _idle(page)
+            expect(page.get_by_text("Canonical form:")).to_be_visible()
+            expl = page.get_by_label("My explanation")
+            expl.fill(msgs[0].explanation)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            _idle(page)
+            page.keyboard.press("Alt+1")
+            _idle(page)
+            expect(page.get_by_text("you chose it", exact=False)).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "annotate-drug.png"), full_page=True)
+            page.keyboard.press("Control+Enter")
+            _idle(page)
+            expect(page.get_by_text("is finished", exact=False)).to_be_visible(timeout=30000)
+            # the sidebar's count includes the case just finished (it used to lag by one)
+            expect(page.get_by_text(re.compile(r"^1 of \d+ cases done$"))).to_be_visible()
+            # and the next case is on screen, ready for a reply
+            expect(page.get_by_text("Your reply (message 2)")).to_be_visible(timeout=30000)
+            _idle(page)
+            page.screenshot(path=str(ARTIFACTS / "annotate-finished.png"), full_page=True)
+
+            # 3. a double press of Send stores the human's message once, and one machine reply
+            sid2, msgs2, _ = _session(url, "Dr Keyboard")
+            assert sid2 != sid and [m.tag for m in msgs2] == ["INIT"]
+            smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
+            smiles.fill("CC(=O)Cl.Oc1ccccc1C(=O)O")
+            smiles.press("Enter")
+            _idle(page)
+            # the two questions by keyboard: Alt+6 (prediction does not match), Alt+8 (nor the
+            # explanation): the AGENT rule tags REFUTE
+            page.keyboard.press("Alt+6")
+            _idle(page)
+            page.keyboard.press("Alt+8")
+            _idle(page)
+            expect(page.get_by_text("Your message will be tagged", exact=False)).to_be_visible()
+            page.keyboard.press("Control+Enter")
+            page.wait_for_timeout(30)
+            page.keyboard.press("Control+Enter")
+            _idle(page)
+            expect(page.get_by_text("Your reply (message 4)")).to_be_visible(timeout=30000)
+            _idle(page)
+            _, msgs2, _ = _session(url, "Dr Keyboard")
+            assert [(m.j, m.sender) for m in msgs2] == [(1, "machine"), (2, "human"), (3, "machine")]
+            assert msgs2[1].tag == "REFUTE"
+            page.screenshot(path=str(ARTIFACTS / "annotate-message-4.png"), full_page=True)
+        finally:
+            browser.close()
+    engine = get_engine(url)
+    with DB(engine) as db:
+        done = db.get(Session, sid)
+        assert done is not None and done.status == "finished" and done.stop_reason == "ratified"
+        tags = [m.tag for m in db.exec(select(Message).where(Message.session_id == sid).order_by(Message.j))]
+    assert tags == ["INIT", "RATIFY", "RATIFY"]
+    assert not dialogs
+    assert not [r for r in requests if "evil.example" in r or r.endswith("/x")], requests
+
+
+VIEW = {"width": 1400, "height": 900}
+
+
+def _browser(pw: Any) -> Any:
+    return pw.chromium.launch(
+        executable_path=CHROMIUM, headless=True,
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync"],
+    )
+
+
+def _in_view(page: Any, selector: str) -> bool:
+    """Whether the element is wholly inside the viewport (no scrolling needed)."""
+    return bool(page.evaluate(
+        """(sel) => { const e = document.querySelector(sel); if (!e) return false;
+             const r = e.getBoundingClientRect();
+             return r.top >= 0 && r.bottom <= window.innerHeight && r.height > 0; }""", selector))
+
+
+def _form_ready(page: Any, sid: int, j: int) -> None:
+    """The reply form of message j of session sid and its Send are in view and focused."""
+    form, send = f".st-key-annotate_form_{sid}_{j}", f".st-key-annotate_{sid}_{j}_send"
+    page.wait_for_selector(send, timeout=30000)
+    _idle(page)
+    page.wait_for_timeout(400)  # the scroll script runs after the render
+    assert _in_view(page, send), f"Send of message {j} is below the fold"
+    assert _in_view(page, f".st-key-annotate_{sid}_{j}_match_yes"), "the questions are in view"
+    assert page.evaluate(f"() => !!document.activeElement.closest('{form}')"), "the form has the focus"
+
+
+def _keys(page: Any, *keys: str) -> None:
+    for k in keys:
+        page.keyboard.press(k)
+        _idle(page)
+
+
+def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, str]) -> None:
+    """Issue 17: whole sessions answered by key at 1400×900, never scrolling or clicking.
+
+    RATIFY is Alt+5, Alt+7, Ctrl+Enter (Yes fills the machine's answer); after every Send
+    the next reply form and its Send are in view and focused; the next case begins in view;
+    a tag contradicting the expert's answers is refused and stores nothing; in DRUG each
+    machine message has its proposed reaction drawn.
+    """
+    from playwright.sync_api import expect, sync_playwright
+
+    base, url = server
+    ARTIFACTS.mkdir(exist_ok=True)
+    who = "Dr Flow"
+    with sync_playwright() as pw:
+        browser = _browser(pw)
+        try:
+            page = browser.new_page(viewport=VIEW)
+            requests: list[tuple[str, str]] = []  # (url, frame url)
+            page.on("request", lambda r: requests.append((r.url, r.frame.url)))
+            page.goto(f"{base}/annotate")
+            name = page.get_by_label("Your name")
+            expect(name).to_be_visible(timeout=30000)
+            name.fill(who)
+            name.press("Enter")
+            _idle(page)
+            page.get_by_label("Dataset").click()
+            page.get_by_role("option", name="demo-rad (rad)").click()
+            _idle(page)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+
+            # RAD case 1: a contradicting tag is refused, then REFUTE by the rule, then RATIFY
+            page.wait_for_selector(f".st-key-annotate_form_{_session(url, who)[0]}_2", timeout=30000)
+            _idle(page)
+            sid, msgs, _ = _session(url, who)
+            _keys(page, "Alt+6", "Alt+8", "Alt+1")
+            expect(page.get_by_text("RATIFY contradicts your answers", exact=False)).to_be_visible()
+            _keys(page, "Control+Enter")
+            assert len(_session(url, who)[1]) == 1, "a refused tag stores nothing"
+            page.screenshot(path=str(ARTIFACTS / "annotate-900-refused.png"))
+            # No / No with a prediction: Alt+0 back to the automatic tag, REFUTE
+            pred = page.get_by_label("My prediction")
+            pred.click()
+            expect(page.get_by_role("option").first).to_have_text(msgs[0].prediction)  # machine's first
+            page.keyboard.type(msgs[0].prediction[:4])
+            page.keyboard.press("Enter")
+            _idle(page)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            _keys(page, "Alt+0")
+            expect(page.get_by_text("Your message will be tagged", exact=False)).to_be_visible()
+            _keys(page, "Control+Enter")
+            _form_ready(page, sid, 4)
+            page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-message-4.png"))
+            _, msgs, _ = _session(url, who)
+            assert msgs[1].tag == "REFUTE" and (msgs[1].match, msgs[1].agree) == (False, False)
+            for _ in range(6):  # RATIFY in three keys until the case ends
+                _keys(page, "Alt+5", "Alt+7", "Control+Enter")
+                for _ in range(100):  # until the machine has replied or the case ended
+                    msgs2, status = _session_of(url, sid)
+                    if status != "open" or len(msgs2) % 2 == 1:
+                        break
+                    page.wait_for_timeout(100)
+                if status != "open":
+                    break
+                _form_ready(page, sid, len(msgs2) + 1)
+            _, done, status = (sid, *_session_of(url, sid))
+            assert status == "finished" and done[-2].tag == "RATIFY" and done[-2].sender == "human"
+            # case 2 begins in view, its reply form focused, and the finished case is one line
+            expect(page.get_by_text(re.compile(r"^Case 2 of \d+"))).to_be_attached(timeout=30000)
+            sid2, msgs2, _ = _session(url, who)
+            assert sid2 != sid
+            _form_ready(page, sid2, 2)
+            page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-case-2.png"))
+            expect(page.get_by_text(re.compile(r"^Case 2 of \d+"))).to_be_in_viewport()
+            expect(page.get_by_text("is finished", exact=False)).to_be_in_viewport()
+            page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-case-2.png"))
+
+            # the X-ray viewer zooms with the wheel and pans by drag in the browser (no rerun)
+            viewer = next(f for f in page.frames if f.query_selector("#v") is not None)
+            frame_el = viewer.frame_element().bounding_box()
+            assert frame_el is not None
+            page.mouse.move(frame_el["x"] + 150, frame_el["y"] + 150)
+            page.mouse.wheel(0, -600)
+            page.wait_for_timeout(200)
+            zoomed = viewer.evaluate("() => window.pxpViewer()")
+            page.mouse.down()
+            page.mouse.move(frame_el["x"] + 220, frame_el["y"] + 190)
+            page.mouse.up()
+            panned = viewer.evaluate("() => window.pxpViewer()")
+            assert zoomed["scale"] > 1.5 and panned["x"] > zoomed["x"], (zoomed, panned)
+            # the viewer and the scroll script (srcdoc frames) fetch nothing from anywhere
+            assert not [u for u, f in requests if f == "about:srcdoc" and not u.startswith("data:")]
+
+            # DRUG: the machine's step is drawn; RATIFY in three keys, no clicks
+            page.get_by_label("Dataset").click()
+            page.get_by_role("option", name="demo-drug (drug)").click()
+            _idle(page)
+            page.wait_for_selector(f".st-key-annotate_form_{_session(url, who)[0]}_2", timeout=30000)
+            _idle(page)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            dsid, dmsgs, _ = _session(url, who)
+            steps = page.get_by_text("The machine's proposed step", exact=False)
+            expect(steps.first).to_be_visible()
+            assert steps.count() == sum(m.sender == "machine" for m in dmsgs)
+            page.screenshot(path=str(ARTIFACTS / "annotate-900-drug.png"))
+            _keys(page, "Alt+6", "Alt+8", "Alt+2")
+            smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
+            smiles.fill("CC(=O)Cl.Oc1ccccc1C(=O)O")
+            smiles.press("Enter")
+            _idle(page)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            _keys(page, "Control+Enter")
+            _form_ready(page, dsid, 4)
+            _, dmsgs, _ = _session(url, who)
+            machine_msgs = [m for m in dmsgs if m.sender == "machine"]
+            assert len(machine_msgs) == 2
+            expect(page.get_by_text("The machine's proposed step", exact=False)).to_have_count(2)
+            assert page.locator(f".st-key-annotate_form_{dsid}_4").count() == 1
+            page.screenshot(path=str(ARTIFACTS / "annotate-900-drug-message-4.png"))
+        finally:
+            browser.close()
+
+
+def _session_of(url: str, sid: int) -> tuple[list[Message], str]:
+    engine = get_engine(url)
+    with DB(engine) as db:
+        s = db.get(Session, sid)
+        assert s is not None
+        msgs = list(db.exec(select(Message).where(Message.session_id == sid).order_by(Message.j)).all())
+        return msgs, s.status

@@ -1,0 +1,66 @@
+"""`pxp import ...` and `pxp demo` through the command line (issue 4)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from pxp.cli.main import app
+from tests.conftest import STUDY
+
+runner = CliRunner()
+
+
+def run(db_url: str, *args: str) -> tuple[int, str, str]:
+    res = runner.invoke(app, ["--db", db_url, *args])
+    return res.exit_code, res.stdout, res.stderr
+
+
+def test_import_study_files(db_url: str) -> None:
+    data = STUDY / "data"
+    code, out, _ = run(db_url, "import", "study-rad", str(data / "train_xray_data.csv"),
+                       "--name", "rad")
+    assert code == 0
+    assert out.strip() == ("imported dataset 'rad': 20 instances (20 added); 19 image(s), "
+                           "19 newly stored")
+    code, out, _ = run(db_url, "import", "study-drug", str(data / "retro.csv"), "--few-shot",
+                       str(data / "few_shot_DRUG.csv"), "--split", "test")
+    assert code == 0 and "dataset 'retro': 60 instances (60 added)" in out
+    code, out, _ = run(db_url, "import", "study-drug", str(data / "retro.csv"))
+    assert code == 0 and "60 instances (0 added, 60 already there)" in out
+
+
+def test_problems_are_one_line_each_and_exit_1(db_url: str, tmp_path: Path) -> None:
+    bad = tmp_path / "r.csv"
+    bad.write_text("output,input,explanation\nCCO,C1CC,x\nXx,CCO,y\n")
+    code, out, err = run(db_url, "import", "study-drug", str(bad))
+    assert code == 1 and out == ""
+    assert err.splitlines() == ["error: r.csv:2: invalid target (input) SMILES 'C1CC'",
+                                "error: r.csv:3: invalid reactant (output) SMILES 'Xx'"]
+    code, _, err = run(db_url, "import", "csv", str(bad), "--map", "output")
+    assert code == 1 and err.strip() == "error: --map 'output': expected COLUMN=FIELD"
+    code, _, err = run(db_url, "import", "dicom", str(tmp_path / "none"))
+    assert code == 1 and "not a folder" in err
+
+
+def test_import_csv_with_map(db_url: str, tmp_path: Path) -> None:
+    f = tmp_path / "t.csv"
+    f.write_text("q,a,why\nCapital of France?,Paris,geography\n")
+    code, out, _ = run(db_url, "import", "csv", str(f), "--task", "text", "--map", "q=input",
+                       "--map", "a=prediction", "--map", "why=explanation", "--name", "qa")
+    assert code == 0 and "dataset 'qa': 1 instances (1 added)" in out
+
+
+def test_pxp_demo_console_script(db_url: str) -> None:
+    cmd = [sys.executable, "-c", "from pxp.cli.main import main; main()", "--db", db_url, "demo"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("loaded the demo")
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0 and second.stdout.startswith("the demo is already loaded")
+    rep = subprocess.run([*cmd[:-1], "report", "--experiment", "demo-drug-simulated"],
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0 and "Total sessions" in rep.stdout
