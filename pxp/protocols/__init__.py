@@ -1,0 +1,1 @@
+"""Protocol rules and metrics, pure (no I/O)."""
