@@ -307,20 +307,20 @@ def _probe_round(rnd: Any, r: int, played: bool) -> list[Probe]:
         where = f"probes[{r}][{i}]"
         if not isinstance(p, dict):
             raise RecordError(f"{where}: expected an object")
-        if p.get("gt") not in (0, 1) or isinstance(p.get("gt"), bool):
+        if not _int(p.get("gt")) or p["gt"] not in (0, 1):
             raise RecordError(f"{where}.gt: missing or not 0/1")
         value = p.get("value")
         if played and value not in (0, 1):
             raise RecordError(f"{where}.value: a played probe needs 0 or 1, got {value!r}")
         if value is not None and (not _int(value) or value not in (0, 1, rules.INVALID_LABEL)):
             raise RecordError(f"{where}.value: expected 0, 1 or 2, got {value!r}")
-        answer = p.get("answer")
+        answer: Any = p.get("answer")
         if value is not None and not isinstance(answer, str):
             raise RecordError(f"{where}.answer: missing or not a string")
-        if value in (0, 1) and rules.parse_probe(answer) != value:  # type: ignore[arg-type]
+        if value in (0, 1) and rules.parse_probe(answer) != value:
             raise RecordError(f"{where}.answer: reply {answer[:40]!r} is not a valid "
                               f"'{rules.ASIDE_TAG} {rules.YES if value else rules.NO}' reply (unknown tag?)")
-        tries = p.get("tries")
+        tries: Any = p.get("tries")
         if value is not None and (not _int(tries) or not 1 <= tries <= rules.MAX_PROBE_ATTEMPTS + 1):
             raise RecordError(f"{where}.tries: expected 1..{rules.MAX_PROBE_ATTEMPTS + 1}, got {tries!r}")
         out.append(Probe(target=str(p.get("target", "")), question=str(p.get("question", "")), gt=p["gt"],

@@ -224,7 +224,7 @@ def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where
     if key not in obj:
         raise InstanceError(f"{where}.{key}: missing")
     value = obj[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise InstanceError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
     return value
 
@@ -247,7 +247,7 @@ def parse_instance(data: Mapping[str, Any], experiment: str, where: str = "game_
     raw_probes = _need(data, "probes", dict, where)
     probes: dict[int, dict[str, int]] = {}
     for r in range(len(slots) + 1):
-        rp = raw_probes.get(str(r), raw_probes.get(r))  # type: ignore[call-overload]
+        rp = raw_probes.get(str(r), raw_probes.get(r))
         if not isinstance(rp, dict) or sorted(rp) != sorted(slots):
             raise InstanceError(f"{where}.probes.{r}: must map each slot to a question index")
         if not all(isinstance(v, int) for v in rp.values()):

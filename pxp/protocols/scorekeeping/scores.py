@@ -9,6 +9,7 @@ episodes, with the pandas standard deviation, ddof = 1). Pure standard library.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -42,7 +43,10 @@ def accuracy(gold: Sequence[int], pred: Sequence[int]) -> float:
     """sklearn accuracy_score: the share of equal labels (NaN for no labels)."""
     if not gold:
         return NAN
-    return sum(1 for g, p in zip(gold, pred, strict=True) if g == p) / len(gold)
+    if len(gold) != len(pred):
+        raise ValueError("gold and predictions differ in length")
+    equal: int = sum(map(operator.eq, gold, pred))
+    return equal / len(gold)
 
 
 def cohen_kappa(gold: Sequence[int], pred: Sequence[int]) -> float:

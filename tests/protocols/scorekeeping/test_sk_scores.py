@@ -124,7 +124,7 @@ def test_aborted_after_middle_round_keeps_nan_middle_accuracy() -> None:
 
 
 def test_invalid_answer_to_questioner_is_violated_and_aborts() -> None:
-    ep, turns, logs = run(Scripted(answers={1: "Lisbon."}))
+    ep, _, logs = run(Scripted(answers={1: "Lisbon."}))
     assert logs["Aborted"] is True
     assert logs["Violated Request Count"] == [0, 0, 1, 0, 0, 0]
     assert logs["Played Probe Rounds"] == 2 and logs["Filled Slots"] == [True]
@@ -159,7 +159,8 @@ def test_main_score() -> None:
 
 
 def test_leaderboard() -> None:
-    eps = [("a", {"Aborted": 0, "Main Score": 100.0}), ("a", {"Aborted": 0, "Main Score": 0.0}),
+    eps: list[tuple[str, dict[str, Any]]] = [
+           ("a", {"Aborted": 0, "Main Score": 100.0}), ("a", {"Aborted": 0, "Main Score": 0.0}),
            ("a", {"Aborted": 1, "Main Score": float("nan")}), ("b", {"Aborted": 0, "Main Score": 40.0}),
            ("c", {"Aborted": 1, "Main Score": None})]
     board = S.leaderboard(eps)
