@@ -116,10 +116,11 @@ PROMPT = """You are {role}. These are the facts you know:
 
 {facts}
 
-The {questioner} will ask you questions; each question starts with "{tag}:". Reply to each with one short
-sentence that starts with "{answer}" and gives only what was asked, nothing about the other facts.
-Now and then I will ask you a private question that starts with "{me}". The {questioner} never sees it.
-Reply to it with "{aside}" followed by yes or no. Never write anything after your reply, not even on a new line."""
+The {questioner} will ask you questions; each question starts with "{tag}:".
+Reply to each with one short sentence that starts with "{answer}" and gives only what was asked.
+Now and then I will ask you a private question that starts with "{me}"; the {questioner} never sees it.
+Reply to it with "{aside}" followed by yes or no.
+Never write anything after your reply, not even on a new line."""
 
 
 @dataclass(frozen=True)
