@@ -34,6 +34,7 @@ from pxp.data.common import (
     read_csv,
     store_instances,
 )
+from pxp.data.deidentify import deidentify
 from pxp.data.images import MAX_PIXELS, PreparedImage
 from pxp.data.jpeg_repair import repair_sequential_scans
 
@@ -44,77 +45,6 @@ log.addHandler(logging.NullHandler())  # never printed raw: the CLI shows one su
 MAX_DICOM_BYTES = 256 * 1024 * 1024
 """Largest DICOM file accepted (bytes)."""
 
-# PS3.15 Table E.1-1, Basic Profile: attributes to remove or replace (by keyword).
-_BASIC_PROFILE_TEXT = """
-AccessionNumber AcquisitionComments AcquisitionContextSequence AcquisitionDate
-AcquisitionDateTime AcquisitionDeviceProcessingDescription AcquisitionProtocolDescription
-AcquisitionTime ActualHumanPerformersSequence AdditionalPatientHistory AdmissionID
-AdmittingDate AdmittingDiagnosesCodeSequence AdmittingDiagnosesDescription AdmittingTime
-AffectedSOPInstanceUID Allergies Arbitrary AuthorObserverSequence BranchOfService
-CassetteID CommentsOnThePerformedProcedureStep ConcatenationUID ConfidentialityConstraintOnPatientDataDescription
-ContentCreatorName ContentCreatorIdentificationCodeSequence ContentDate ContentSequence
-ContentTime ContextGroupExtensionCreatorUID ContrastBolusAgent ContributionDescription
-CountryOfResidence CreatorVersionUID CurrentPatientLocation CurveDate CurveTime
-CustodialOrganizationSequence DataSetTrailingPadding DerivationDescription DetectorID
-DeviceSerialNumber DeviceUID DigitalSignatureUID DigitalSignaturesSequence
-DischargeDiagnosisDescription DistributionAddress DistributionName DoseReferenceUID
-EthnicGroup FailedSOPInstanceUIDList FiducialUID FillerOrderNumberImagingServiceRequest
-FrameComments FrameOfReferenceUID GantryID GeneratorID GraphicAnnotationSequence
-HumanPerformerName HumanPerformerOrganization IconImageSequence IdentifyingComments
-ImageComments ImagePresentationComments ImagingServiceRequestComments Impressions
-InstanceCoercionDateTime InstanceCreationDate InstanceCreationTime InstanceCreatorUID
-InstitutionAddress InstitutionCodeSequence InstitutionName InstitutionalDepartmentName
-InsurancePlanIdentification IntendedRecipientsOfResultsIdentificationSequence
-InterpretationApproverSequence InterpretationAuthor InterpretationDiagnosisDescription
-InterpretationIDIssuer InterpretationRecorder InterpretationText InterpretationTranscriber
-IrradiationEventUID IssuerOfAdmissionID IssuerOfPatientID IssuerOfServiceEpisodeID
-LastMenstrualDate MAC MediaStorageSOPInstanceUID MedicalAlerts MedicalRecordLocator
-MilitaryRank ModifiedAttributesSequence ModifiedImageDescription ModifyingDeviceID
-NameOfPhysiciansReadingStudy NamesOfIntendedRecipientsOfResults Occupation
-OperatorIdentificationSequence OperatorsName OriginalAttributesSequence
-OrderCallbackPhoneNumber OrderEnteredBy OrderEntererLocation OtherPatientIDs
-OtherPatientIDsSequence OtherPatientNames OverlayComments OverlayDate OverlayTime
-ParticipantSequence PatientAddress PatientAge PatientBirthDate PatientBirthName
-PatientBirthTime PatientComments PatientID PatientInsurancePlanCodeSequence
-PatientMotherBirthName PatientName PatientPrimaryLanguageCodeSequence
-PatientReligiousPreference PatientSex PatientSexNeutered PatientSize PatientState
-PatientTelephoneNumbers PatientTransportArrangements PatientWeight
-PatientAdditionalPosition PerformedLocation PerformedProcedureStepDescription
-PerformedProcedureStepEndDate PerformedProcedureStepEndTime PerformedProcedureStepID
-PerformedProcedureStepStartDate PerformedProcedureStepStartTime
-PerformingPhysicianIdentificationSequence PerformingPhysicianName
-PersonAddress PersonIdentificationCodeSequence PersonName PersonTelephoneNumbers
-PhysicianApprovingInterpretation PhysiciansOfRecord PhysiciansOfRecordIdentificationSequence
-PhysiciansReadingStudyIdentificationSequence PlacerOrderNumberImagingServiceRequest
-PlateID PreMedication PregnancyStatus ProtocolName ReasonForTheImagingServiceRequest
-ReasonForStudy ReferencedDigitalSignatureSequence ReferencedFrameOfReferenceUID
-ReferencedGeneralPurposeScheduledProcedureStepTransactionUID ReferencedImageSequence
-ReferencedPatientAliasSequence ReferencedPatientPhotoSequence ReferencedPatientSequence
-ReferencedPerformedProcedureStepSequence ReferencedSOPInstanceMACSequence
-ReferencedSOPInstanceUID ReferencedStudySequence ReferringPhysicianAddress
-ReferringPhysicianIdentificationSequence ReferringPhysicianName
-ReferringPhysicianTelephoneNumbers RegionOfResidence RelatedFrameOfReferenceUID
-RequestAttributesSequence RequestedContrastAgent RequestedProcedureComments
-RequestedProcedureDescription RequestedProcedureID RequestedProcedureLocation
-RequestedSOPInstanceUID RequestingPhysician RequestingService ResponsibleOrganization
-ResponsiblePerson ResultsComments ResultsDistributionListSequence ResultsIDIssuer
-ReviewerName ScheduledHumanPerformersSequence ScheduledPatientInstitutionResidence
-ScheduledPerformingPhysicianIdentificationSequence ScheduledPerformingPhysicianName
-ScheduledProcedureStepEndDate ScheduledProcedureStepEndTime ScheduledProcedureStepDescription
-ScheduledProcedureStepLocation ScheduledProcedureStepStartDate ScheduledProcedureStepStartTime
-ScheduledStationAETitle ScheduledStationGeographicLocationCodeSequence ScheduledStationName
-ScheduledStationNameCodeSequence ScheduledStudyLocation ScheduledStudyLocationAETitle
-SeriesDate SeriesDescription SeriesInstanceUID SeriesTime ServiceEpisodeDescription
-ServiceEpisodeID SmokingStatus SOPInstanceUID SourceImageSequence SpecialNeeds
-StationName StorageMediaFileSetUID StudyComments StudyDate StudyDescription StudyID
-StudyIDIssuer StudyInstanceUID StudyTime SynchronizationFrameOfReferenceUID
-TemplateExtensionCreatorUID TemplateExtensionOrganizationUID TextComments TextString
-TimezoneOffsetFromUTC TopicAuthor TopicKeywords TopicSubject TopicTitle
-TransactionUID UID VerifyingObserverIdentificationCodeSequence VerifyingObserverName
-VerifyingObserverSequence VerifyingOrganization VisitComments
-"""
-BASIC_PROFILE = frozenset(_BASIC_PROFILE_TEXT.split())
-
 # the only attributes kept in the database (technical, not identifying)
 KEEP = ("Modality", "PhotometricInterpretation", "Rows", "Columns", "BitsStored",
         "BodyPartExamined", "ViewPosition", "ImageLaterality", "Laterality",
@@ -122,25 +52,6 @@ KEEP = ("Modality", "PhotometricInterpretation", "Rows", "Columns", "BitsStored"
         "RescaleSlope", "RescaleIntercept", "WindowCenter", "WindowWidth")
 
 Array = NDArray[np.float64]
-
-
-def deidentify(ds: Any) -> Any:
-    """Remove the Basic Profile attributes, person names, private tags, overlays and curves."""
-
-    def strip(d: Any) -> None:
-        for elem in list(d):
-            group = elem.tag.group
-            if (elem.tag.is_private or elem.keyword in BASIC_PROFILE or elem.VR == "PN"
-                    or 0x5000 <= group <= 0x50FF or 0x6000 <= group <= 0x60FF):
-                del d[elem.tag]
-            elif elem.VR == "SQ":
-                for item in elem.value:
-                    strip(item)
-
-    strip(ds)
-    ds.PatientIdentityRemoved = "YES"
-    ds.DeidentificationMethod = "pxp: PS3.15 Basic Confidentiality Profile"
-    return ds
 
 
 def _line(err: BaseException) -> str:
