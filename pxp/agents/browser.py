@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pxp.agents.base import AgentBase, Answer, Facts, Query
+from pxp.data.chem import InvalidSmiles
 from pxp.protocols.pxp.rules import ProtocolError, Tag, agent_tag, check_tag, implied_facts, tag_reason
 from pxp.tasks.base import (
     DEFAULT_AGREE_THRESHOLD,
-    InvalidSmiles,
     lexical_agree,
     match_for,
     normalise_label,

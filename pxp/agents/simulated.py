@@ -17,14 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pxp.agents.base import AgentBase, Answer, CallRecord, InstanceView, Query
+from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.llm.limits import call_slot
 from pxp.protocols.pxp.rules import Tag, stop_reason
 from pxp.tasks.base import (
     DEFAULT_AGREE_THRESHOLD,
-    InvalidSmiles,
     lexical_agree,
     match_for,
-    smiles_set,
     task_match_kind,
 )
 

@@ -154,7 +154,7 @@ def display_png(engine: Any, instance_id: int, *, window: float | None = None,
 def molecule(smiles: str, *, caption: str | None = None, properties: bool = True,
              width: int = 420) -> None:
     """The molecule drawing and, below it, its properties; a bad SMILES is one line."""
-    from pxp.tasks.base import InvalidSmiles
+    from pxp.data.chem import InvalidSmiles
 
     try:
         svg, props = _molecule(smiles, width, int(width * 0.7))
@@ -174,7 +174,7 @@ def molecule(smiles: str, *, caption: str | None = None, properties: bool = True
 def reaction(reactants: str, target: str,
              caption: str = "Proposed step: reactants → target") -> None:
     """The proposed step reactants → target, or one line why it cannot be drawn."""
-    from pxp.tasks.base import InvalidSmiles
+    from pxp.data.chem import InvalidSmiles
 
     try:
         svg, width = _reaction(reactants, target)

@@ -18,9 +18,9 @@ from PIL import Image, ImageOps
 from sqlalchemy import Engine
 from sqlmodel import Session as DB
 
+from pxp.data.chem import InvalidSmiles
 from pxp.data.images import open_image
 from pxp.storage.tables import Asset, Instance
-from pxp.tasks.base import InvalidSmiles
 
 
 def _mol(smiles: str) -> Any:

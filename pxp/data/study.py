@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from pxp.data.chem import InvalidSmiles, canonical_smiles
 from pxp.data.common import (
     ImportProblems,
     ImportResult,
@@ -26,7 +27,6 @@ from pxp.data.common import (
     store_instances,
 )
 from pxp.data.images import ImageCache, ImageRejected, resolve_inside
-from pxp.tasks.base import InvalidSmiles, canonical_smiles
 
 RAD_COLUMNS = ("case", "label", "img_path", "report")
 DRUG_COLUMNS = ("output", "input", "explanation")

@@ -1,4 +1,5 @@
-"""Tasks (DESIGN §5): RAD, DRUG and config-defined tasks: prompts, MATCH, AGREE, reply parsing.
+"""Tasks (DESIGN §5–6): RAD, DRUG and config-defined tasks: prompts, MATCH, AGREE, reply parsing.
 
-May import: llm (the reply schema), protocols; never storage, agents, running or the interfaces.
+May import: llm (the reply schema), data (molecules), protocols; never agents, running, analysis
+or the interfaces.
 """

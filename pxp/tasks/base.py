@@ -12,15 +12,10 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
-from functools import lru_cache
 
-from pxp.protocols.errors import PxpError
+from pxp.data.chem import smiles_set
 
 DEFAULT_AGREE_THRESHOLD = 0.5
-
-
-class InvalidSmiles(PxpError, ValueError):
-    """A SMILES string RDKit cannot parse: a parse failure, never a silent mismatch."""
 
 
 def normalise_label(label: str) -> str:
@@ -40,36 +35,6 @@ def _fold(text: str) -> str:
 def match_label(y1: str, y2: str) -> bool:
     """RAD MATCH: equality of normalised labels (not substring containment)."""
     return normalise_label(y1) == normalise_label(y2)
-
-
-@lru_cache(maxsize=65536)
-def canonical_smiles(smiles: str) -> str:
-    """RDKit's canonical SMILES of one molecule; InvalidSmiles when it does not parse."""
-    from rdkit import Chem, RDLogger
-
-    RDLogger.DisableLog("rdApp.*")  # type: ignore[attr-defined]
-    text = smiles.strip()
-    mol = Chem.MolFromSmiles(text) if text else None
-    if mol is None:
-        raise InvalidSmiles(f"not a valid SMILES: {smiles!r}")
-    return str(Chem.MolToSmiles(mol))
-
-
-def smiles_set(smiles: str) -> frozenset[str]:
-    """The set of canonical SMILES of a dot-separated reactant list."""
-    parts = [p for p in re.split(r"[.\s,]+", smiles.strip()) if p]
-    if not parts:
-        raise InvalidSmiles("no SMILES given")
-    out: set[str] = set()
-    bad: list[str] = []
-    for p in parts:
-        try:
-            out.update(canonical_smiles(p).split("."))
-        except InvalidSmiles:
-            bad.append(repr(p[:200]))
-    if bad:  # every bad fragment is named, not only the first (issue 17)
-        raise InvalidSmiles(f"not a valid SMILES: {', '.join(bad)}")
-    return frozenset(out)
 
 
 def match_smiles(y1: str, y2: str) -> bool:

@@ -16,14 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.llm.base import Schema
 from pxp.protocols.errors import PxpError
 from pxp.tasks.base import (
     DEFAULT_AGREE_THRESHOLD,
-    InvalidSmiles,
     match_for,
     normalise_label,
-    smiles_set,
 )
 
 MATCH_KINDS = ("label", "smiles", "text")

@@ -13,6 +13,7 @@ from pxp.agents.base import AgentUnavailable, Answer
 from pxp.agents.browser import answer_changed, human_turn, label_options, predictions_match
 from pxp.app import resources, ui
 from pxp.app.prefs import load_prefs
+from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.pxp.rules import Sender, Tag
 from pxp.running.live import (
     LiveError,
@@ -28,7 +29,6 @@ from pxp.running.live import (
     submit_human,
     take_over,
 )
-from pxp.tasks.base import InvalidSmiles, smiles_set
 
 ROLES = ["Radiologist", "Chemist", "Other expert"]
 TAG_KEYS = {Tag.RATIFY: "Alt+1", Tag.REFUTE: "Alt+2", Tag.REVISE: "Alt+3", Tag.REJECT: "Alt+4"}
