@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from pxp.data.chem import InvalidSmiles
 from pxp.data.images import ImageRejected
 from pxp.data.render import molecule_properties, molecule_svg, reaction_svg, xray_display_png
-from pxp.tasks.base import InvalidSmiles
 
 
 def parse_svg(data: bytes) -> ET.Element:
