@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
+from pxp.data.common import ImportProblems
 from pxp.data.zips import extract_zip
 
 
@@ -82,7 +83,7 @@ def kind(key: str) -> ImportKind:
     for k in KINDS:
         if k.key == key:
             return k
-    raise KeyError(key)
+    raise ImportProblems([f"unknown kind of import {key!r}"])
 
 
 def stage(main: Upload, extras: Sequence[Upload], root: Path) -> Path:
@@ -182,7 +183,7 @@ def run_import(
                 if labels:
                     found = [p for p in stage_dir.rglob(Path(str(labels)).name)]
                     if not found:
-                        raise ValueError(f"no file named {labels!r} in the upload")
+                        raise ImportProblems([f"no file named {labels!r} in the upload"])
                     labels_path = found[0]
                 result = fn(engine, stage_dir, name=name or Path(main.name).stem,
                             label=opts.get("label") or None, labels=labels_path,

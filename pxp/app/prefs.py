@@ -9,10 +9,15 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import select
 
+from pxp.protocols.errors import PxpError
 from pxp.storage.settings import get_settings
 from pxp.storage.tables import AppSetting, utcnow
 
 KEY_NAMES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+
+
+class PrefsError(PxpError, ValueError):
+    """A preference that cannot be saved; the first problem, one line."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,7 @@ def save_prefs(engine: Engine, p: Prefs) -> None:
     """Store the preferences (one row per key); ValueError with the first problem."""
     problems = check_prefs(p)
     if problems:
-        raise ValueError(problems[0])
+        raise PrefsError(problems[0])
     values: dict[str, Any] = asdict(p)
     with DB(engine) as db:
         for key, value in values.items():

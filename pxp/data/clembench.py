@@ -16,12 +16,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pxp.protocols.errors import PxpError
 from pxp.protocols.scorekeeping.episode import EpisodeRecord, RecordError, from_interactions
 from pxp.protocols.scorekeeping.instances import Instance
 from pxp.protocols.scorekeeping.scores import score_interactions
 
 GAME = "privateshared"
 _EPISODE = re.compile(r"^episode_(\d+)$")
+
+
+class ClembenchError(PxpError, ValueError):
+    """A clembench results file pxp cannot read: file and field, one line."""
 
 
 @dataclass
@@ -66,17 +71,17 @@ def read_episode(path: Path) -> tuple[EpisodeRecord, dict[str, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise ClembenchError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise ClembenchError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text: {exc.reason}") from None
+        raise ClembenchError(f"{path}: not UTF-8 text: {exc.reason}") from None
     try:
         record = from_interactions(data)
     except RecordError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        raise ClembenchError(f"{path}: {exc}") from None
     return record, score_interactions(record.to_interactions())
 
 

@@ -37,6 +37,7 @@ from pxp.data.common import (
 from pxp.data.deidentify import deidentify
 from pxp.data.images import MAX_PIXELS, PreparedImage
 from pxp.data.jpeg_repair import repair_sequential_scans
+from pxp.protocols.errors import PxpError
 
 log = logging.getLogger("pxp.dicom")
 """pydicom's warnings about malformed elements go here, one record per warning."""
@@ -52,6 +53,10 @@ KEEP = ("Modality", "PhotometricInterpretation", "Rows", "Columns", "BitsStored"
         "RescaleSlope", "RescaleIntercept", "WindowCenter", "WindowWidth")
 
 Array = NDArray[np.float64]
+
+
+class DicomError(PxpError, ValueError):
+    """A DICOM file that cannot be read: file and reason, one line."""
 
 
 def _line(err: BaseException) -> str:
@@ -190,7 +195,7 @@ def read_dicom(path: Path, where: str, notes: list[str]) -> Any:
         finally:
             notes += [f"{where}: {_line(w.message)}" for w in caught]  # type: ignore[arg-type]
     if bad:
-        raise ValueError(f"{where}: {bad}")
+        raise DicomError(f"{where}: {bad}")
     return ds
 
 

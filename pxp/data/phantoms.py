@@ -25,6 +25,8 @@ import numpy as np
 from numpy.typing import NDArray
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
+from pxp.protocols.errors import PxpError
+
 FINDINGS = ("Atelectasis", "Pneumonia", "Pleural Effusion", "Cardiomegaly", "Pneumothorax")
 SHORT = {"Atelectasis": "ATCS", "Pneumonia": "PNUM", "Pleural Effusion": "PLEF",
          "Cardiomegaly": "CRDM", "Pneumothorax": "PNTX"}
@@ -32,6 +34,10 @@ SIZE = 256
 THORAX = (0.175, 0.82)  # inner lateral margins of the thorax (x), for the CTR
 
 Array = NDArray[np.float64]
+
+
+class PhantomError(PxpError, ValueError):
+    """A phantom finding pxp does not draw."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,7 @@ def _noise(rng: np.random.Generator, n: int, cells: int) -> Array:
 def draw_phantom(finding: str, seed: int, n: int = SIZE) -> Phantom:
     """Draw one phantom with `finding`, deterministically from `seed`."""
     if finding not in FINDINGS:
-        raise ValueError(f"unknown finding {finding!r}")
+        raise PhantomError(f"unknown finding {finding!r}")
     rng = np.random.default_rng(seed)
     y, x = _grid(n)
     edge = 1.2 / n
@@ -279,4 +285,4 @@ def report(finding: str, facts: dict[str, Any]) -> str:
                 f"{side} {zone} zone with air bronchograms. No volume loss and no pleural "
                 f"effusion; heart size normal (cardiothoracic ratio {ctr}). Impression: {side} "
                 f"{zone} zone pneumonia.")
-    raise ValueError(f"unknown finding {finding!r}")
+    raise PhantomError(f"unknown finding {finding!r}")

@@ -14,8 +14,13 @@ from collections import Counter
 from collections.abc import Callable
 
 from pxp.data.chem import smiles_set
+from pxp.protocols.errors import PxpError
 
 DEFAULT_AGREE_THRESHOLD = 0.5
+
+
+class TaskError(PxpError, ValueError):
+    """A task setting pxp cannot use (e.g. an unknown MATCH kind); one line."""
 
 
 def normalise_label(label: str) -> str:
@@ -116,7 +121,7 @@ def match_for(kind: str) -> MatchFn:
     try:
         return _MATCH[kind]
     except KeyError:
-        raise ValueError(f"unknown MATCH kind {kind!r} (label, smiles or text)") from None
+        raise TaskError(f"unknown MATCH kind {kind!r} (label, smiles or text)") from None
 
 
 #: The MATCH kind of each built-in task.

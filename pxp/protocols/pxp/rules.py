@@ -13,6 +13,10 @@ from enum import StrEnum
 from pxp.protocols.errors import PxpError
 
 
+class ProtocolError(PxpError, ValueError):
+    """A step the protocol forbids (a typed rule violation, not a crash)."""
+
+
 class Tag(StrEnum):
     """Message tags of PXP: INIT plus the four R's."""
 
@@ -28,7 +32,7 @@ class Tag(StrEnum):
         try:
             return cls(text.strip().upper())
         except ValueError:
-            raise ValueError(f"unknown tag {text!r} (expected one of {', '.join(t.value for t in cls)})") from None
+            raise ProtocolError(f"unknown tag {text!r} (expected one of {', '.join(t.value for t in cls)})") from None
 
 
 class Sender(StrEnum):
@@ -48,11 +52,7 @@ class Sender(StrEnum):
             return cls.MACHINE
         if t in ("h", "human"):
             return cls.HUMAN
-        raise ValueError(f"unknown sender {text!r} (expected machine or human)")
-
-
-class ProtocolError(PxpError, ValueError):
-    """A step the protocol forbids (a typed rule violation, not a crash)."""
+        raise ProtocolError(f"unknown sender {text!r} (expected machine or human)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pxp.protocols.errors import PxpError
 from pxp.protocols.scorekeeping import rules
 from pxp.protocols.scorekeeping.instances import Instance
 
@@ -39,7 +40,7 @@ class Request:
 Answerer = Callable[[Request], str]
 
 
-class RepliesExhausted(RuntimeError):
+class RepliesExhausted(PxpError, RuntimeError):
     """A fixed sequence of replies ran out before the episode ended."""
 
 
@@ -238,7 +239,7 @@ def play_episode(instance: Instance, answerer: Answerer | Sequence[str], *, mode
     return _Master(instance, call, model).play()
 
 
-class RecordError(ValueError):
+class RecordError(rules.ScorekeepingError):
     """An interactions.json dict is malformed; the message names the field."""
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from pxp.protocols.scorekeeping import rules
 
 
-class InstanceError(ValueError):
+class InstanceError(rules.ScorekeepingError):
     """An instance (or an instances.json structure) is malformed; the message names the field."""
 
 

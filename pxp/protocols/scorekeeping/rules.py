@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from pxp.protocols.errors import PxpError
+
+
+class ScorekeepingError(PxpError, ValueError):
+    """Input the scorekeeping game cannot use (a bad setting, instance or record); one line."""
+
 N_SLOTS = 5
 """Slots per instance (paper: n = 5)."""
 N_PROBE_ROUNDS = N_SLOTS + 1
@@ -95,7 +101,7 @@ def probe_prompt(question: str, attempt: int) -> str:
     first attempt (empty prefix) reads `ME:  question` with two spaces.
     """
     if not 1 <= attempt <= MAX_PROBE_ATTEMPTS:
-        raise ValueError(f"attempt must be 1..{MAX_PROBE_ATTEMPTS}, not {attempt}")
+        raise ScorekeepingError(f"attempt must be 1..{MAX_PROBE_ATTEMPTS}, not {attempt}")
     me = ME_TAG + " "
     return probe_text(question).replace(me, f"{me}{REPHRASINGS[attempt - 1]} ")
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pxp.protocols.scorekeeping.episode import PARSED_REQUEST_COUNT, REQUEST_COUNT, VIOLATED_REQUEST_COUNT
+from pxp.protocols.scorekeeping.rules import ScorekeepingError
 
 NAN = float("nan")
 
@@ -44,7 +45,7 @@ def accuracy(gold: Sequence[int], pred: Sequence[int]) -> float:
     if not gold:
         return NAN
     if len(gold) != len(pred):
-        raise ValueError("gold and predictions differ in length")
+        raise ScorekeepingError("gold and predictions differ in length")
     equal: int = sum(map(operator.eq, gold, pred))
     return equal / len(gold)
 

@@ -32,7 +32,7 @@ class SimulatedAnswerer:
         for name in ("probe_accuracy", "slot_accuracy", "format_error_rate"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {v}")
+                raise rules.ScorekeepingError(f"{name} must be in [0, 1], got {v}")
 
     def _rng(self, req: Request) -> random.Random:
         key = f"{self.seed}:{req.instance.experiment}:{req.instance.game_id}:{req.kind}:{req.probe_round}:" \
