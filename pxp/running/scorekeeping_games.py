@@ -233,3 +233,12 @@ def call_totals(engine: Engine, name: str) -> dict[str, Any]:
                                 func.count(_C.c.error)).where(_C.c.game_id == game.id)).one()
     return {"calls": int(r[0]), "tokens_in": int(r[1]), "tokens_out": int(r[2]),
             "cost_usd": float(r[3]) if r[3] is not None else None, "errors": int(r[4])}
+
+
+def list_games(engine: Engine) -> list[dict[str, Any]]:
+    """Every game with its episode count, newest first."""
+    n = select(func.count()).where(_E.c.game_id == _G.c.id).scalar_subquery()
+    with engine.connect() as conn:
+        rows = conn.execute(select(_G.c.name, _G.c.source, _G.c.answerer, _G.c.status, _G.c.created_at,
+                                   n.label("episodes")).order_by(_G.c.id.desc())).mappings().all()
+    return [dict(r) for r in rows]
