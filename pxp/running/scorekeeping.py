@@ -189,6 +189,9 @@ def _game(engine: Engine, settings: RunSettings) -> tuple[SkGame, list[Instance]
     stored = game.config.get("instances", [])
     instances = [parse_instance({k: v for k, v in d.items() if k != "experiment"}, d["experiment"],
                                 f"game {game.name!r} instance") for d in stored]
+    if settings.instances is not None and [i.to_dict() for i in settings.instances] != [i.to_dict() for i in instances]:
+        raise RunError(f"game {settings.name!r} was started on other instances; resume it without --instances "
+                       "or use another --name")
     return game, instances
 
 

@@ -83,6 +83,15 @@ def test_run_report_and_rerun(db_url: str, tmp_path: Path) -> None:
     assert calls > 8 * 6
     code, out, _ = run(db_url, "run", "--answerer", "simulated", "--name", "sim")
     assert code == 0 and out.startswith("game 'sim': 0 episodes stored, 8 already there, 8 in all")
+    code, out, _ = run(db_url, "run", "--answerer", "simulated", "--name", "sim", "--instances", str(f))
+    assert code == 0 and out.startswith("game 'sim': 0 episodes stored, 8 already there, 8 in all")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(generate_experiments(seed=12, n=4)))
+    code, _, err = run(db_url, "run", "--answerer", "simulated", "--name", "sim", "--instances", str(other))
+    assert code == 1 and err.strip() == ("error: game 'sim' was started on other instances; resume it without "
+                                         "--instances or use another --name")
+    code, _, err = run(db_url, "run", "--answerer", "openai:gpt-4.1", "--name", "sim")
+    assert code == 1 and err.strip() == "error: game 'sim' holds episodes of simulated; use another --name"
     with engine.connect() as c:
         assert c.execute(select(func.count()).select_from(SkCall)).scalar_one() == calls
         assert c.execute(select(func.count()).select_from(SkEpisode)).scalar_one() == 8
