@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from pxp.llm.base import LLMError, Prompt, ProviderOptions, TextPart, Turn, is_llm_spec, parse_spec
+from pxp.llm.base import LLMError, Prompt, Provider, ProviderOptions, TextPart, Turn, is_llm_spec, parse_spec
 from pxp.llm.limits import call_slot, set_call_limit
 from pxp.llm.redact import redact
 from pxp.llm.registry import make_provider
@@ -139,9 +139,8 @@ def prompt_of(req: Request) -> Prompt:
     return Prompt(system=SYSTEM, turns=turns)
 
 
-def llm_answerer(settings: RunSettings, sink: CallSink) -> Answerer:
+def llm_answerer(settings: RunSettings, provider: Provider, sink: CallSink) -> Answerer:
     """A `provider:model` answerer; each call holds a shared call slot and is accounted, failed or not."""
-    provider = make_provider(settings.answerer, ProviderOptions.from_env())
 
     def answer(req: Request) -> str:
         t0 = time.perf_counter()
@@ -200,6 +199,8 @@ def run_game(engine: Engine, settings: RunSettings,
     """Play every episode of the game not stored yet, `concurrency` at once; stop starting new ones at the
     first LLM failure (the game is then paused: re-run it to resume). Settings of a stored game win."""
     _check(settings)
+    # the provider first: a missing key or an unknown provider stores nothing
+    provider = None if settings.answerer == SIMULATED else make_provider(settings.answerer, ProviderOptions.from_env())
     game, instances = _game(engine, settings)
     assert game.id is not None
     gid = game.id
@@ -234,7 +235,7 @@ def run_game(engine: Engine, settings: RunSettings,
             else:  # an LLM call is stored at once: it is paid for whether or not the episode finishes
                 games.store_calls(engine, [row])
 
-        answerer = simulated_answerer(settings, sink) if simulated else llm_answerer(settings, sink)
+        answerer = simulated_answerer(settings, sink) if provider is None else llm_answerer(settings, provider, sink)
         t0 = time.perf_counter()
         try:
             record = play_episode(inst, answerer, model=label)

@@ -63,7 +63,7 @@ def same(got: dict[str, object], want: dict[str, object]) -> None:
 SIM = ("--probe-accuracy", "0.8", "--slot-accuracy", "0.9", "--format-error-rate", "0.03")
 
 
-def test_run_report_and_rerun(db_url: str, tmp_path: Path) -> None:
+def test_run_report_and_rerun(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = tmp_path / "instances.json"
     f.write_text(json.dumps(generate_experiments(seed=11, n=4)))
     code, out, err = run(db_url, "run", "--answerer", "simulated", "--name", "sim", "--instances", str(f),
@@ -90,6 +90,7 @@ def test_run_report_and_rerun(db_url: str, tmp_path: Path) -> None:
     code, _, err = run(db_url, "run", "--answerer", "simulated", "--name", "sim", "--instances", str(other))
     assert code == 1 and err.strip() == ("error: game 'sim' was started on other instances; resume it without "
                                          "--instances or use another --name")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
     code, _, err = run(db_url, "run", "--answerer", "openai:gpt-4.1", "--name", "sim")
     assert code == 1 and err.strip() == "error: game 'sim' holds episodes of simulated; use another --name"
     with engine.connect() as c:
@@ -184,6 +185,17 @@ def test_import_bad_episodes_export_and_round_trip(db_url: str, tmp_path: Path) 
     # a run cannot resume into an imported game
     code, _, err = run(db_url, "run", "--answerer", "simulated", "--name", "rt1")
     assert code == 1 and err.strip() == "error: game 'rt1' holds an imported clembench folder; use another --name"
+
+
+def test_llm_run_without_a_key_stores_nothing(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("ANTHROPIC_PROFILE", raising=False)
+    code, out, err = run(db_url, "run", "--answerer", "anthropic:claude-sonnet-4-6", "--name", "x")
+    assert code == 1 and out == ""
+    assert err.strip() == ("error: anthropic: no API key; set ANTHROPIC_API_KEY in the environment or "
+                           "Streamlit secrets")
+    assert not Path(str(sqlite_file(db_url))).exists()
 
 
 def test_import_of_nothing_creates_nothing(db_url: str, tmp_path: Path) -> None:
