@@ -25,6 +25,7 @@ PAGES = (
     ("sessions.py", "Sessions", ":material/forum:"),
     ("experiments.py", "Experiments", ":material/science:"),
     ("analytics.py", "Analytics", ":material/insights:"),
+    ("scorekeeping.py", "Scorekeeping", ":material/scoreboard:"),
     ("datasets.py", "Datasets", ":material/dataset:"),
     ("settings.py", "Settings", ":material/settings:"),
 )

@@ -4,6 +4,7 @@ from alembic import context
 from sqlalchemy import create_engine
 from sqlmodel import SQLModel
 
+import pxp.storage.scorekeeping  # (registers the scorekeeping tables)
 import pxp.storage.tables  # noqa: F401  (registers the tables)
 
 config = context.config

@@ -1,0 +1,104 @@
+"""Scorekeeping: the leaderboard of stored games (error bars), probe accuracy per probing round (the private →
+shared transition of the paper), and an episode viewer with the dialogue and the probes apart (issue 12 §6).
+
+Render functions only; every number comes from pxp.analysis.scorekeeping, the code path of
+`pxp scorekeeping report`. Model names, replies and questions are untrusted: shown as text or in tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from pxp.analysis.scorekeeping import build, probe_accuracy_by_round
+from pxp.app import resources, ui
+from pxp.protocols.scorekeeping.episode import dialogue_from_turns
+from pxp.protocols.scorekeeping.scores import PLAYED, QUALITY, QUALITY_STD
+from pxp.running.scorekeeping_games import list_games, stored_episode, stored_scores
+
+
+def leaderboard(rep: dict[str, Any]) -> None:
+    models = rep["models"]
+    rows = [{"model": m, "episodes": rep["counts"].get(m, 0), PLAYED: v[PLAYED], QUALITY: v[QUALITY],
+             QUALITY_STD: v[QUALITY_STD]} for m, v in models.items()]
+    df = pd.DataFrame(rows).sort_values(QUALITY, ascending=False, na_position="last")
+    st.dataframe(df, hide_index=True, column_config={
+        PLAYED: st.column_config.NumberColumn(format="%.1f"), QUALITY: st.column_config.NumberColumn(format="%.2f"),
+        QUALITY_STD: st.column_config.NumberColumn(format="%.2f")})
+    fig = go.Figure(go.Bar(x=df["model"], y=df[QUALITY], name=QUALITY,
+                           error_y={"type": "data", "array": df[QUALITY_STD].fillna(0).tolist(), "visible": True}))
+    fig.add_trace(go.Scatter(x=df["model"], y=df[PLAYED], name=PLAYED, mode="markers", marker={"size": 12}))
+    fig.update_layout(yaxis={"title": "score (0–100)", "range": [0, 105]}, height=380,
+                      legend={"orientation": "h"}, margin={"t": 30})
+    st.plotly_chart(fig, key="sk_leaderboard")
+    st.caption("Quality Score: mean Main Score of the played episodes, error bar ± one standard deviation; "
+               "% Played: episodes not aborted.")
+
+
+def probe_curve(curves: dict[str, dict[int, tuple[float, int]]]) -> None:
+    fig = go.Figure()
+    for model, by in curves.items():
+        fig.add_trace(go.Scatter(x=list(by), y=[a for a, _ in by.values()], mode="lines+markers", name=model,
+                                 customdata=[n for _, n in by.values()],
+                                 hovertemplate="round %{x}: %{y:.3f} (%{customdata} episodes)"))
+    fig.update_layout(xaxis={"title": "probing round (0 = before the first question)", "dtick": 1},
+                      yaxis={"title": "probe accuracy", "range": [0, 1.05]}, height=360, margin={"t": 30})
+    st.plotly_chart(fig, key="sk_probe_curve")
+
+
+def episode_viewer(game: str, keys: list[str]) -> None:
+    key = st.selectbox("Episode", keys, key="sk_episode")
+    if key is None:
+        return
+    ep = stored_episode(resources.engine(), game, key)
+    scores = {k: v for k, v in ep["scores"].items()}
+    st.dataframe(pd.DataFrame([scores]), hide_index=True)
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Dialogue")
+        for m in dialogue_from_turns(ep["interactions"].get("turns", [])):
+            with st.chat_message("user" if m["role"] == "user" else "assistant"):
+                ui.show_text(m["content"])
+    with right:
+        st.subheader("Probes (private, outside the dialogue)")
+        rows = [{"round": r, "slot": p.get("target"), "question": p.get("question"), "truth": p.get("gt"),
+                 "reply": p.get("answer"), "value": p.get("value"), "tries": p.get("tries"),
+                 "correct": None if p.get("value") is None else p.get("value") == p.get("gt")}
+                for r, rnd in enumerate(ep["interactions"].get("probes", [])) for p in rnd]
+        st.dataframe(pd.DataFrame(rows), hide_index=True)
+
+
+def render() -> None:
+    st.title("Scorekeeping: private and shared")
+    engine = resources.engine()
+    games = list_games(engine)
+    if not games:
+        st.info("No scorekeeping games yet. Run one with `pxp scorekeeping run --answerer simulated --name demo`, "
+                "or import clembench results with `pxp scorekeeping import-clembench DIR --name NAME`.")
+        return
+    names = [g["name"] for g in games]
+    chosen = st.multiselect("Games", names, default=names[:3], key="sk_games", placeholder="choose games")
+    if not chosen:
+        st.caption("Choose at least one game.")
+        return
+    rows = stored_scores(engine, chosen, turns=True)
+    if not rows:
+        st.caption("These games hold no finished episodes yet.")
+        return
+    rep = build(rows)
+    tabs = st.tabs(["Leaderboard", "Probe accuracy per round", "Episodes"])
+    with tabs[0]:
+        leaderboard(rep)
+    with tabs[1]:
+        probe_curve(probe_accuracy_by_round(rows))
+        st.caption("The share of right probe replies in each probing round, over the rounds played.")
+    with tabs[2]:
+        game = st.selectbox("Game", chosen, key="sk_view_game")
+        if game is not None:
+            episode_viewer(game, [r.key for r in stored_scores(engine, [game])])
+
+
+render()
