@@ -14,20 +14,16 @@ from pxp.agents.browser import answer_changed, human_turn, label_options, predic
 from pxp.app import resources, ui
 from pxp.app.prefs import load_prefs
 from pxp.protocols.pxp.rules import Sender, Tag
-from pxp.running.live import (
+from pxp.running.live.abandonment import abandoned_sessions, take_over
+from pxp.running.live.assignment import (
     LiveError,
-    LiveSession,
-    abandoned_sessions,
     claim_next,
     create_live_experiment,
     ensure_annotator,
     live_experiments,
-    load_session,
     machine_name,
-    machine_step,
-    submit_human,
-    take_over,
 )
+from pxp.running.live.turns import LiveSession, load_session, machine_step, submit_human
 from pxp.tasks.base import InvalidSmiles, smiles_set
 
 ROLES = ["Radiologist", "Chemist", "Other expert"]
