@@ -21,7 +21,7 @@ from pxp.running.experiments import create_experiment
 from pxp.running.live.assignment import create_live_experiment
 from pxp.running.runner import run_experiment
 from pxp.storage.tables import Experiment, Session
-from tests import test_app
+from tests.app import test_app
 from tests.app.test_app import APP, new_app, ok, texts
 from tests.factories import LABELS, make_drug, make_rad
 
