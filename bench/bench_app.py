@@ -19,15 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pxp.agents.base import Answer, Facts
-from pxp.running.live import (
-    claim_next,
-    create_live_experiment,
-    ensure_annotator,
-    load_session,
-    machine_for,
-    machine_step,
-    submit_human,
-)
+from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.live.turns import load_session, machine_for, machine_step, submit_human
 from pxp.storage.store import get_engine
 from tests.factories import make_rad
 

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pxp.running.config import RunConfig
 from pxp.running.engine import step
+from pxp.running.experiments import create_experiment
 from pxp.running.factory import make_agents
-from pxp.running.runner import create_experiment
 from pxp.storage.store import db_session, make_engine, run_sessions, upgrade
 from pxp.storage.tables import Dataset, Experiment, Instance, Run
 

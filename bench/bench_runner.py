@@ -21,7 +21,9 @@ from sqlalchemy import Engine
 
 from pxp.running.config import RunConfig
 from pxp.running.demo import DEMO_RAD, ensure_demo
-from pxp.running.runner import create_experiment, default_agents, run_experiment, run_repetition
+from pxp.running.experiments import create_experiment
+from pxp.running.repetition import run_repetition
+from pxp.running.runner import default_agents, run_experiment
 from pxp.storage.store import db_session, experiment_runs, make_engine, upgrade
 
 

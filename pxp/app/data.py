@@ -150,7 +150,7 @@ def experiments_table(engine: Engine, *, mode: str | None = None) -> pd.DataFram
 
 
 def _machine_label(machine: str) -> str:
-    from pxp.running.live import machine_name
+    from pxp.running.live.assignment import machine_name
 
     return machine_name(machine) if machine else ""
 

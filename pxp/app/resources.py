@@ -113,7 +113,7 @@ def engine() -> Engine:
 
 @st.cache_resource(show_spinner=False, max_entries=64)  # type: ignore[misc]
 def _machine(url: str, experiment_id: int) -> Agent:
-    from pxp.running.live import machine_for
+    from pxp.running.live.turns import machine_for
 
     return machine_for(get_engine(url), experiment_id)
 

@@ -127,7 +127,8 @@ def run_cmd(
     """
     from pxp.analysis.report import FORMATS
     from pxp.running.config import RunConfig, RunError
-    from pxp.running.runner import create_experiment, experiment_notes, resume_target
+    from pxp.running.experiments import create_experiment, experiment_notes
+    from pxp.running.runner import resume_target
 
     if report_format not in FORMATS:
         fail(f"unknown format {report_format!r} (one of {', '.join(FORMATS)})")
@@ -211,7 +212,8 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
     from pxp.analysis.report import render, report_json
     from pxp.running.config import RunError
     from pxp.running.progress import make_progress, render_usage
-    from pxp.running.runner import NullObserver, run_experiment, usage_summary
+    from pxp.running.repetition import NullObserver
+    from pxp.running.runner import run_experiment, usage_summary
     from pxp.running.workers import WorkerError, hold
 
     engine = state.engine()

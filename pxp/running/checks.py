@@ -1,8 +1,8 @@
 """The checks a controlled run's configuration passes before anything is stored (issue 11 §6, 15 §4).
 
 DESIGN §1 bounds (n at least 2, 1 <= k <= n), the agents the config names, and the ranges
-of the options. One list of problems serves the CLI (pxp.running.runner.create_experiment calls
-check_config first) and the app (the Experiments page shows config_errors before launch,
+of the options. One list of problems serves the CLI (pxp.running.experiments.create_experiment
+calls check_config first) and the app (the Experiments page shows config_errors before launch,
 and never offers Resume for a stored config that has any).
 """
 

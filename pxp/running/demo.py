@@ -41,7 +41,8 @@ def _exists(engine: Engine, model: type[Dataset] | type[Experiment], name: str) 
 def ensure_demo(engine: Engine, *, data_dir: Path | None = None) -> bool:
     """Load the demo datasets and their simulated experiments if missing; True if it loaded any."""
     from pxp.running.config import RunConfig, RunError
-    from pxp.running.runner import create_experiment, run_experiment
+    from pxp.running.experiments import create_experiment
+    from pxp.running.runner import run_experiment
 
     root = data_dir or demo_dir()
     try:

@@ -8,8 +8,9 @@ concurrent duplicate step lose cleanly: it raises StepConflict and writes nothin
 
 from __future__ import annotations
 
+import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,10 @@ class StepConflict(StepError):
 
 class TagRefused(StepError):
     """The agent chose a tag the AGENT rule forbids for its facts."""
+
+
+class Interrupted(PxpError):
+    """The user asked the run to stop (Ctrl-C); the session stays open, resumable."""
 
 
 @dataclass(frozen=True)
@@ -362,11 +367,30 @@ def interact_session(
     agents: Mapping[Sender, Agent],
     *,
     carry: Sequence[CarriedSession] = (),
+    stop: threading.Event | None = None,
+    on_message: Callable[[StepResult], None] | None = None,
 ) -> list[StepResult]:
-    """INTERACT's inner loop for one session: step until it stops or aborts."""
-    results = []
+    """INTERACT's inner loop for one session (Procedure 1): step until it stops or aborts.
+
+    The one session loop of every driver (the controlled runner's repetitions included). It
+    resumes mid-session from the stored messages; a step another process stored first is
+    loaded and the loop goes on; a closed session ends it. `on_message` sees each stored
+    message; `stop` (set by Ctrl-C) raises Interrupted before the next step.
+    """
+    results: list[StepResult] = []
     while True:
-        r = step(engine, session_id, agents, carry=carry)
+        if stop is not None and stop.is_set():
+            raise Interrupted("interrupted by the user")
+        try:
+            r = step(engine, session_id, agents, carry=carry)
+        except StepConflict:
+            continue  # another process stored this step: load and go on
+        except SessionClosed:
+            return results
         results.append(r)
+        if r.aborted is not None:  # nothing was stored
+            return results
+        if on_message is not None:
+            on_message(r)
         if r.finished:
             return results

@@ -9,17 +9,22 @@ dataset: RAD, DRUG, or the custom task config stored with it.
 from __future__ import annotations
 
 from sqlalchemy import Engine
+from sqlmodel import Session as DB
+from sqlmodel import select
 
 from pxp.agents.base import Agent
+from pxp.agents.checker import CheckedHumanProxy, Checker
+from pxp.agents.llm import LLMMachine
 from pxp.agents.proxy import HumanProxy
 from pxp.agents.simulated import SimulatedConfig, SimulatedMachine
 from pxp.llm.base import LLMConfigError, ProviderOptions, is_llm_spec, parse_spec
 from pxp.llm.registry import make_provider
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.rules import Sender
+from pxp.running.config import RunConfig
 from pxp.running.engine import instance_view
 from pxp.storage.store import dataset_instances, db_session, find_dataset
-from pxp.storage.tables import Experiment, Run
+from pxp.storage.tables import Dataset, Experiment, Instance, Run
 from pxp.tasks.custom import TaskConfigError
 from pxp.tasks.registry import task_spec
 from pxp.tasks.spec import TaskSpec
@@ -27,6 +32,29 @@ from pxp.tasks.spec import TaskSpec
 
 class AgentConfigError(PxpError, ValueError):
     """The config names an agent that cannot be built (unknown provider, missing key)."""
+
+
+def dataset_labels(db: DB, ds: Dataset) -> list[str]:
+    """The label set of a RAD/label dataset: config["labels"], else its distinct labels and reference predictions."""
+    labels = ds.config.get("labels") if isinstance(ds.config, dict) else None
+    if isinstance(labels, list) and labels:
+        return [str(x) for x in labels]
+    rows = db.exec(
+        select(Instance.reference_prediction, Instance.label).where(Instance.dataset_id == ds.id)
+    ).all()
+    out: set[str] = set()
+    for pred, lab in rows:
+        out.update(v for v in (lab, pred) if v and len(v) <= 80)
+    return sorted(out)
+
+
+def dataset_task(db: DB, ds: Dataset) -> TaskSpec:
+    """The one rule for a dataset's task: RAD, DRUG or its custom task config, with its label set.
+
+    Controlled runs, live sessions and the stored prompts all take the MATCH kind and the
+    labels from here. Raises TaskConfigError for a custom config that cannot be used.
+    """
+    return task_spec(ds.task, dict(ds.config or {}), dataset_labels(db, ds) if ds.task == "rad" else ())
 
 
 def _options(spec: str, machine: str, base_url: str | None, extra: dict[str, object]) -> ProviderOptions:
@@ -37,10 +65,6 @@ def _options(spec: str, machine: str, base_url: str | None, extra: dict[str, obj
 
 def make_agents(engine: Engine, exp: Experiment, run: Run) -> dict[Sender, Agent]:
     """The machine (simulated or provider:model) and the human proxy of a controlled run."""
-    from pxp.agents.checker import CheckedHumanProxy, Checker
-    from pxp.agents.llm import LLMMachine
-    from pxp.running.config import RunConfig
-
     cfg = RunConfig.from_dict(exp.config)
     if cfg.human != "proxy":
         raise AgentConfigError(
@@ -50,14 +74,12 @@ def make_agents(engine: Engine, exp: Experiment, run: Run) -> dict[Sender, Agent
         ds = find_dataset(db, name=cfg.dataset)
         if ds is None or ds.id is None:
             raise AgentConfigError(f"no dataset named {cfg.dataset!r}")
-        rows = dataset_instances(db, dataset_id=ds.id)
-        pool = [instance_view(engine, i.id or 0, db) for i in rows]
-        labels = sorted({i.reference_prediction for i in rows if i.reference_prediction})
-        task, ds_config = ds.task, dict(ds.config or {})
-    try:
-        spec: TaskSpec = task_spec(task, ds_config, labels)
-    except TaskConfigError as e:
-        raise AgentConfigError(f"dataset {cfg.dataset!r}: {e}") from None
+        pool = [instance_view(engine, i.id or 0, db) for i in dataset_instances(db, dataset_id=ds.id)]
+        ds_config = dict(ds.config or {})
+        try:
+            spec = dataset_task(db, ds)
+        except TaskConfigError as e:
+            raise AgentConfigError(f"dataset {cfg.dataset!r}: {e}") from None
 
     machine_spec = cfg.machine
     checker_spec = cfg.checker

@@ -18,7 +18,8 @@ from pxp.analysis.report import report_json
 from pxp.cli.main import app
 from pxp.data.transcripts import import_transcripts
 from pxp.running.config import RunConfig
-from pxp.running.runner import create_experiment, run_experiment
+from pxp.running.experiments import create_experiment
+from pxp.running.runner import run_experiment
 from pxp.storage.store import find_experiment, get_engine
 from pxp.storage.tables import Context, Evaluation, Experiment, LLMCall, Message, Session
 from tests.factories import make_rad

@@ -24,7 +24,8 @@ from pxp.analysis import analytics
 from pxp.app.router import VIEWS as VIEW_DIR
 from pxp.data.transcripts import import_transcripts
 from pxp.running.config import RunConfig
-from pxp.running.runner import create_experiment, run_experiment
+from pxp.running.experiments import create_experiment
+from pxp.running.runner import run_experiment
 from pxp.storage.store import db_session, get_engine
 from pxp.storage.tables import Annotator, Experiment, Instance, LLMCall, Message, Run, Session
 from tests.analysis.test_analytics import VECTORS, write_vectors

@@ -14,9 +14,11 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
+from pxp.agents.base import AgentBase, Answer, Query
 from pxp.app.router import VIEWS
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, conformance
-from pxp.running.live import claim_next, create_live_experiment, ensure_annotator, seed_messages
+from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.live.turns import machine_step
 from pxp.storage.store import get_engine
 from pxp.storage.tables import AppSetting, Experiment, Message, Session
 from tests.app.test_app_imports import Up
@@ -37,6 +39,24 @@ def app_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[st
         monkeypatch.delenv(key, raising=False)
     engine = get_engine(url)
     yield url, engine
+
+
+class Says(AgentBase):
+    """A scripted machine: its message is the given answer, stored through the engine's step."""
+
+    label = "scripted"
+
+    def __init__(self, prediction: str, explanation: str) -> None:
+        self.answer = Answer(prediction, explanation)
+
+    def ask(self, q: Query) -> Answer:
+        return self.answer
+
+    def match(self, y1: str, y2: str, q: Query) -> bool:
+        return y1 == y2
+
+    def agree(self, e1: str, e2: str, q: Query) -> bool:
+        return e1 == e2
 
 
 def new_app(page: str = "home") -> AppTest:
@@ -295,7 +315,7 @@ def test_untrusted_text_is_escaped(app_db: tuple[str, Engine]) -> None:
     me = ensure_annotator(engine, name="Dr Rao")
     sid = claim_next(engine, experiment_id=eid, annotator_id=me)
     assert sid is not None
-    seed_messages(engine, sid, [Msg(1, Sender.MACHINE, Tag.INIT, "Pneumonia", XSS)])
+    assert machine_step(engine, sid, Says("Pneumonia", XSS)) is not None
     at = new_app("annotate")
     at.sidebar.text_input(key="annotate_name").input("Dr Rao").run()
     at.sidebar.selectbox(key="annotate_dataset").set_value("toy-rad").run()
@@ -368,7 +388,7 @@ def test_experiments_page_runs_in_a_background_worker(app_db: tuple[str, Engine]
 def test_worker_cancel_and_resume(app_db: tuple[str, Engine]) -> None:
     from pxp.running import workers
     from pxp.running.config import RunConfig
-    from pxp.running.runner import create_experiment
+    from pxp.running.experiments import create_experiment
 
     _, engine = app_db
     make_rad(engine, per_label=4)
@@ -556,7 +576,7 @@ def test_resume_a_case_abandoned_by_someone_else(app_db: tuple[str, Engine]) -> 
     gone = ensure_annotator(engine, name="Dr Gone")
     left = claim_next(engine, experiment_id=eid, annotator_id=gone)
     assert left is not None
-    seed_messages(engine, left, [Msg(1, Sender.MACHINE, Tag.INIT, "Pneumonia", "Consolidation.")])
+    assert machine_step(engine, left, Says("Pneumonia", "Consolidation.")) is not None
     two_hours_ago = utcnow() - timedelta(hours=2)
     with engine.begin() as c:
         c.execute(update(Session).where(Session.id == left).values(updated_at=two_hours_ago))  # type: ignore[arg-type]
@@ -587,7 +607,7 @@ def test_an_unreachable_database_is_one_line(monkeypatch: pytest.MonkeyPatch) ->
 def test_a_failing_worker_reports_one_line(app_db: tuple[str, Engine]) -> None:
     from pxp.running import workers
     from pxp.running.config import RunConfig
-    from pxp.running.runner import create_experiment
+    from pxp.running.experiments import create_experiment
     from pxp.storage.store import db_session
 
     _, engine = app_db
@@ -688,7 +708,7 @@ def test_a_worker_started_elsewhere_is_seen_through_its_heartbeat(app_db: tuple[
 
     from pxp.running import workers
     from pxp.running.config import RunConfig
-    from pxp.running.runner import create_experiment
+    from pxp.running.experiments import create_experiment
 
     url, engine = app_db
     make_rad(engine, per_label=4)
@@ -734,7 +754,7 @@ def test_the_cli_refuses_an_experiment_the_app_runs(app_db: tuple[str, Engine]) 
 
     from pxp.running import workers
     from pxp.running.config import RunConfig
-    from pxp.running.runner import create_experiment
+    from pxp.running.experiments import create_experiment
 
     url, engine = app_db
     make_rad(engine)
@@ -805,7 +825,7 @@ def test_a_dead_worker_is_not_running_once_its_heartbeat_is_stale(app_db: tuple[
 
     from pxp.running import workers
     from pxp.running.config import RunConfig
-    from pxp.running.runner import create_experiment
+    from pxp.running.experiments import create_experiment
 
     _, engine = app_db
     make_drug(engine)

@@ -17,8 +17,9 @@ from pxp.app.selection import default_experiment, initial_experiments, parse_ids
 from pxp.running import workers
 from pxp.running.checks import config_errors
 from pxp.running.config import RunConfig
-from pxp.running.live import create_live_experiment
-from pxp.running.runner import create_experiment, run_experiment
+from pxp.running.experiments import create_experiment
+from pxp.running.live.assignment import create_live_experiment
+from pxp.running.runner import run_experiment
 from pxp.storage.tables import Experiment, Session
 from tests.app import test_app
 from tests.app.test_app import APP, new_app, ok, texts

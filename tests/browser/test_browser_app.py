@@ -22,10 +22,11 @@ import pytest
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.protocols.pxp.rules import Msg, Sender, Tag
-from pxp.running.live import claim_next, create_live_experiment, ensure_annotator, seed_messages
+from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.live.turns import machine_step
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Annotator, Message, Session
+from tests.app.test_app import Says
 from tests.factories import make_rad
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,7 +118,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
     me = ensure_annotator(engine, name="Dr Keyboard")
     sid = claim_next(engine, experiment_id=eid, annotator_id=me)
     assert sid is not None
-    seed_messages(engine, sid, [Msg(1, Sender.MACHINE, Tag.INIT, "Pneumonia", PAYLOAD)])
+    assert machine_step(engine, sid, Says("Pneumonia", PAYLOAD)) is not None
     env = {**os.environ, "PXP_DATABASE_URL": url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
     proc, base, log = _start_streamlit(env, tmp_path)
     try:

@@ -146,8 +146,9 @@ def test_progress_is_rich_on_a_terminal_and_plain_elsewhere(engine: Any) -> None
     from rich.console import Console
 
     from pxp.running.config import RunConfig
+    from pxp.running.experiments import create_experiment
     from pxp.running.progress import PlainProgress, RichProgress, make_progress
-    from pxp.running.runner import create_experiment, run_experiment
+    from pxp.running.runner import run_experiment
 
     make_rad(engine, per_label=4)
     for name, terminal in (("tty", True), ("pipe", False)):

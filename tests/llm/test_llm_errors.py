@@ -121,7 +121,7 @@ def test_call_totals_on_sqlite_and_postgresql(any_engine) -> None:  # type: igno
     from pxp.analysis.calls import call_totals, grand_total
     from pxp.running.config import RunConfig
     from pxp.running.engine import record_calls
-    from pxp.running.runner import create_experiment
+    from pxp.running.experiments import create_experiment
     from pxp.storage.store import db_session
     from pxp.storage.tables import Run
     from tests.factories import make_drug

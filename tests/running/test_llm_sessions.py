@@ -18,8 +18,8 @@ from pxp.analysis.validate import validate
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.config import RunConfig
 from pxp.running.engine import interact_session, step
+from pxp.running.experiments import create_experiment
 from pxp.running.factory import AgentConfigError, make_agents
-from pxp.running.runner import create_experiment
 from pxp.storage.store import db_session
 from pxp.storage.tables import Context, Dataset, Experiment, LLMCall, Message, Run, Session
 from tests.factories import DRUGS, make_drug, make_rad_images

@@ -20,7 +20,8 @@ from sqlmodel import col, select
 
 from pxp.analysis.validate import validate
 from pxp.running.config import RunConfig
-from pxp.running.runner import create_experiment, run_experiment
+from pxp.running.experiments import create_experiment
+from pxp.running.runner import run_experiment
 from pxp.storage.store import make_engine, upgrade
 from pxp.storage.tables import Context, Evaluation, LLMCall, Message, Run, Session
 from tests.factories import make_rad, make_text

@@ -15,20 +15,16 @@ from pxp.app import resources, ui
 from pxp.app.prefs import load_prefs
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.pxp.rules import Sender, Tag
-from pxp.running.live import (
+from pxp.running.live.abandonment import abandoned_sessions, take_over
+from pxp.running.live.assignment import (
     LiveError,
-    LiveSession,
-    abandoned_sessions,
     claim_next,
     create_live_experiment,
     ensure_annotator,
     live_experiments,
-    load_session,
     machine_name,
-    machine_step,
-    submit_human,
-    take_over,
 )
+from pxp.running.live.turns import LiveSession, load_session, machine_step, submit_human
 
 ROLES = ["Radiologist", "Chemist", "Other expert"]
 TAG_KEYS = {Tag.RATIFY: "Alt+1", Tag.REFUTE: "Alt+2", Tag.REVISE: "Alt+3", Tag.REJECT: "Alt+4"}

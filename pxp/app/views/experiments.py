@@ -11,7 +11,7 @@ from pxp.llm.models import run_warnings
 from pxp.running import workers
 from pxp.running.checks import config_errors
 from pxp.running.config import RunConfig, RunError
-from pxp.running.runner import create_experiment
+from pxp.running.experiments import create_experiment
 
 S = st.session_state
 

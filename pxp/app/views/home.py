@@ -9,7 +9,7 @@ import streamlit as st
 from pxp.app import resources
 from pxp.app.data import datasets_table, experiments_table
 from pxp.app.prefs import load_prefs
-from pxp.running.live import machine_name
+from pxp.running.live.assignment import machine_name
 
 
 def render() -> None:

@@ -1,0 +1,134 @@
+"""Creating experiments, controlled or live (the follow-up paper's Method; DESIGN §1, §3).
+
+One function stores every experiment. A controlled experiment stores its full config
+(with the task's prompts and the resolved splits) and R runs whose sessions are created
+up front in the recorded instance order, so a run can be resumed from the database alone.
+A live experiment stores one run whose instance order is the queue annotators claim from
+(pxp.running.live.assignment); its sessions are created by the claims.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+from sqlalchemy import Engine
+from sqlmodel import Session as DB
+from sqlmodel import col, select
+
+from pxp.running.checks import check_config
+from pxp.running.config import RunConfig, RunError, rep_seed
+from pxp.running.factory import dataset_task
+from pxp.storage.store import dataset_instances, db_session, find_dataset
+from pxp.storage.tables import Dataset, Experiment, Instance, Run, Session
+
+Mode = Literal["controlled", "live"]
+
+
+def unique_name(engine: Engine, base: str) -> str:
+    """`base`, or `base-2`, `base-3`, ... the first name no experiment has yet."""
+    with db_session(engine) as db:
+        taken = set(db.exec(select(Experiment.name).where(col(Experiment.name).startswith(base))).all())
+    if base not in taken:
+        return base
+    i = 2
+    while f"{base}-{i}" in taken:
+        i += 1
+    return f"{base}-{i}"
+
+
+def _prompt_templates(db: DB, ds: Dataset) -> dict[str, Any]:
+    """The prompts the LLM roles use for this dataset's task (stored with the config)."""
+    try:
+        spec = dataset_task(db, ds)
+        return {
+            "system": spec.system_prompt(),
+            "instance": spec.instance,
+            "instance_short": spec.instance_short,
+            "checker": spec.checker_prompt(),
+            "few_shot": len(spec.few_shot),
+            "max_tokens": spec.max_tokens,
+        }
+    except Exception as e:  # a task config that cannot build prompts fails later, with its own message
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def _default_name(engine: Engine, cfg: RunConfig, mode: Mode) -> str:
+    if mode == "live":
+        return unique_name(engine, f"live-{cfg.dataset}")
+    return unique_name(engine, f"{cfg.dataset}-{cfg.machine.split(':')[0]}-s{cfg.seed}")
+
+
+def _controlled_config(db: DB, ds: Dataset, cfg: RunConfig, instances: list[Instance]) -> dict[str, Any]:
+    """The stored config of a controlled run: the options, the task's prompts and the resolved splits."""
+    n_val = len(dataset_instances(db, dataset_id=ds.id or 0, split=cfg.val_split)) if cfg.val_split else 0
+    n_test = len(dataset_instances(db, dataset_id=ds.id or 0, split=cfg.test_split)) if cfg.test_split else 0
+    notes = []
+    if cfg.learn and n_val == 0:
+        notes.append(
+            f"no instances in validation split {cfg.val_split!r}: LEARN cannot check, "
+            "every session's context is kept"
+        )
+    if n_test == 0:
+        notes.append(f"no instances in test split {cfg.test_split!r}: machine performance is not evaluated")
+    if cfg.split is None and (n_val or n_test):
+        notes.append("the agents interact on every instance, including the validation and test splits")
+    config = cfg.as_dict()
+    config["task"] = ds.task
+    config["prompts"] = _prompt_templates(db, ds)
+    config["resolved"] = {
+        "interact": {"split": cfg.split, "instances": len(instances)},
+        "val": {"split": cfg.val_split, "instances": n_val, "used": bool(cfg.learn and n_val)},
+        "test": {"split": cfg.test_split, "instances": n_test},
+        "notes": notes,
+    }
+    return config
+
+
+def create_experiment(
+    engine: Engine, cfg: RunConfig, *, name: str | None = None, mode: Mode = "controlled",
+) -> Experiment:
+    """Store an experiment and its runs, in instance order (seeded shuffle per repetition).
+
+    controlled: the config is checked first (pxp.running.checks), R runs are stored with
+    every session, and the resolved splits (how many instances each holds, and what
+    happens when one is empty) are stored with the config under "resolved".
+    live: one running Run whose instance order is the claim queue; no sessions yet.
+    Raises RunError (one line) for a bad config, an unknown dataset or a taken name.
+    """
+    if mode == "controlled":
+        check_config(cfg)
+    name = name or _default_name(engine, cfg, mode)
+    with db_session(engine) as db:
+        ds = find_dataset(db, name=cfg.dataset)
+        if ds is None or ds.id is None:
+            raise RunError(f"no dataset named {cfg.dataset!r}; import one or run `pxp demo`")
+        if db.exec(select(Experiment).where(Experiment.name == name)).first() is not None:
+            raise RunError(f"an experiment named {name!r} already exists")
+        instances = dataset_instances(db, dataset_id=ds.id, split=cfg.split)
+        if not instances:
+            where = f" in split {cfg.split!r}" if cfg.split else ""
+            raise RunError(f"dataset {cfg.dataset!r} has no instances{where}")
+        live = mode == "live"
+        config = cfg.as_dict() if live else _controlled_config(db, ds, cfg, instances)
+        exp = Experiment(name=name, task=ds.task, mode=mode, status="running" if live else "created",
+                         n=cfg.n, k=cfg.k, config=config)
+        db.add(exp)
+        db.flush()
+        for r in range(1, cfg.reps + 1):
+            order = [i.id for i in instances if i.id is not None]
+            if cfg.shuffle:
+                random.Random(rep_seed(cfg.seed, r)).shuffle(order)
+            run = Run(experiment_id=exp.id or 0, repetition=r, seed=rep_seed(cfg.seed, r), instance_order=order,
+                      status="running" if live else "created")
+            db.add(run)
+            db.flush()
+            if not live:
+                for ordinal, iid in enumerate(order, start=1):
+                    db.add(Session(run_id=run.id or 0, instance_id=iid, ordinal=ordinal, n=cfg.n, k=cfg.k))
+    return exp
+
+
+def experiment_notes(exp: Experiment) -> list[str]:
+    """What create_experiment noted about the splits (empty splits, overlaps)."""
+    return list((exp.config.get("resolved") or {}).get("notes") or [])

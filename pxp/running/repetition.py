@@ -1,0 +1,149 @@
+"""One repetition of a controlled experiment: INTERACT(X, n, k) over its sessions, in order, with LEARN.
+
+Sessions inside a repetition are sequential (the machine carries the context of earlier
+kept sessions); each runs through the engine's one session loop
+(pxp.running.engine.interact_session), then LEARN decides (pxp.running.learn). A transient
+failure (AgentUnavailable) or Ctrl-C pauses the repetition; resuming retries the step that
+failed, and nothing stored is ever repeated.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+from sqlalchemy import Engine, update
+from sqlmodel import col, select
+
+from pxp.agents.base import Agent, AgentUnavailable, CarriedSession
+from pxp.llm.limits import call_limit
+from pxp.llm.redact import redact_any
+from pxp.protocols.pxp.rules import Sender
+from pxp.running.config import RunConfig
+from pxp.running.engine import Interrupted, StepResult, instance_view, interact_session
+from pxp.running.evaluate import Score
+from pxp.running.learn import Rep, learn, split_views
+from pxp.storage.store import db_session, run_sessions, session_msgs
+from pxp.storage.tables import Evaluation, Experiment, Run, Session, utcnow
+
+
+class Observer(Protocol):
+    """What the runner reports as it goes (pxp.running.progress draws it). Called from worker threads."""
+
+    def run_started(self, rep: int, run_id: int, total: int, done: int) -> None: ...
+
+    def message(self, rep: int, ordinal: int, j: int, tag: str) -> None: ...
+
+    def session_done(self, rep: int, ordinal: int, status: str, kept: bool | None) -> None: ...
+
+    def run_ended(self, rep: int, status: str, note: str | None) -> None: ...
+
+
+class NullObserver:
+    """Reports nothing."""
+
+    def run_started(self, rep: int, run_id: int, total: int, done: int) -> None:
+        pass
+
+    def message(self, rep: int, ordinal: int, j: int, tag: str) -> None:
+        pass
+
+    def session_done(self, rep: int, ordinal: int, status: str, kept: bool | None) -> None:
+        pass
+
+    def run_ended(self, rep: int, status: str, note: str | None) -> None:
+        pass
+
+
+def _reporter(obs: Observer, rep: int, ordinal: int) -> Callable[[StepResult], None]:
+    """Report each stored message of session `ordinal` to the observer."""
+
+    def seen(r: StepResult) -> None:
+        obs.message(rep, ordinal, r.message.j, r.message.tag.value)
+
+    return seen
+
+
+def run_repetition(
+    engine: Engine,
+    exp: Experiment,
+    run: Run,
+    agents: Mapping[Sender, Agent],
+    *,
+    observer: Observer | None = None,
+    stop: threading.Event | None = None,
+) -> str:
+    """INTERACT over the run's sessions in order, with LEARN and evaluations; returns the run's status.
+
+    Resumes from whatever is stored: finished sessions are skipped, an open one goes on
+    from its last message, a missing LEARN decision or evaluation is computed.
+    """
+    obs = observer or NullObserver()
+    cfg = RunConfig.from_dict(exp.config)
+    rid = run.id or 0
+    with db_session(engine) as db:
+        sessions = run_sessions(db, run_id=rid)
+        evals = {
+            (e.after_session, e.split): Score.of(e)
+            for e in db.exec(select(Evaluation).where(Evaluation.run_id == rid)).all()
+        }
+    rep = Rep(
+        engine, cfg, exp, run, agents[Sender.MACHINE], agents[Sender.HUMAN],
+        split_views(engine, cfg.dataset, cfg.val_split) if cfg.learn else [],
+        split_views(engine, cfg.dataset, cfg.test_split),
+        evals, stop or threading.Event(),
+    )
+    done = sum(1 for s in sessions if s.status != "open" and s.context_kept is not None)
+    obs.run_started(run.repetition, rid, len(sessions), done)
+    set_run_status(engine, rid, "running", None)
+    pool = rep.pool = ThreadPoolExecutor(max(1, call_limit()), thread_name_prefix=f"pxp-eval-{run.repetition}")
+    try:
+        test_split = cfg.test_split or "test"
+        if cfg.eval_at_start and rep.test and (0, test_split) not in rep.evals:
+            rep.store_eval(0, test_split, rep.score(rep.test, [], None))
+        carry: list[CarriedSession] = []
+        last_kept = 0
+        for s in sessions:
+            assert s.id is not None
+            if s.status == "open":
+                interact_session(engine, s.id, agents, carry=carry, stop=rep.stop,
+                                 on_message=_reporter(obs, run.repetition, s.ordinal))
+            with db_session(engine) as db:
+                row = db.get(Session, s.id)
+                assert row is not None
+                msgs = tuple(session_msgs(db, session_id=s.id))
+            finished = row.status == "finished"
+            this = CarriedSession(s.id, instance_view(engine, s.instance_id), msgs) if finished else None
+            if row.context_kept is None:
+                kept = learn(rep, row, carry, this, last_kept)
+                obs.session_done(run.repetition, s.ordinal, row.status, kept)
+            else:
+                kept = bool(row.context_kept) and this is not None
+            if kept and this is not None:
+                carry.append(this)
+                last_kept = s.ordinal
+                if rep.test and (s.ordinal, test_split) not in rep.evals:
+                    rep.store_eval(s.ordinal, test_split, rep.score(rep.test, carry, s.id), s.id)
+    except AgentUnavailable as e:
+        set_run_status(engine, rid, "paused", f"{type(e).__name__}: {e}")
+        obs.run_ended(run.repetition, "paused", str(e))
+        return "paused"
+    except Interrupted as e:
+        set_run_status(engine, rid, "paused", str(e))
+        obs.run_ended(run.repetition, "paused", str(e))
+        return "paused"
+    finally:
+        pool.shutdown()
+    set_run_status(engine, rid, "finished", None)
+    obs.run_ended(run.repetition, "finished", None)
+    return "finished"
+
+
+def set_run_status(engine: Engine, run_id: int, status: str, note: str | None) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(Run).where(col(Run.id) == run_id)
+            .values(status=status, note=redact_any(note), updated_at=utcnow())
+        )
