@@ -23,10 +23,17 @@ def report_cmd(
     full: Annotated[bool, typer.Option(
         "--full", help="The whole machine performance series (default: first, last, best, every tenth).")
     ] = False,
+    compare: Annotated[bool, typer.Option(
+        "--compare", help="Two experiments on the same instances: paired differences, bootstrap 95% CI, "
+        "McNemar's test.")] = False,
 ) -> None:
     """Print the papers' Table 1 for an experiment (or several side by side)."""
     from pxp.analysis.report import FORMATS, ReportError, render_many, report_json, reports_by
 
+    if compare:
+        from pxp.cli.compare import print_comparison
+
+        return print_comparison(experiment, fmt)
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     try:
