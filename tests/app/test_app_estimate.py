@@ -21,14 +21,18 @@ def test_estimate_before_launch(app_db: tuple[str, Engine]) -> None:  # noqa: F8
     at = new_app("experiments")
     at.number_input(key="experiments_reps").set_value(2)
     at.text_input(key="experiments_name").input("est-run")
-    buttons: list[Any] = list(at.get("form_submit_button"))
-    [estimate] = [b for b in buttons if "Estimate" in str(b.label)]
+    def button(label: str) -> Any:
+        buttons: list[Any] = list(at.get("form_submit_button"))
+        [b] = [b for b in buttons if label in str(b.label)]
+        return b
+
+    estimate = button("Estimate")
     ok(estimate.click().run())
     assert "Estimate before launch" in texts(at) and "Assumptions:" in texts(at)
     assert "session messages" in at.dataframe[0].value["per repetition"].tolist()
     with DB(engine) as db:
         assert db.exec(select(Experiment)).all() == []  # nothing started
-    [start] = [b for b in buttons if "start" in str(b.label)]
+    start = button("start")
     ok(start.click().run())
     with DB(engine) as db:
         exp = db.exec(select(Experiment).where(Experiment.name == "est-run")).one()
