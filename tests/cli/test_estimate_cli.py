@@ -84,6 +84,10 @@ def test_over_max_usd_without_a_terminal_needs_yes(db_url: str, monkeypatch: pyt
     assert total["calls_actual"] == json.loads(calls.stdout)["total"]["calls"]
     table = pxp(db_url, "calls", "--experiment", "G")
     assert "Estimate and actual calls of G" in table.stdout
+    report = pxp(db_url, "report", "--experiment", "G", "--calls")
+    assert report.exit_code == 0 and "Estimate and actual calls of G" in report.stdout
+    report_json = json.loads(pxp(db_url, "report", "--experiment", "G", "--calls", "--format", "json").stdout)
+    assert report_json["calls"]["estimate"][-1]["calls_estimated"] == exp.config["estimate"]["calls"]
 
 
 def _on_a_terminal(args: list[str], reply: str, env: dict[str, str]) -> tuple[int, str]:
