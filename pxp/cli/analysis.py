@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from pxp.cli.common import app, err, fail, out, state
-from pxp.cli.llm import print_calls
+from pxp.cli.llm import print_calls, print_versus
 
 # --- report / validate --------------------------------------------------------------------
 
@@ -23,10 +23,17 @@ def report_cmd(
     full: Annotated[bool, typer.Option(
         "--full", help="The whole machine performance series (default: first, last, best, every tenth).")
     ] = False,
+    compare: Annotated[bool, typer.Option(
+        "--compare", help="Two experiments on the same instances: paired differences, bootstrap 95% CI, "
+        "McNemar's test.")] = False,
 ) -> None:
     """Print the papers' Table 1 for an experiment (or several side by side)."""
     from pxp.analysis.report import FORMATS, ReportError, render_many, report_json, reports_by
 
+    if compare:
+        from pxp.cli.compare import print_comparison
+
+        return print_comparison(experiment, fmt)
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     try:
@@ -47,6 +54,8 @@ def report_cmd(
     if calls and fmt != "json":
         for name, t in totals.items():
             print_calls(name, t["rows"], t["total"])
+            if t.get("estimate"):
+                print_versus(name, t["estimate"])
 
 
 def _call_totals(experiments: list[str]) -> dict[str, dict[str, Any]]:
@@ -61,6 +70,10 @@ def _call_totals(experiments: list[str]) -> dict[str, dict[str, Any]]:
         if exp is not None and exp.id is not None:
             rows = call_totals(state.reader(), exp.id)
             out_[exp.name] = {"rows": rows, "total": grand_total(rows)}
+            if exp.config.get("estimate"):  # made by `pxp run` before the run: shown beside the actual
+                from pxp.running.estimate import versus_actual
+
+                out_[exp.name]["estimate"] = versus_actual(exp.config["estimate"], rows)
     return out_
 
 

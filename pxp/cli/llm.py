@@ -50,10 +50,32 @@ def calls_cmd(
         return
     rows = call_totals(engine, exp.id)
     total = grand_total(rows)
+    from pxp.running.estimate import versus_actual
+
+    versus = versus_actual(exp.config["estimate"], rows) if exp.config.get("estimate") else None
     if fmt == "json":
-        dump({"experiment": exp.name, "rows": rows, "total": total})
+        dump({"experiment": exp.name, "rows": rows, "total": total, **({"estimate": versus} if versus else {})})
         return
     print_calls(exp.name, rows, total)
+    if versus:
+        print_versus(exp.name, versus)
+
+
+def print_versus(name: str, rows: list[dict[str, Any]]) -> None:
+    """The estimate made before the run (pxp run) and the actual calls, side by side per purpose."""
+    t = Table(title=f"Estimate and actual calls of {name}")
+    for c in ("purpose", "calls est.", "calls", "in est.", "in", "out est.", "out", "cost $ est.", "cost $"):
+        t.add_column(c, justify="left" if c == "purpose" else "right", no_wrap=True)
+
+    def usd(v: float | None) -> str:
+        return "—" if v is None else f"{v:.4f}"
+
+    for r in rows:
+        t.add_row(r["purpose"], *(f"{r[f'{k}_{w}']:,}" for k in ("calls", "tokens_in", "tokens_out")
+                                  for w in ("estimated", "actual")),
+                  usd(r.get("usd_estimated")) if r["purpose"] == "all" else "",
+                  usd(r.get("usd_actual")) if r["purpose"] == "all" else "")
+    Console(width=max(out.width, 120), force_terminal=out.is_terminal).print(t)
 
 
 def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) -> None:

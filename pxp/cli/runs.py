@@ -7,37 +7,81 @@ also resumable).
 
 from __future__ import annotations
 
+import dataclasses
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from pxp.cli.common import app, err, fail, out, state
+from pxp.cli.common import app, dump, err, fail, out, state
+from pxp.running.config import RunConfig
 
-# CLI option → RunConfig field ("sim_*" go into RunConfig.simulated)
-_CONFIG_OPTIONS = {
-    "dataset": "dataset",
-    "machine": "machine",
-    "human": "human",
-    "reps": "reps",
-    "n": "n",
-    "k": "k",
-    "seed": "seed",
-    "split": "split",
-    "val_split": "val_split",
-    "test_split": "test_split",
-    "shuffle": "shuffle",
-    "checker": "checker",
-    "base_url": "base_url",
-    "temperature": "temperature",
-    "max_tokens": "max_tokens",
-    "learn": "learn",
-    "learn_metric": "learn_metric",
-    "eval_at_start": "eval_at_start",
-    "concurrency": "concurrency",
-}
-_SIM_OPTIONS = {"accuracy": "accuracy", "adopt": "adopt", "mislead": "mislead", "latency": "latency"}
+if TYPE_CHECKING:
+    from pxp.running.estimate import Estimate
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The `pxp run` options that make a RunConfig, typed (issue 16 §5: no `locals()`).
+
+    `split` is None for every instance (`--split all`) or when not given; the `sim_*`
+    options go into RunConfig.simulated.
+    """
+
+    dataset: str | None
+    machine: str
+    human: str
+    reps: int
+    n: int
+    k: int
+    seed: int
+    split: str | None
+    val_split: str
+    test_split: str
+    shuffle: bool
+    checker: str
+    base_url: str | None
+    temperature: float | None
+    max_tokens: int | None
+    learn: bool
+    learn_metric: str
+    eval_at_start: bool
+    concurrency: int
+    sim_accuracy: float
+    sim_adopt: float
+    sim_mislead: float
+    sim_latency: float
+
+    def simulated(self) -> dict[str, float]:
+        return {"accuracy": self.sim_accuracy, "adopt": self.sim_adopt, "mislead": self.sim_mislead,
+                "latency": self.sim_latency}
+
+    def new_config(self, dataset: str, split: str | None) -> RunConfig:
+        """The config of a new run (`split` resolved by the caller)."""
+        return RunConfig(
+            dataset=dataset, split=split, val_split=self.val_split or None, test_split=self.test_split or None,
+            machine=self.machine, human=self.human, reps=self.reps, n=self.n, k=self.k, seed=self.seed,
+            shuffle=self.shuffle, checker=self.checker, base_url=self.base_url, temperature=self.temperature,
+            max_tokens=self.max_tokens, learn=self.learn, learn_metric=self.learn_metric,
+            eval_at_start=self.eval_at_start, concurrency=self.concurrency,
+            simulated=self.simulated() if self.machine == "simulated" else {},
+        )
+
+    def override(self, cfg: RunConfig, given: Sequence[str]) -> RunConfig:
+        """`cfg` (an experiment's stored config, `--like`) with the options given on the command line."""
+        fields = {f.name for f in dataclasses.fields(RunConfig)}
+        changes: dict[str, Any] = {o: getattr(self, o) for o in given if o in fields}
+        sim = {o.removeprefix("sim_"): float(getattr(self, o)) for o in given if o.startswith("sim_")}
+        if sim:
+            changes["simulated"] = {**cfg.simulated, **sim}
+        return dataclasses.replace(cfg, **changes)
+
+
+#: the option names of RunOptions, as `typer` names the parameters of run_cmd
+_CONFIG_OPTIONS = tuple(f.name for f in dataclasses.fields(RunOptions))
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
@@ -98,12 +142,14 @@ def run_cmd(
     like: Annotated[
         str | None, typer.Option("--like", help="Repeat this experiment's config (options given override).")
     ] = None,
-    accuracy: Annotated[float, typer.Option("--sim-accuracy", help="Simulated initial accuracy.")] = 0.6,
-    adopt: Annotated[float, typer.Option("--sim-adopt", help="Simulated adoption probability.")] = 0.7,
-    mislead: Annotated[
+    sim_accuracy: Annotated[float, typer.Option("--sim-accuracy", help="Simulated initial accuracy.")] = 0.6,
+    sim_adopt: Annotated[float, typer.Option("--sim-adopt", help="Simulated adoption probability.")] = 0.7,
+    sim_mislead: Annotated[
         float, typer.Option("--sim-mislead", help="Simulated: how much an unratified carried session misleads.")
     ] = 0.0,
-    latency: Annotated[float, typer.Option("--sim-latency", help="Simulated: seconds per call (holds a slot).")] = 0.0,
+    sim_latency: Annotated[
+        float, typer.Option("--sim-latency", help="Simulated: seconds per call (holds a slot).")
+    ] = 0.0,
     checker: Annotated[str, typer.Option("--checker", help="AGREE: lexical or provider:model.")] = "lexical",
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL.")] = None,
     temperature: Annotated[float | None, typer.Option("--temperature", help="Generator temperature.")] = None,
@@ -117,6 +163,11 @@ def run_cmd(
         "--full", help="Print the whole machine performance series (default: first, last, best, every tenth).")
     ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress on stderr.")] = True,
+    estimate_only: Annotated[bool, typer.Option(
+        "--estimate", help="Print the expected calls, tokens and US dollars and start nothing.")] = False,
+    max_usd: Annotated[float, typer.Option(
+        "--max-usd", help="A real-LLM run estimated above this many US dollars asks for confirmation.")] = 20.0,
+    yes: Annotated[bool, typer.Option("--yes", help="Run over --max-usd without asking.")] = False,
 ) -> None:
     """Run a controlled experiment: INTERACT over R concurrent repetitions, LEARN, machine performance.
 
@@ -126,18 +177,24 @@ def run_cmd(
     stored config (options given on the command line override it).
     """
     from pxp.analysis.report import FORMATS
-    from pxp.running.config import RunConfig, RunError
+    from pxp.running.checks import check_config
+    from pxp.running.config import RunError
+    from pxp.running.estimate import dataset_facts, estimate, store_estimate
     from pxp.running.experiments import create_experiment, experiment_notes
     from pxp.running.runner import resume_target
 
     if report_format not in FORMATS:
         fail(f"unknown format {report_format!r} (one of {', '.join(FORMATS)})")
     every_instance = split == "all"
-    if every_instance:
-        split = None
-    values: dict[str, Any] = locals()
-    engine = state.engine(must_exist=resume is not None or like is not None)
-    given = [o for o in (*_CONFIG_OPTIONS, *_SIM_OPTIONS) if _given(ctx, o)]
+    opts = RunOptions(
+        dataset=dataset, machine=machine, human=human, reps=reps, n=n, k=k, seed=seed,
+        split=None if every_instance else split, val_split=val_split, test_split=test_split, shuffle=shuffle,
+        checker=checker, base_url=base_url, temperature=temperature, max_tokens=max_tokens, learn=learn,
+        learn_metric=learn_metric, eval_at_start=eval_at_start, concurrency=concurrency,
+        sim_accuracy=sim_accuracy, sim_adopt=sim_adopt, sim_mislead=sim_mislead, sim_latency=sim_latency,
+    )
+    engine = state.engine(must_exist=resume is not None or like is not None or estimate_only)
+    given = [o for o in _CONFIG_OPTIONS if _given(ctx, o)]
     try:
         if resume is not None:
             if like is not None:
@@ -147,35 +204,34 @@ def run_cmd(
                 fail("--resume continues with the stored config; only --concurrency, --format and --progress apply "
                      f"(got {', '.join('--' + o.replace('_', '-') for o in extra)})")
             exp = resume_target(engine, resume)
+            if estimate_only:
+                cfg = RunConfig.from_dict(exp.config)
+                _print_estimate(estimate(cfg, dataset_facts(engine, cfg)), report_format)
+                return
             if exp.status == "finished":
                 err.print(f"experiment {exp.name!r} has already finished", highlight=False, markup=False,
                           soft_wrap=True)
         else:
             if like is not None:
                 base = resume_target(engine, like)
-                cfg = RunConfig.from_dict(base.config)
-                for o in given:
-                    if o in _SIM_OPTIONS:
-                        cfg.simulated = {**cfg.simulated, _SIM_OPTIONS[o]: float(values[o])}
-                    else:
-                        setattr(cfg, _CONFIG_OPTIONS[o], values[o])
+                cfg = opts.override(RunConfig.from_dict(base.config), given)
                 if base.config.get("pxp_version") not in (None, _version()):
                     was = escape(f"{base.name!r} was run with pxp {base.config.get('pxp_version')}")
                     err.print(f"[yellow]note:[/yellow] {was}, this is {_version()}", highlight=False, soft_wrap=True)
             else:
                 if dataset is None:
                     fail("--dataset is required (or --resume / --like EXPERIMENT)")
-                cfg = RunConfig(
-                    dataset=dataset,
-                    split=split if split is not None or every_instance else _default_split(engine, dataset),
-                    val_split=val_split or None, test_split=test_split or None, machine=machine, human=human,
-                    reps=reps, n=n, k=k, seed=seed, shuffle=shuffle, checker=checker, base_url=base_url,
-                    temperature=temperature, max_tokens=max_tokens, learn=learn, learn_metric=learn_metric,
-                    eval_at_start=eval_at_start, concurrency=concurrency,
-                    simulated={"accuracy": accuracy, "adopt": adopt, "mislead": mislead, "latency": latency}
-                    if machine == "simulated" else {},
+                cfg = opts.new_config(
+                    dataset, opts.split if opts.split is not None or every_instance else _default_split(engine, dataset)
                 )
+            check_config(cfg)  # a bad option is reported as itself, before the estimate
+            est = estimate(cfg, dataset_facts(engine, cfg))
+            if estimate_only:
+                _print_estimate(est, report_format)
+                return
+            _confirm_cost(est, max_usd, yes)
             exp = create_experiment(engine, cfg, name=name)
+            store_estimate(engine, exp.id or 0, est)
             from pxp.llm.models import run_warnings
 
             for note in run_warnings([cfg.machine, cfg.checker]):
@@ -186,6 +242,30 @@ def run_cmd(
         fail(str(e))
     _run_and_report(exp.id or 0, exp.name, report_format, progress, concurrency if "concurrency" in given else None,
                     full=full)
+
+
+def _print_estimate(est: Estimate, fmt: str) -> None:
+    """`--estimate`: the figures as JSON (`--format json`) or a table; nothing is started."""
+    from pxp.running.estimate import estimate_lines
+
+    if fmt == "json":
+        dump(est.as_json())
+    else:
+        typer.echo("\n".join(estimate_lines(est)))
+
+
+def _confirm_cost(est: Estimate, max_usd: float, yes: bool) -> None:
+    """Over `--max-usd` a real-LLM run asks (typer.confirm); without a terminal it needs --yes."""
+    if yes or est.usd is None or est.usd <= max_usd:
+        return
+    over = f"the estimated cost is ${est.usd:,.2f}, over --max-usd {max_usd:g}"
+    if not sys.stdin.isatty():
+        fail(f"{over}; pass --yes to run it anyway (`--estimate` shows the figures)")
+    from pxp.running.estimate import estimate_lines
+
+    err.print("\n".join(estimate_lines(est)), highlight=False, markup=False, soft_wrap=True)
+    if not typer.confirm(f"{over}. Start the run?", default=False, err=True):
+        fail("not started")
 
 
 def _version() -> str:

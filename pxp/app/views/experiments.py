@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pandas as pd
 import streamlit as st
 
 from pxp.app import resources, ui
@@ -11,9 +14,12 @@ from pxp.llm.models import run_warnings
 from pxp.running import workers
 from pxp.running.checks import config_errors
 from pxp.running.config import RunConfig, RunError
+from pxp.running.estimate import dataset_facts, estimate, store_estimate
 from pxp.running.experiments import create_experiment
 
 S = st.session_state
+#: a real-LLM run estimated above this many US dollars needs the box ticked (`pxp run --max-usd`)
+MAX_USD = 20.0
 
 
 def launch_form() -> str | None:
@@ -57,8 +63,12 @@ def launch_form() -> str | None:
         name = st.text_input("Name (optional)", key="experiments_name")
         st.caption(f"Starts on dataset **{ui.escape_md(ds or '')}**, split **{ui.escape_md(split)}** "
                    "(Task, Dataset and Split above apply at once).")
-        go = st.form_submit_button("Create and start", type="primary", icon=":material/play_arrow:")
-    if not (go and ds):
+        over = st.checkbox(f"Allow an estimated cost over ${MAX_USD:g}", key="experiments_over")
+        b = st.container(horizontal=True)
+        with b:
+            go = st.form_submit_button("Create and start", type="primary", icon=":material/play_arrow:")
+            est_only = st.form_submit_button("Estimate cost", icon=":material/calculate:")
+    if not ((go or est_only) and ds):
         return None
     m = machine.strip() or "simulated"
     cfg = RunConfig(
@@ -73,14 +83,38 @@ def launch_form() -> str | None:
     if problems:
         return "error:Not started, nothing stored: " + "; ".join(problems)
     try:
+        est = estimate(cfg, dataset_facts(eng, cfg))
+    except (RunError, ValueError) as err:
+        return f"error:Not started, nothing stored: {err}"
+    S["experiments_estimate"] = est.as_json()
+    if est_only:
+        return None
+    if est.usd is not None and est.usd > MAX_USD and not over:
+        return (f"error:Not started, nothing stored: the estimated cost is ${est.usd:,.2f}, over ${MAX_USD:g}; "
+                "tick the box to allow it")
+    try:
         exp = create_experiment(eng, cfg, name=name.strip() or None)
     except (RunError, ValueError) as err:
         return f"error:Not started, nothing stored: {err}"
+    store_estimate(eng, exp.id or 0, est)
     try:
         workers.start(eng, exp.id or 0, secrets=resources.secret_keys())
     except workers.WorkerError as err:
         return f"error:Experiment {exp.name!r} was created but did not start: {err}"
     return "ok:" + launch_summary(exp.name, exp.config)
+
+
+def show_estimate(est: dict[str, Any]) -> None:
+    """The estimate of the configured run: calls, tokens and US dollars, and what is assumed."""
+    def usd(v: float | None) -> str:
+        return "unknown" if v is None else f"${v:,.2f}"
+
+    st.markdown(f"**Estimate before launch:** {est['calls']:,} calls, {est['tokens_in']:,} input and "
+                f"{est['tokens_out']:,} output tokens, {usd(est['usd'])} over {est['repetitions']} repetition(s)")
+    rows = pd.DataFrame([{"per repetition": r["what"], "calls": r["calls"], "tokens in": r["tokens_in"],
+                          "tokens out": r["tokens_out"], "US$": usd(r["usd"])} for r in est["rows"]])
+    st.dataframe(rows, hide_index=True)
+    st.caption("Assumptions: " + ui.escape_md("; ".join(est["assumptions"])))
 
 
 def launch_summary(name: str, config: dict[str, object]) -> str:
@@ -151,6 +185,8 @@ def render() -> None:
             st.warning(warning)  # pxp's own line naming the model (markdown, never HTML)
     if line:
         (st.success if kind == "ok" else st.error)(ui.escape_md(line))
+    if S.get("experiments_estimate"):
+        show_estimate(S["experiments_estimate"])
     st.subheader("Progress")
     progress_panel()
     live = experiments_table(resources.engine(), mode="live")

@@ -1,0 +1,167 @@
+"""Two models on the same instances (issue 14 §4): paired differences of intelligibility.
+
+For two experiments whose sessions cover the same instances, each (repetition, instance) present
+in both is a pair of sessions. For the one-way (human, machine) and two-way properties
+(Definition 1 of the papers; an aborted session is never intelligible) this gives:
+
+- the two proportions and their difference A − B;
+- a bootstrap 95 % confidence interval of the difference (percentile method, seeded), resampling
+  instances with all their pairs (a cluster bootstrap: the repetitions of one instance are not
+  independent; with one repetition it is the ordinary paired bootstrap, Efron & Tibshirani 1993);
+- McNemar's test of the discordant pairs (McNemar 1947): the exact two-sided binomial p-value
+  (scipy.stats.binomtest) and the continuity-corrected chi-square statistic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import binomtest
+from sqlalchemy import Engine
+
+from pxp.analysis.analytics import Selection, session_frame
+from pxp.protocols.errors import PxpError
+from pxp.protocols.pxp.intelligibility import METRIC_LABELS
+from pxp.storage.store import db_session, find_experiment
+
+COMPARED: tuple[str, ...] = ("one_way_human", "one_way_machine", "two_way")
+RESAMPLES = 10_000
+
+
+class ComparisonError(PxpError, ValueError):
+    """Two experiments that cannot be compared pair by pair (unknown, or no common instance)."""
+
+
+@dataclass(frozen=True)
+class Paired:
+    """One property compared over `pairs` paired sessions of experiments A and B."""
+
+    metric: str
+    pairs: int
+    a: float
+    b: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    #: discordant pairs: true for A only, true for B only
+    a_only: int
+    b_only: int
+    mcnemar_chi2: float | None
+    p_value: float
+
+
+def mcnemar(a_only: int, b_only: int) -> tuple[float | None, float]:
+    """McNemar's test: (continuity-corrected chi-square or None without discordant pairs, exact p)."""
+    n = a_only + b_only
+    if n == 0:
+        return None, 1.0
+    stat = (abs(a_only - b_only) - 1) ** 2 / n
+    return float(stat), float(binomtest(a_only, n, 0.5).pvalue)
+
+
+def bootstrap_ci(
+    diffs: Sequence[float], clusters: Sequence[Hashable] | None = None, *, resamples: int = RESAMPLES,
+    seed: int = 0, level: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of `diffs`, resampling whole clusters (default: each pair)."""
+    d = np.asarray(diffs, dtype=float)
+    if d.size == 0:
+        raise ComparisonError("no pairs to bootstrap")
+    keys = pd.factorize(pd.Series(list(clusters)))[0] if clusters is not None else np.arange(d.size)
+    sums = np.bincount(keys, weights=d)
+    counts = np.bincount(keys).astype(float)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, sums.size, size=(resamples, sums.size))
+    means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(means, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def paired(
+    metric: str, a: Sequence[bool], b: Sequence[bool], clusters: Sequence[Hashable] | None = None, *,
+    resamples: int = RESAMPLES, seed: int = 0,
+) -> Paired:
+    """Compare property `metric` of paired sessions: a[i] and b[i] are the same instance under A and B."""
+    if len(a) != len(b):
+        raise ComparisonError("the two lists of paired sessions differ in length")
+    if not a:
+        raise ComparisonError("no paired sessions")
+    x, y = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+    diffs = x.astype(float) - y.astype(float)
+    lo, hi = bootstrap_ci(diffs.tolist(), clusters, resamples=resamples, seed=seed)
+    a_only, b_only = int((x & ~y).sum()), int((~x & y).sum())
+    stat, p = mcnemar(a_only, b_only)
+    return Paired(metric, int(x.size), float(x.mean()), float(y.mean()), float(diffs.mean()), lo, hi,
+                  a_only, b_only, stat, p)
+
+
+def pair_sessions(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Sessions of A and B on the same (repetition, instance): one row each, flags suffixed _a and _b."""
+    keys = ["repetition", "instance"]
+    cols = [*keys, *COMPARED]
+    left = a[cols].drop_duplicates(keys)
+    right = b[cols].drop_duplicates(keys)
+    return left.merge(right, on=keys, suffixes=("_a", "_b")).sort_values(keys).reset_index(drop=True)
+
+
+def compare_experiments(
+    engine: Engine, first: str, second: str, *, resamples: int = RESAMPLES, seed: int = 0,
+) -> dict[str, Any]:
+    """The paired comparison of two experiments (names or ids) as JSON-ready data."""
+    frames, names = [], []
+    for name in (first, second):
+        with db_session(engine) as db:
+            exp = find_experiment(db, name_or_id=name)
+        if exp is None or exp.id is None:
+            raise ComparisonError(f"no experiment named {name!r}")
+        names.append(exp.name)
+        frames.append(session_frame(engine, Selection(experiments=(exp.id,))))
+    pairs = pair_sessions(frames[0], frames[1])
+    if pairs.empty:
+        raise ComparisonError(
+            f"experiments {names[0]!r} and {names[1]!r} have no finished session on the same instance "
+            "and repetition to pair"
+        )
+    clusters = pairs["instance"].tolist()
+    rows = [paired(m, pairs[f"{m}_a"].tolist(), pairs[f"{m}_b"].tolist(), clusters, resamples=resamples,
+                   seed=seed) for m in COMPARED]
+    return {
+        "a": names[0], "b": names[1], "pairs": len(pairs), "instances": int(pairs["instance"].nunique()),
+        "unpaired": {names[0]: len(frames[0]) - len(pairs), names[1]: len(frames[1]) - len(pairs)},
+        "bootstrap": {"resamples": resamples, "seed": seed, "level": 0.95, "resampled": "instances"},
+        "metrics": [asdict(r) | {"label": METRIC_LABELS[r.metric]} for r in rows],
+    }
+
+
+def _p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def comparison_lines(cmp: dict[str, Any]) -> list[str]:
+    """The comparison as a text table (`pxp report --compare`)."""
+    head = ("Property", cmp["a"], cmp["b"], "A − B [95% CI]", "A only", "B only", "McNemar p")
+    body = [
+        (m["label"], f"{m['a']:.3f}", f"{m['b']:.3f}",
+         f"{m['difference']:+.3f} [{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]", str(m["a_only"]), str(m["b_only"]),
+         _p(m["p_value"]))
+        for m in cmp["metrics"]
+    ]
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    b = cmp["bootstrap"]
+    return [
+        f"A = {cmp['a']}, B = {cmp['b']}: {cmp['pairs']} paired sessions on {cmp['instances']} instances "
+        "(same repetition and instance)",
+        line(head), *(line(r) for r in body),
+        f"Bootstrap: {b['resamples']} resamples of instances, seed {b['seed']}, percentile interval. McNemar: "
+        "exact binomial p on the discordant pairs.",
+    ]

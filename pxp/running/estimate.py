@@ -1,0 +1,371 @@
+"""The cost of a controlled run before it starts (issue 14 §1): calls, tokens and US dollars.
+
+Arithmetic over the config, the dataset's split sizes and prompt lengths, and the pricing table
+(pxp.llm.pricing). The call counts follow what the runner does (pxp.running.runner, evaluate):
+
+- each session: one ASK per machine message (the papers' INTERACT, j = 1, 3, 5, ... ≤ n);
+  with a checker LLM, AGREE calls on the human's messages (pxp.agents.checker);
+- machine performance: one ASK per test instance (and one AGREE with a checker LLM) after every
+  kept session, and before session 1 with `eval_at_start`;
+- LEARN: the validation split once before the first decision, then once per session with that
+  session's context added (the follow-up paper's Method).
+
+Every kept session is carried into every later prompt (the papers' context policy), so input
+tokens grow with the session number. What is not known before the run (how long sessions are,
+how many are kept, how long answers are) is an assumption, listed with the estimate. For the
+simulated machine the call count is exact but for the session lengths.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+
+from pxp.llm.base import is_llm_spec, parse_spec
+from pxp.llm.pricing import CHECKED, Price, price_of
+from pxp.running.config import RunConfig, RunError
+from pxp.storage.store import dataset_instances, db_session, find_dataset
+from pxp.storage.tables import Experiment
+
+CHARS_PER_TOKEN = 4.0
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """The figures the estimate cannot know before the run (each listed with the estimate)."""
+
+    #: share of sessions that run to the message bound n; the others end after one of
+    #: `short_lengths` messages, equally often (a ratify at 3 or 5, a reject at 4)
+    reach_n: float = 0.1
+    short_lengths: tuple[int, ...] = (3, 4, 5)
+    #: share of sessions whose context is kept (LEARN drops some; 1 = every one, an upper bound)
+    keep_share: float = 1.0
+    #: checker calls per human message and per evaluated instance (repeated pairs are not re-asked)
+    checker_per_message: float = 1.0
+    #: tokens the tag's phrasing adds to each message of a carried session or the exchange
+    phrasing_tokens: int = 30
+    #: tokens of one image (Anthropic: width × height / 750, about 1,600 at most)
+    image_tokens: int = 1600
+    #: output tokens of one checker verdict (Yes or No)
+    checker_out_tokens: int = 3
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    """What the estimate needs of the dataset: split sizes and mean prompt lengths (characters)."""
+
+    interact: int
+    val: int
+    test: int
+    system_chars: int = 2400
+    instance_chars: int = 400
+    short_chars: int = 120
+    answer_chars: int = 500
+    explanation_chars: int = 400
+    checker_chars: int = 600
+    image: bool = False
+    max_tokens: int = 300
+    checker: str = "lexical"
+    measured: bool = False
+
+
+@dataclass(frozen=True)
+class Row:
+    """One kind of call of one repetition: calls, tokens and cost (None: price unknown)."""
+
+    what: str
+    purpose: str
+    calls: float
+    tokens_in: float
+    tokens_out: float
+    usd: float | None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The estimate of one repetition (`rows`) and of all `reps`, with its assumptions."""
+
+    reps: int
+    rows: list[Row]
+    assumptions: list[str] = field(default_factory=list)
+
+    def _sum(self, key: str) -> float:
+        return sum(float(getattr(r, key)) for r in self.rows)
+
+    @property
+    def rep_usd(self) -> float | None:
+        costs = [r.usd for r in self.rows if r.calls]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+    @property
+    def calls(self) -> int:
+        return round(self._sum("calls") * self.reps)
+
+    @property
+    def tokens_in(self) -> int:
+        return round(self._sum("tokens_in") * self.reps)
+
+    @property
+    def tokens_out(self) -> int:
+        return round(self._sum("tokens_out") * self.reps)
+
+    @property
+    def usd(self) -> float | None:
+        rep = self.rep_usd
+        return None if rep is None else round(rep * self.reps, 6)
+
+    def by_purpose(self) -> dict[str, dict[str, float]]:
+        """Calls and tokens of all repetitions per LLMCall purpose (ask, agree, eval)."""
+        out: dict[str, dict[str, float]] = {}
+        for r in self.rows:
+            d = out.setdefault(r.purpose, {"calls": 0.0, "tokens_in": 0.0, "tokens_out": 0.0})
+            d["calls"] += r.calls * self.reps
+            d["tokens_in"] += r.tokens_in * self.reps
+            d["tokens_out"] += r.tokens_out * self.reps
+        return {p: {k: round(v) for k, v in d.items()} for p, d in out.items()}
+
+    def as_json(self) -> dict[str, Any]:
+        rep_usd = self.rep_usd
+        return {
+            "calls": self.calls,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "usd": self.usd,
+            "assumptions": list(self.assumptions),
+            "repetitions": self.reps,
+            "per_repetition": {
+                "calls": round(self._sum("calls")), "tokens_in": round(self._sum("tokens_in")),
+                "tokens_out": round(self._sum("tokens_out")),
+                "usd": None if rep_usd is None else round(rep_usd, 6),
+            },
+            "by_purpose": self.by_purpose(),
+            "rows": [asdict(r) | {"calls": round(r.calls), "tokens_in": round(r.tokens_in),
+                                  "tokens_out": round(r.tokens_out)} for r in self.rows],
+        }
+
+
+def _tokens(chars: float) -> float:
+    return chars / CHARS_PER_TOKEN
+
+
+def _cost(price: Price | None, tokens_in: float, tokens_out: float, free: bool) -> float | None:
+    if free:
+        return 0.0
+    if price is None:
+        return None
+    return (tokens_in * price.input + tokens_out * price.output) / 1_000_000
+
+
+def _price(spec: str) -> Price | None:
+    provider, model = parse_spec(spec)
+    return price_of(provider, model)
+
+
+def session_messages(n: int, a: Assumptions) -> list[tuple[float, int, int]]:
+    """(share, machine messages, human messages) of each session length the assumptions name.
+
+    A session of L ≤ n messages has ceil(L/2) machine messages (j = 1, 3, ...) and floor(L/2)
+    human ones.
+    """
+    short = (1 - a.reach_n) / len(a.short_lengths) if a.short_lengths else 0.0
+    lengths = [(a.reach_n, n), *((short, min(n, x)) for x in a.short_lengths)]
+    return [(p, math.ceil(x / 2), x // 2) for p, x in lengths if p]
+
+
+def estimate(cfg: RunConfig, facts: DatasetFacts, a: Assumptions | None = None) -> Estimate:
+    """The expected calls, tokens and cost of the run `cfg` on a dataset described by `facts`."""
+    a = a or Assumptions()
+    llm = is_llm_spec(cfg.machine)
+    checker = is_llm_spec(facts.checker)
+    m_price = _price(cfg.machine) if llm else None
+    c_price = _price(facts.checker) if checker else None
+    S, V, T = facts.interact, facts.val if cfg.learn else 0, facts.test if cfg.test_split else 0
+    kinds = session_messages(cfg.n, a)
+    machine_msgs = sum(p * m for p, m, _ in kinds)
+    human_msgs = sum(p * h for p, _, h in kinds)
+    # the ASK at machine message i (j = 2i - 1) also carries the j - 1 messages of the exchange
+    history = sum(p * m * (m - 1) for p, m, _ in kinds)
+    msg = _tokens(facts.answer_chars) + a.phrasing_tokens
+    out_tokens = min(_tokens(facts.answer_chars), float(cfg.max_tokens or facts.max_tokens)) if llm else 0.0
+    carried_tokens = _tokens(facts.short_chars) + 10 + (machine_msgs + human_msgs) * msg
+    fixed = _tokens(facts.system_chars + facts.instance_chars) + (a.image_tokens if facts.image else 0)
+    check_in = (_tokens(facts.checker_chars + 2 * facts.explanation_chars) + 25) if checker else 0.0
+    check_out = float(a.checker_out_tokens) if checker else 0.0
+    acc: dict[str, list[float | None]] = {}
+
+    def add(what: str, calls: float, tin: float, tout: float, *, check: bool = False) -> None:
+        usd = _cost(c_price, tin, tout, not checker) if check else _cost(m_price, tin, tout, not llm)
+        row = acc.setdefault(what, [0.0, 0.0, 0.0, 0.0])
+        for i, v in enumerate((calls, tin, tout)):
+            row[i] = (row[i] or 0.0) + v
+        row[3] = None if row[3] is None or usd is None else row[3] + usd
+
+    def asks(what: str, calls: float, carried: float, history_tokens: float = 0.0) -> None:
+        tin = calls * (fixed + carried * carried_tokens) + history_tokens if llm else 0.0
+        add(what, calls, tin, calls * out_tokens)
+
+    def evaluation(what: str, instances: float, carried: float) -> None:
+        asks(what, instances, carried)
+        if checker:
+            calls = instances * a.checker_per_message
+            add(what, calls, calls * check_in, calls * check_out, check=True)
+
+    if cfg.eval_at_start and T:
+        evaluation("test evaluations", T, 0)
+    kept = 0.0
+    share = a.keep_share if (cfg.learn and V) else 1.0
+    for s in range(1, S + 1):
+        asks("session messages", machine_msgs, kept, history * msg)
+        if checker:
+            calls = human_msgs * a.checker_per_message
+            add("session checks", calls, calls * check_in, calls * check_out, check=True)
+        if V:
+            if s == 1:
+                evaluation("LEARN validation", V, 0)
+            evaluation("LEARN validation", V, kept + 1)
+        if T:
+            evaluation("test evaluations", share * T, kept + 1)
+        kept += share
+    purpose = {"session messages": "ask", "session checks": "agree"}
+    rows = [Row(what, purpose.get(what, "eval"), float(c or 0), float(ti or 0), float(to or 0), usd)
+            for what, (c, ti, to, usd) in acc.items()]
+    return Estimate(cfg.reps, rows, assumptions(cfg, facts, a, llm=llm, checker=checker))
+
+
+def assumptions(cfg: RunConfig, facts: DatasetFacts, a: Assumptions, *, llm: bool, checker: bool) -> list[str]:
+    """The figures of the estimate that are assumptions, in words."""
+    out = [
+        f"sessions: {a.reach_n:.0%} run to n = {cfg.n} messages, the others end after "
+        f"{' or '.join(str(min(cfg.n, x)) for x in a.short_lengths)} messages equally often "
+        "(a ratify at 3 or 5, a reject at 4)",
+        "no session is aborted and no answer is re-asked for its format",
+    ]
+    if cfg.learn and facts.val:
+        out.append(f"LEARN keeps {a.keep_share:.0%} of the sessions' contexts (the test split is evaluated "
+                   "after each kept session)")
+    if llm:
+        src = "measured on the dataset" if facts.measured else "defaults (the dataset was not measured)"
+        out += [
+            f"{CHARS_PER_TOKEN:g} characters per token; prompt lengths {src}",
+            "the machine's answers are as long as the reference answers",
+            "every kept session is carried in every later prompt (no limit), priced at the full input rate "
+            "(prompt caching only lowers it)",
+        ]
+        if facts.image:
+            out.append(f"{a.image_tokens} tokens per image")
+        if price_of(*parse_spec(cfg.machine)) is None:
+            out.append(f"no price is known for {cfg.machine}: the cost is unknown (null)")
+    if checker:
+        out.append(f"{a.checker_per_message:g} checker call per human message and per evaluated instance")
+    if llm or checker:
+        out.append(f"list prices of {CHECKED} (pxp.llm.pricing)")
+    else:
+        out.append("the simulated machine and the lexical AGREE make no paid calls: tokens and cost are 0")
+    return out
+
+
+def dataset_facts(engine: Engine, cfg: RunConfig) -> DatasetFacts:
+    """Split sizes (as create_experiment resolves them) and mean prompt lengths of the dataset."""
+    from pxp.tasks.registry import task_spec
+
+    with db_session(engine) as db:
+        ds = find_dataset(db, name=cfg.dataset)
+        if ds is None or ds.id is None:
+            raise RunError(f"no dataset named {cfg.dataset!r}; import one or run `pxp demo`")
+        inter = dataset_instances(db, dataset_id=ds.id, split=cfg.split)
+        val = len(dataset_instances(db, dataset_id=ds.id, split=cfg.val_split)) if cfg.val_split else 0
+        test = len(dataset_instances(db, dataset_id=ds.id, split=cfg.test_split)) if cfg.test_split else 0
+        labels = sorted({i.reference_prediction for i in dataset_instances(db, dataset_id=ds.id)
+                         if i.reference_prediction})
+        task, ds_config = ds.task, dict(ds.config or {})
+    checker = cfg.checker
+    base = DatasetFacts(len(inter), val, test, checker=checker)
+    try:
+        spec = task_spec(task, ds_config, labels)
+    except Exception:  # a task config that cannot build prompts: the run reports it; estimate with defaults
+        return base
+    if "task_config" in ds_config:  # as pxp.running.factory resolves AGREE for a custom task
+        if spec.agree_kind == "lexical":
+            checker = "lexical"
+        elif checker == "lexical" and is_llm_spec(cfg.machine):
+            checker = cfg.machine
+    if not inter:
+        return DatasetFacts(0, val, test, checker=checker)
+
+    def mean(xs: Sequence[int]) -> int:
+        return round(sum(xs) / len(xs))
+
+    return DatasetFacts(
+        len(inter), val, test,
+        system_chars=len(spec.system_prompt()),
+        instance_chars=mean([len(spec.instance_text(i.payload)) for i in inter]),
+        short_chars=mean([len(spec.short(i.payload)) for i in inter]),
+        answer_chars=mean([len(spec.answer_text(i.reference_prediction, i.reference_explanation)) for i in inter]),
+        explanation_chars=mean([len(i.reference_explanation) for i in inter]),
+        checker_chars=len(spec.checker_prompt()), image=spec.image,
+        max_tokens=spec.max_tokens, checker=checker, measured=True,
+    )
+
+
+def store_estimate(engine: Engine, experiment_id: int, est: Estimate) -> None:
+    """Keep the estimate in the experiment's config (config["estimate"]) for the report."""
+    with db_session(engine) as db:
+        exp = db.get(Experiment, experiment_id)
+        if exp is not None:
+            exp.config = {**exp.config, "estimate": est.as_json()}
+            db.add(exp)
+
+
+def _num(v: float | None, usd: bool = False) -> str:
+    if v is None:
+        return "unknown"
+    return f"${v:,.2f}" if usd else f"{round(v):,}"
+
+
+def estimate_lines(est: Estimate) -> list[str]:
+    """The estimate as a text table: one line per kind of call (one repetition), totals, assumptions."""
+    head = ("Per repetition", "calls", "tokens in", "tokens out", "US$")
+    body = [(r.what, _num(r.calls), _num(r.tokens_in), _num(r.tokens_out), _num(r.usd, True)) for r in est.rows]
+    per = est.as_json()["per_repetition"]
+    body.append(("one repetition", _num(per["calls"]), _num(per["tokens_in"]), _num(per["tokens_out"]),
+                 _num(per["usd"], True)))
+    body.append((f"all {est.reps} repetition(s)", _num(est.calls), _num(est.tokens_in), _num(est.tokens_out),
+                 _num(est.usd, True)))
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths,
+                                                                                              strict=True)))
+
+    return ["Estimate (before the run)", line(head), *(line(r) for r in body), "Assumptions:",
+            *(f"- {x}" for x in est.assumptions)]
+
+
+def versus_actual(estimate_json: Mapping[str, Any], totals: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Estimate and actual side by side per LLMCall purpose and in total (`pxp calls`).
+
+    `totals` are pxp.analysis.calls.call_totals rows (one per repetition, model and purpose).
+    """
+    est = dict(estimate_json.get("by_purpose") or {})
+    actual: dict[str, dict[str, float]] = {}
+    for r in totals:
+        d = actual.setdefault(str(r["purpose"]), {"calls": 0, "tokens_in": 0, "tokens_out": 0})
+        for key in d:
+            d[key] += r[key]
+    rows = []
+    for purpose in sorted(set(est) | set(actual)):
+        e, x = est.get(purpose, {}), actual.get(purpose, {})
+        rows.append({"purpose": purpose, **{f"{k}_{w}": src.get(k, 0) for k in ("calls", "tokens_in", "tokens_out")
+                                            for w, src in (("estimated", e), ("actual", x))}})
+    costs = [float(r["cost_usd"]) for r in totals if r.get("cost_usd") is not None]
+    rows.append({
+        "purpose": "all",
+        **{f"{k}_{w}": v for k in ("calls", "tokens_in", "tokens_out")
+           for w, v in (("estimated", estimate_json.get(k, 0)), ("actual", sum(r[k] for r in totals)))},
+        "usd_estimated": estimate_json.get("usd"), "usd_actual": round(sum(costs), 6) if costs else None,
+    })
+    return rows

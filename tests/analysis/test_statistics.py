@@ -1,0 +1,95 @@
+"""Paired comparison of two experiments (issue 14 §4): numbers checked by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from pxp.analysis.statistics import (
+    ComparisonError,
+    bootstrap_ci,
+    compare_experiments,
+    comparison_lines,
+    mcnemar,
+    paired,
+)
+from pxp.data.transcripts import import_transcripts
+
+# (sender, tag) sequences with n = 4, k = 3
+BOTH = [("machine", "INIT"), ("human", "RATIFY"), ("machine", "RATIFY")]  # two-way
+HUMAN_ONLY = [("machine", "INIT"), ("human", "RATIFY"), ("machine", "REFUTE"), ("human", "RATIFY")]
+NEITHER = [("machine", "INIT"), ("human", "REFUTE"), ("machine", "REFUTE"), ("human", "REJECT")]
+
+
+def test_mcnemar_by_hand() -> None:
+    # 5 discordant pairs all one way: exact p = 2 × 0.5^5; chi-square (|5 − 0| − 1)² / 5
+    stat, p = mcnemar(5, 0)
+    assert stat == pytest.approx(16 / 5) and p == pytest.approx(0.0625)
+    assert mcnemar(3, 3)[1] == pytest.approx(1.0)
+    assert mcnemar(0, 0) == (None, 1.0)
+
+
+def test_paired_proportions_by_hand() -> None:
+    a = [True] * 6 + [False] * 4
+    b = [True] * 3 + [False] * 7
+    r = paired("two_way", a, b)
+    assert (r.pairs, r.a, r.b, r.a_only, r.b_only) == (10, 0.6, 0.3, 3, 0) and r.difference == pytest.approx(0.3)
+    assert r.p_value == pytest.approx(0.25) and r.mcnemar_chi2 == pytest.approx(4 / 3)
+    assert r.ci_low <= r.difference <= r.ci_high
+    with pytest.raises(ComparisonError):
+        paired("two_way", [True], [True, False])
+
+
+def test_bootstrap_interval_by_hand() -> None:
+    # no spread: the interval is the point; two clusters with mean 0.5 each: always 0.5
+    assert bootstrap_ci([1.0, 1.0, 1.0]) == (1.0, 1.0)
+    assert bootstrap_ci([1, 0, 1, 0], ["x", "x", "y", "y"]) == (0.5, 0.5)
+    # 1,000 pairs, 300 differ by 1: mean 0.3, standard error sqrt(0.3 × 0.7 / 1000) = 0.0145;
+    # the percentile interval is close to 0.3 ± 1.96 × 0.0145
+    diffs = [1.0] * 300 + [0.0] * 700
+    lo, hi = bootstrap_ci(diffs, seed=7)
+    se = math.sqrt(0.3 * 0.7 / 1000)
+    assert lo == pytest.approx(0.3 - 1.96 * se, abs=0.004) and hi == pytest.approx(0.3 + 1.96 * se, abs=0.004)
+    assert bootstrap_ci(diffs, seed=7) == (lo, hi)  # seeded: the same interval again
+    assert bootstrap_ci(diffs, seed=8) != (lo, hi)
+
+
+def _import(engine: Engine, tmp: Path, name: str, sessions: dict[str, list[tuple[str, str]]]) -> None:
+    path = tmp / f"{name}.jsonl"
+    with path.open("w") as f:
+        for inst, msgs in sessions.items():
+            for j, (sender, tag) in enumerate(msgs, start=1):
+                f.write(json.dumps({"session": inst, "instance": inst, "j": j, "sender": sender, "tag": tag,
+                                    "prediction": "p", "explanation": "e"}) + "\n")
+    import_transcripts(engine, path, name=name, n=4, k=3)
+
+
+def test_two_experiments_compared_pair_by_pair(engine: Engine, tmp_path: Path) -> None:
+    _import(engine, tmp_path, "A", {"i1": BOTH, "i2": BOTH, "i3": BOTH, "i4": BOTH, "i5": NEITHER, "i6": NEITHER,
+                                    "i7": BOTH})
+    _import(engine, tmp_path, "B", {"i1": BOTH, "i2": HUMAN_ONLY, "i3": HUMAN_ONLY, "i4": HUMAN_ONLY,
+                                    "i5": NEITHER, "i6": NEITHER})
+    cmp = compare_experiments(engine, "A", "B", resamples=2000, seed=1)
+    assert (cmp["pairs"], cmp["instances"], cmp["unpaired"]) == (6, 6, {"A": 1, "B": 0})  # i7 has no partner
+    m = {r["metric"]: r for r in cmp["metrics"]}
+    # one-way for the human: i1–i4 under both → 4/6 each, no discordant pair
+    h = m["one_way_human"]
+    assert (h["a"], h["b"], h["difference"], h["a_only"], h["b_only"], h["p_value"]) == (
+        pytest.approx(4 / 6), pytest.approx(4 / 6), 0.0, 0, 0, 1.0)
+    assert (h["ci_low"], h["ci_high"]) == (0.0, 0.0)
+    # one-way for the machine and two-way: A 4/6, B 1/6; i2–i4 discordant for A → p = 2 × 0.5³
+    for name in ("one_way_machine", "two_way"):
+        r = m[name]
+        assert (r["a"], r["b"], r["difference"], r["a_only"], r["b_only"]) == (
+            pytest.approx(4 / 6), pytest.approx(1 / 6), pytest.approx(0.5), 3, 0)
+        assert r["p_value"] == pytest.approx(0.25) and r["mcnemar_chi2"] == pytest.approx(4 / 3)
+        # a bootstrap sample draws 6 instances; the difference is (discordant drawn) / 6 ∈ [0, 1]
+        assert 0.0 <= r["ci_low"] < 0.5 < r["ci_high"] <= 1.0
+    text = "\n".join(comparison_lines(cmp))
+    assert "2-way intelligible sessions" in text and "+0.500" in text and "0.250" in text
+    with pytest.raises(ComparisonError, match="no experiment named 'C'"):
+        compare_experiments(engine, "A", "C")

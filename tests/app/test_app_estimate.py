@@ -1,0 +1,40 @@
+"""The Experiments page shows the estimate before Launch and stores it with the run (issue 14 §1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlmodel import Session as DB
+from sqlmodel import select
+
+from pxp.storage.tables import Experiment
+from tests.app.test_app import app_db, new_app, ok, texts  # noqa: F401  (app_db is a fixture)
+from tests.factories import make_drug
+
+
+def test_estimate_before_launch(app_db: tuple[str, Engine]) -> None:  # noqa: F811
+    from pxp.running import workers
+
+    _, engine = app_db
+    make_drug(engine)
+    at = new_app("experiments")
+    at.number_input(key="experiments_reps").set_value(2)
+    at.text_input(key="experiments_name").input("est-run")
+    def button(label: str) -> Any:
+        buttons: list[Any] = list(at.get("form_submit_button"))
+        [b] = [b for b in buttons if label in str(b.label)]
+        return b
+
+    estimate = button("Estimate")
+    ok(estimate.click().run())
+    assert "Estimate before launch" in texts(at) and "Assumptions:" in texts(at)
+    assert "session messages" in at.dataframe[0].value["per repetition"].tolist()
+    with DB(engine) as db:
+        assert db.exec(select(Experiment)).all() == []  # nothing started
+    start = button("start")
+    ok(start.click().run())
+    with DB(engine) as db:
+        exp = db.exec(select(Experiment).where(Experiment.name == "est-run")).one()
+    assert exp.config["estimate"]["calls"] > 0 and exp.config["estimate"]["usd"] == 0.0
+    assert workers.wait(engine, exp.id or 0, timeout=60) == 0
