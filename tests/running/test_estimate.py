@@ -10,7 +10,8 @@ from sqlalchemy import Engine
 from pxp.analysis.calls import call_totals
 from pxp.running.config import RunConfig
 from pxp.running.estimate import Assumptions, DatasetFacts, dataset_facts, estimate, session_messages, store_estimate
-from pxp.running.runner import create_experiment, run_experiment
+from pxp.running.experiments import create_experiment
+from pxp.running.runner import run_experiment
 from pxp.storage.store import db_session
 from pxp.storage.tables import Experiment
 from tests.factories import make_rad
