@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
-from pxp.analysis import analytics
+from pxp.analysis import performance, queries, tables
 from pxp.app.router import VIEWS as VIEW_DIR
 from pxp.data.transcripts import import_transcripts
 from pxp.running.config import RunConfig
@@ -109,10 +109,10 @@ def test_page_numbers_equal_pxp_report(app_db: tuple[str, Engine]) -> None:
     # and the JSON of `pxp report` equals the page's Table1 exactly
     rep = json.loads(cli(url, "report", "--experiment", "RAD-a", "--format", "json"))
     perf = rep.pop("performance")
-    assert rep == analytics.table1(engine, analytics.Selection(experiments=(a.id or 0,)), n=a.n).as_json("RAD-a")
+    assert rep == tables.table1(engine, queries.Selection(experiments=(a.id or 0,)), n=a.n).as_json("RAD-a")
     assert rep["repetitions"] == 3 and rep["total_sessions"] == 10
     # Figure 2's medians equal the machine performance series `pxp report` prints
-    med = analytics.performance_median(analytics.evaluations(engine, analytics.Selection(experiments=(a.id or 0,))))
+    med = performance.performance_median(performance.evaluations(engine, queries.Selection(experiments=(a.id or 0,))))
     assert med.after_session.tolist() == perf["test"]["after_session"]
     for m in ("prediction", "explanation", "both"):
         assert med[m].tolist() == pytest.approx(perf["test"]["median"][m])
