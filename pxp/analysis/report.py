@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from pxp.analysis.agreement import agreement_report
 from pxp.analysis.queries import GROUP_BY, Selection
 from pxp.analysis.tables import table1, table1_by
 from pxp.protocols.errors import PxpError
@@ -59,6 +60,13 @@ def experiment_ids(engine: Engine, names_or_ids: list[str]) -> tuple[list[int], 
         ids.append(exp.id or 0)
         n = max(n, exp.n)
     return ids, n
+
+
+def agreement_json(engine: Engine, names_or_ids: list[str]) -> dict[str, Any]:
+    """Inter-annotator agreement over the named experiments' cases (pxp.analysis.agreement):
+    `{"agreement": {field: {"krippendorff_alpha": a, "pairs": {"a1|a2": {"cohen_kappa": k, "n": m}}}}}`."""
+    ids, _ = experiment_ids(engine, names_or_ids)
+    return agreement_report(engine, Selection(experiments=tuple(sorted(set(ids)))))
 
 
 def reports_by(engine: Engine, names_or_ids: list[str], by: str) -> list[dict[str, Any]]:

@@ -23,12 +23,18 @@ def report_cmd(
     full: Annotated[bool, typer.Option(
         "--full", help="The whole machine performance series (default: first, last, best, every tenth).")
     ] = False,
+    agreement: Annotated[bool, typer.Option(
+        "--agreement", help="Inter-annotator agreement (Cohen's κ, Krippendorff's α) and disagreements instead.")
+    ] = False,
 ) -> None:
     """Print the papers' Table 1 for an experiment (or several side by side)."""
     from pxp.analysis.report import FORMATS, ReportError, render_many, report_json, reports_by
 
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    if agreement:
+        _agreement(experiment, fmt)
+        return
     try:
         if by is not None:
             reps = reports_by(state.reader(), experiment, by)
@@ -47,6 +53,21 @@ def report_cmd(
     if calls and fmt != "json":
         for name, t in totals.items():
             print_calls(name, t["rows"], t["total"])
+
+
+def _agreement(experiment: list[str], fmt: str) -> None:
+    """`pxp report --agreement`: κ and α per field over the experiments' cases (issue 13 §3)."""
+    from pxp.analysis.agreement import disagreements, render_agreement
+    from pxp.analysis.queries import Selection
+    from pxp.analysis.report import ReportError, agreement_json, experiment_ids
+
+    try:
+        rep = agreement_json(state.reader(), experiment)
+        ids, _ = experiment_ids(state.reader(), experiment)
+    except ReportError as e:
+        fail(str(e))
+    dis = disagreements(state.reader(), Selection(experiments=tuple(sorted(set(ids)))))
+    typer.echo(render_agreement(rep, dis, fmt))
 
 
 def _call_totals(experiments: list[str]) -> dict[str, dict[str, Any]]:

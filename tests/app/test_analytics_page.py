@@ -27,6 +27,7 @@ from pxp.running.config import RunConfig
 from pxp.running.runner import create_experiment, run_experiment
 from pxp.storage.store import db_session, get_engine
 from pxp.storage.tables import Annotator, Experiment, Instance, LLMCall, Message, Run, Session
+from tests.analysis.test_agreement import write_study
 from tests.analysis.test_analytics import VECTORS, write_vectors
 from tests.factories import make_rad
 
@@ -236,6 +237,29 @@ def _sessions_of(experiment_id: int) -> Any:
     from sqlmodel import col, select
 
     return select(Session).join(Run, col(Run.id) == col(Session.run_id)).where(Run.experiment_id == experiment_id)
+
+
+def test_annotators_view_shows_agreement_and_disagreements(app_db: tuple[str, Engine], tmp_path: Path) -> None:
+    """Issue 13 §3: the Annotators view's κ and α equal `pxp report --agreement`; the disagreement
+    list names both sessions."""
+    url, engine = app_db
+    import_transcripts(engine, write_study(tmp_path / "study.jsonl"), name="study", n=4, k=3)
+    at = page()
+    ok(at.radio(key="analytics_view").set_value("Annotators").run())
+    # the annotators' breakdown, κ on first/last tag, then the agreement table and the disagreements
+    frames = [d.value for d in at.dataframe]
+    assert len(frames) == 4
+    table, dis = frames[2], frames[3]
+    rep = json.loads(cli(url, "report", "--experiment", "study", "--agreement", "--format", "json"))["agreement"]
+    assert len(table) == sum(len(f["pairs"]) for f in rep.values())
+    for r in table.itertuples(index=False):
+        want = rep[r[0]]
+        k, alpha = want["pairs"][f"{r[1]}|{r[2]}"]["cohen_kappa"], want["krippendorff_alpha"]
+        assert r[3] == want["pairs"][f"{r[1]}|{r[2]}"]["n"]
+        assert (np.isnan(r[4]) if k is None else r[4] == pytest.approx(k))
+        assert r[5] == pytest.approx(alpha)
+    assert len(dis) == 8 and {"session_a", "session_b"} <= set(dis.columns)
+    assert "Disagreements (8)" in [h.value for h in at.subheader]
 
 
 def test_page_never_allows_html() -> None:

@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from pxp.analysis import figures
-from pxp.analysis.agreement import agreement
+from pxp.analysis.agreement import agreement, agreement_frame, agreement_report, disagreements
 from pxp.analysis.costs import llm_costs, llm_summary
 from pxp.analysis.performance import evaluations, performance_median
 from pxp.analysis.queries import Options, Selection, options
@@ -269,6 +269,27 @@ def view_annotators(sel: Selection) -> None:
     st.caption("Cohen's κ on the human tags of the instances both annotators saw (their earliest session on "
                "each); empty when undefined (both always gave the same tag).")
     download_csv("Agreement (CSV)", df, "agreement.csv", "analytics_dl_kappa")
+    view_agreement(sel)
+
+
+def view_agreement(sel: Selection) -> None:
+    """κ per pair and α over all annotators on the first tag, match, agree and final prediction;
+    the cases where two annotators differ, with both sessions (pxp.analysis.agreement)."""
+    st.subheader("Agreement on tag, match, agree and prediction")
+    engine = resources.engine()
+    df = agreement_frame(agreement_report(engine, sel))
+    st.dataframe(df, hide_index=True, key="analytics_agreement")
+    st.caption("tag: the first human tag; match, agree: the human's judgements in that first reply; prediction: "
+               "the human's final prediction. Cohen's κ per pair over the cases both saw; Krippendorff's α "
+               "(nominal) over all annotators. Empty when undefined (a single value throughout). Same numbers: "
+               "`pxp report --experiment X --agreement`.")
+    dis = disagreements(engine, sel)
+    st.subheader(f"Disagreements ({len(dis)})")
+    if dis.empty:
+        return
+    st.dataframe(dis, hide_index=True, key="analytics_disagreements")
+    st.caption("Both sessions' ids: open them on the Sessions page (Open session).")
+    download_csv("Disagreements (CSV)", dis, "disagreements.csv", "analytics_dl_disagreements")
 
 
 def view_costs(sel: Selection) -> None:
