@@ -206,8 +206,15 @@ def render_agreement(report: dict[str, Any], dis: pd.DataFrame, fmt: str = "tabl
     lines = [title, shown.to_string(index=False) if not df.empty else "No case was annotated by two annotators.",
              "", f"Disagreements ({len(dis)})"]
     if not dis.empty:
-        lines.append(dis.to_string(index=False))
+        short = dis.assign(value_a=[_short(v) for v in dis.value_a], value_b=[_short(v) for v in dis.value_b])
+        lines.append(short.to_string(index=False))
     return "\n".join(lines)
+
+
+def _short(v: str, most: int = 40) -> str:
+    """A value on one line, at most `most` characters (a long SMILES or free-text prediction)."""
+    one = " ".join(str(v).split())
+    return one if len(one) <= most else one[:most - 1] + "…"
 
 
 def _md_table(df: pd.DataFrame) -> list[str]:

@@ -214,3 +214,16 @@ def test_transcript_session_naming_two_annotators_is_refused(engine: Engine, tmp
     path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
     with pytest.raises(ImportProblems, match="session s1 names two annotators"):
         import_transcripts(engine, path, name="two", n=4, k=3)
+
+
+def test_table_keeps_long_and_multiline_values_on_one_line() -> None:
+    import pandas as pd
+
+    dis = pd.DataFrame([("c1", "prediction", "h1", "C" * 80, 1, "h2", "line one\nline two", 2)],
+                       columns=["instance", "field", "annotator_a", "value_a", "session_a", "annotator_b",
+                                "value_b", "session_b"])
+    rep = {"agreement": {"prediction": field_agreement({"h1": {1: "C" * 80}, "h2": {1: "x"}})}}
+    text = render_agreement(rep, dis)
+    row = text.splitlines()[-1]
+    assert "C" * 39 + "…" in row and "line one line two" in row and "C" * 41 not in row
+    assert "Disagreements (1)" in text and "prediction" in text
