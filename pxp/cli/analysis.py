@@ -33,6 +33,8 @@ def report_cmd(
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if agreement:
+        if by is not None or calls or full:
+            fail("--agreement takes no --by, --calls or --full")
         _agreement(experiment, fmt)
         return
     try:

@@ -193,6 +193,8 @@ def test_report_agreement_cli(study: tuple[Engine, int]) -> None:
     assert "0.640" in res.output and "0.500" in res.output
     res = CliRunner().invoke(app, ["--db", url, "report", "--experiment", "nope", "--agreement"])
     assert res.exit_code != 0 and "no experiment named 'nope'" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(app, ["--db", url, "report", "--experiment", "study", "--agreement", "--by", "label"])
+    assert res.exit_code != 0 and "--agreement takes no --by" in res.output and "Traceback" not in res.output
     for fmt in ("markdown", "csv"):
         res = CliRunner().invoke(app, ["--db", url, "report", "--experiment", "study", "--agreement", "--format", fmt])
         assert res.exit_code == 0 and "h1" in res.output, res.output
