@@ -2,7 +2,7 @@
 
 Generates one experiment (R repetitions of INTERACT-shaped sessions with random but
 rule-shaped tag sequences) with bulk inserts into SQLite and into a scratch PostgreSQL
-database, then times pxp.analysis.analytics cold (empty cache) and warm (cached by data version).
+database, then times pxp.analysis (queries + tables) cold (empty cache) and warm (cached by data version).
 
     python bench/bench_analytics.py [--sessions 100000] [--reps 5] [--no-postgres]
         [--pg-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
@@ -24,8 +24,8 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
 
-from pxp.analysis import analytics, figures
-from pxp.analysis.analytics import Selection
+from pxp.analysis import figures, queries, tables
+from pxp.analysis.queries import Selection
 from pxp.storage.store import make_engine, upgrade
 
 TAGS_M = ("RATIFY", "REFUTE", "REVISE", "REJECT")
@@ -137,17 +137,17 @@ def measure(label: str, engine: Engine, n: int, repeat: int = 3) -> None:
     sel = Selection(experiments=(1,))
     colds, cpus = [], []
     for _ in range(repeat):
-        analytics.clear_cache()
+        queries.clear_cache()
         t0, c0 = time.perf_counter(), time.process_time()
-        t = analytics.table1(engine, sel, n=n)
+        t = tables.table1(engine, sel, n=n)
         figures.figure1({"bench": t})
         colds.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
     t0 = time.perf_counter()
-    analytics.table1(engine, sel, n=n)
+    tables.table1(engine, sel, n=n)
     warm = time.perf_counter() - t0
     t0 = time.perf_counter()
-    analytics.data_version(engine)
+    queries.data_version(engine)
     ver = time.perf_counter() - t0
     rep = t.as_json("bench")
     print(f"{label:<10} Table 1 + Figure 1 cold: best {min(colds):.3f} s, median {statistics.median(colds):.3f} s "

@@ -1,5 +1,6 @@
 """The papers' figures as plotly figures: Figure 1 (intelligible sessions by message bound)
-and Figure 2 (machine performance after each session), from pxp.analysis.analytics' frames."""
+and Figure 2 (machine performance after each session), from pxp.analysis.tables' and
+pxp.analysis.performance's frames."""
 
 from __future__ import annotations
 
@@ -8,8 +9,14 @@ from typing import Any
 
 import pandas as pd
 
-from pxp.analysis.analytics import PERFORMANCE, figure1_frame, performance_median, plain
+from pxp.analysis.performance import PERFORMANCE, performance_median
+from pxp.analysis.tables import figure1_frame
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS, Table1
+
+
+def plain(text: str) -> str:
+    """A name safe for plotly, which reads <b>, <a href> ... in trace names as markup."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def figure1(frames: dict[str, Table1], metrics: Sequence[str] = ("one_way_human", "one_way_machine", "two_way"),
@@ -83,8 +90,6 @@ def go_scatter(**kw: Any) -> Any:
     import plotly.graph_objects as go
 
     return go.Scatter(**kw)
-
-
 
 
 def figure2(df: pd.DataFrame, metrics: Sequence[str] = PERFORMANCE) -> Any:

@@ -12,8 +12,12 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from pxp.analysis.agreement import agreement_report
+from pxp.analysis.queries import GROUP_BY, Selection
+from pxp.analysis.tables import table1, table1_by
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.intelligibility import Table1, table1_rows
+from pxp.running.evaluate import performance_series, render_series
 from pxp.storage.store import db_session, find_experiment
 from pxp.storage.tables import Experiment
 
@@ -25,12 +29,10 @@ class ReportError(PxpError, LookupError):
 
 
 def experiment_table(engine: Engine, exp: Experiment) -> Table1:
-    """Table 1 over the experiment's repetitions (pxp.analysis.analytics, the page's code path).
+    """Table 1 over the experiment's repetitions (pxp.analysis.tables, the page's code path).
 
     Open sessions are left out; a repetition counts once it has a finished or aborted session.
     """
-    from pxp.analysis.analytics import Selection, table1
-
     return table1(engine, Selection(experiments=(exp.id or 0,)), n=exp.n)
 
 
@@ -41,22 +43,14 @@ def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
     if exp is None:
         raise ReportError(f"no experiment named {name_or_id!r}")
     rep = experiment_table(engine, exp).as_json(exp.name)
-    from pxp.running.evaluate import performance_series
-
     perf = performance_series(engine, exp.id or 0)  # machine performance (Figure 2), when evaluated
     if perf:
         rep["performance"] = perf
     return rep
 
 
-def reports_by(engine: Engine, names_or_ids: list[str], by: str) -> list[dict[str, Any]]:
-    """One report per group (annotator, label, dataset or experiment) of the named experiments,
-    each Table 1 over its repetitions (the paper's DRUG-h1 / DRUG-h2 columns); the analytics
-    page's columns of the same name."""
-    from pxp.analysis.analytics import GROUP_BY, Selection, table1_by
-
-    if by not in GROUP_BY:
-        raise ReportError(f"unknown grouping {by!r} (one of {', '.join(GROUP_BY)})")
+def experiment_ids(engine: Engine, names_or_ids: list[str]) -> tuple[list[int], int]:
+    """The ids of the named experiments (name or numeric id) and their largest message bound n."""
     ids, n = [], 1
     for name in names_or_ids:
         with db_session(engine) as db:
@@ -65,6 +59,23 @@ def reports_by(engine: Engine, names_or_ids: list[str], by: str) -> list[dict[st
             raise ReportError(f"no experiment named {name!r}")
         ids.append(exp.id or 0)
         n = max(n, exp.n)
+    return ids, n
+
+
+def agreement_json(engine: Engine, names_or_ids: list[str]) -> dict[str, Any]:
+    """Inter-annotator agreement over the named experiments' cases (pxp.analysis.agreement):
+    `{"agreement": {field: {"krippendorff_alpha": a, "pairs": {"a1|a2": {"cohen_kappa": k, "n": m}}}}}`."""
+    ids, _ = experiment_ids(engine, names_or_ids)
+    return agreement_report(engine, Selection(experiments=tuple(sorted(set(ids)))))
+
+
+def reports_by(engine: Engine, names_or_ids: list[str], by: str) -> list[dict[str, Any]]:
+    """One report per group (annotator, label, dataset or experiment) of the named experiments,
+    each Table 1 over its repetitions (the paper's DRUG-h1 / DRUG-h2 columns); the analytics
+    page's columns of the same name."""
+    if by not in GROUP_BY:
+        raise ReportError(f"unknown grouping {by!r} (one of {', '.join(GROUP_BY)})")
+    ids, n = experiment_ids(engine, names_or_ids)
     tables = table1_by(engine, Selection(experiments=tuple(sorted(set(ids)))), by, n=n)
     return [t.as_json(group or "(none)") for group, t in tables.items()]
 
@@ -144,8 +155,6 @@ def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) 
 
 def _performance(reports: list[dict[str, Any]], fmt: str, full: bool = False) -> list[str]:
     """The machine performance series of each report that has one (pxp.running.evaluate)."""
-    from pxp.running.evaluate import render_series
-
     out: list[str] = []
     for r in reports:
         if r.get("performance"):

@@ -23,7 +23,8 @@ import pandas as pd
 from scipy.stats import binomtest
 from sqlalchemy import Engine
 
-from pxp.analysis.analytics import Selection, session_frame
+from pxp.analysis.queries import Selection
+from pxp.analysis.tables import session_frame
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS
 from pxp.storage.store import db_session, find_experiment

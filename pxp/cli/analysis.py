@@ -26,6 +26,9 @@ def report_cmd(
     compare: Annotated[bool, typer.Option(
         "--compare", help="Two experiments on the same instances: paired differences, bootstrap 95% CI, "
         "McNemar's test.")] = False,
+    agreement: Annotated[bool, typer.Option(
+        "--agreement", help="Inter-annotator agreement (Cohen's κ, Krippendorff's α) and disagreements instead.")
+    ] = False,
 ) -> None:
     """Print the papers' Table 1 for an experiment (or several side by side)."""
     from pxp.analysis.report import FORMATS, ReportError, render_many, report_json, reports_by
@@ -36,6 +39,11 @@ def report_cmd(
         return print_comparison(experiment, fmt)
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    if agreement:
+        if by is not None or calls or full:
+            fail("--agreement takes no --by, --calls or --full")
+        _agreement(experiment, fmt)
+        return
     try:
         if by is not None:
             reps = reports_by(state.reader(), experiment, by)
@@ -56,6 +64,21 @@ def report_cmd(
             print_calls(name, t["rows"], t["total"])
             if t.get("estimate"):
                 print_versus(name, t["estimate"])
+
+
+def _agreement(experiment: list[str], fmt: str) -> None:
+    """`pxp report --agreement`: κ and α per field over the experiments' cases (issue 13 §3)."""
+    from pxp.analysis.agreement import disagreements, render_agreement
+    from pxp.analysis.queries import Selection
+    from pxp.analysis.report import ReportError, agreement_json, experiment_ids
+
+    try:
+        rep = agreement_json(state.reader(), experiment)
+        ids, _ = experiment_ids(state.reader(), experiment)
+    except ReportError as e:
+        fail(str(e))
+    dis = disagreements(state.reader(), Selection(experiments=tuple(sorted(set(ids)))))
+    typer.echo(render_agreement(rep, dis, fmt))
 
 
 def _call_totals(experiments: list[str]) -> dict[str, dict[str, Any]]:

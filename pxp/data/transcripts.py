@@ -3,6 +3,8 @@
 Fields: session, instance, j, sender (machine|human), tag (any case), prediction,
 explanation; optional match, agree, changed, repetition, annotator, status (finished, the
 default, or aborted: a session that ended before its stop rule, e.g. on a format failure).
+`annotator` names who played the human (one name per session); cases several annotators saw
+are compared by pxp.analysis.agreement (issue 13 §3).
 Everything is validated before anything is written; non-conformant sessions are refused
 with their violations unless allowed.
 """
@@ -46,6 +48,11 @@ def _bool(v: Any, where: str, problems: list[str]) -> bool | None:
     return None
 
 
+def _annotator(rec: dict[str, Any]) -> str | None:
+    """The line's annotator (who played the human; agreement compares them), or None."""
+    return str(rec.get("annotator") or "").strip() or None
+
+
 def read_transcripts(path: Path) -> tuple[dict[tuple[int, str], list[Msg]], dict[tuple[int, str], dict[str, Any]]]:
     """Parse and check the file; returns messages and per-session info keyed by (rep, session)."""
     problems: list[str] = []
@@ -59,7 +66,7 @@ def read_transcripts(path: Path) -> tuple[dict[tuple[int, str], list[Msg]], dict
             # a session aborted before its first message: no message, counted apart
             key = (int(rec.get("repetition") or 1), str(rec["session"]))
             sessions.setdefault(key, [])
-            info.setdefault(key, {"instance": str(rec["instance"]), "annotator": rec.get("annotator") or None,
+            info.setdefault(key, {"instance": str(rec["instance"]), "annotator": _annotator(rec),
                                   "status": "aborted"})
             continue
         if missing:
@@ -82,12 +89,18 @@ def read_transcripts(path: Path) -> tuple[dict[tuple[int, str], list[Msg]], dict
         sessions[key].append(
             Msg(j, sender, tag, str(rec.get("prediction") or ""), str(rec.get("explanation") or ""), *facts)
         )
-        i = info.setdefault(key, {"instance": str(rec["instance"]), "annotator": rec.get("annotator") or None,
+        ann = _annotator(rec)
+        i = info.setdefault(key, {"instance": str(rec["instance"]), "annotator": ann,
                                   "status": str(rec.get("status") or "finished")})
         if i["status"] not in ("finished", "aborted"):
             problems.append(f"{where}: status must be finished or aborted, got {i['status']!r}")
         if i["instance"] != str(rec["instance"]):
             problems.append(f"{where}: session {rec['session']} names two instances")
+        if ann is not None and i["annotator"] is not None and i["annotator"] != ann:
+            problems.append(f"{where}: session {rec['session']} names two annotators "
+                            f"({i['annotator']!r} and {ann!r})")
+        elif i["annotator"] is None:
+            i["annotator"] = ann
     if problems:
         raise ImportProblems(problems)
     for key in sessions:

@@ -1,4 +1,4 @@
-"""pxp.analysis.analytics (the SQL path of Table 1 and Figure 1) against the pure reference in
+"""pxp.analysis.queries and tables (the SQL path of Table 1 and Figure 1) against the pure reference in
 pxp.protocols.pxp.intelligibility, on random data with aborted and open sessions, on SQLite and
 PostgreSQL; the DESIGN §2 vectors imported as transcripts; cache invalidation; the views."""
 
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, update
 from sqlmodel import col, select
 
-from pxp.analysis import analytics, figures
-from pxp.analysis.analytics import Selection
+from pxp.analysis import agreement, costs, figures, performance, queries, tables
+from pxp.analysis.queries import Selection
 from pxp.data.common import ImportProblems
 from pxp.data.transcripts import import_transcripts
 from pxp.protocols.pxp.intelligibility import (
@@ -31,7 +31,7 @@ from pxp.protocols.pxp.intelligibility import (
     table1,
 )
 from pxp.protocols.pxp.rules import Sender, Tag
-from pxp.storage.store import db_session
+from pxp.storage.store import db_session, find_experiment
 from pxp.storage.tables import (
     Annotator,
     Dataset,
@@ -141,7 +141,7 @@ def reference(per_rep: dict[int, list[dict[str, Any]]], n: int) -> dict[str, Any
 def test_sql_equals_reference_on_random_data(any_engine: Engine) -> None:
     truth = build_random(any_engine, seed=11)
     for exp_id, per_rep in truth.items():
-        got = analytics.table1(any_engine, Selection(experiments=(exp_id,)), n=10).as_json("x")
+        got = tables.table1(any_engine, Selection(experiments=(exp_id,)), n=10).as_json("x")
         assert got == reference(per_rep, 10)
         assert got["repetitions"] == 3
 
@@ -150,26 +150,26 @@ def test_sql_equals_reference_on_random_data(any_engine: Engine) -> None:
     for per_rep in truth.values():
         for r, ss in per_rep.items():
             pooled.setdefault(r, []).extend(ss)
-    assert analytics.table1(any_engine, Selection(), n=10).as_json("x") == reference(pooled, 10)
+    assert tables.table1(any_engine, Selection(), n=10).as_json("x") == reference(pooled, 10)
 
     # filters: repetition, label, annotator, date; and grouping by annotator / label
     e1 = next(iter(truth))
     per_rep = truth[e1]
     sel = Selection(experiments=(e1,), repetitions=(2, 3), labels=("A", "B"))
     want = reference({r: [s for s in ss if s["label"] in ("A", "B")] for r, ss in per_rep.items() if r in (2, 3)}, 10)
-    assert analytics.table1(any_engine, sel, n=10).as_json("x") == want
+    assert tables.table1(any_engine, sel, n=10).as_json("x") == want
 
     day = datetime(2026, 3, 2).date()
     sel = Selection(experiments=(e1,), since=day, until=day)
     want = reference({r: [s for s in ss if s["day"] == day] for r, ss in per_rep.items()}, 10)
-    assert analytics.table1(any_engine, sel, n=10).as_json("x") == want
+    assert tables.table1(any_engine, sel, n=10).as_json("x") == want
 
-    by_ann = analytics.table1_by(any_engine, Selection(experiments=(e1,)), "annotator", n=10)
+    by_ann = tables.table1_by(any_engine, Selection(experiments=(e1,)), "annotator", n=10)
     assert set(by_ann) <= {"", "h1", "h2"}
     for name, t in by_ann.items():
         want = reference({r: [s for s in ss if s["annotator"] == name] for r, ss in per_rep.items()}, 10)
         assert t.as_json("x") == want, name
-    by_label = analytics.table1_by(any_engine, Selection(experiments=(e1,)), "label", n=10)
+    by_label = tables.table1_by(any_engine, Selection(experiments=(e1,)), "label", n=10)
     for name, t in by_label.items():
         want = reference({r: [s for s in ss if s["label"] == name] for r, ss in per_rep.items()}, 10)
         assert t.as_json("x") == want, name
@@ -182,11 +182,11 @@ def test_sql_equals_reference_on_random_data(any_engine: Engine) -> None:
                 for (s1, t1), (s2, t2) in zip(s["tags"], s["tags"][1:], strict=False):
                     k = (s1.value, t1.value, s2.value, t2.value)
                     want_tr[k] = want_tr.get(k, 0) + 1
-    tr = analytics.tag_transitions(any_engine, Selection(experiments=(e1,)))
+    tr = tables.tag_transitions(any_engine, Selection(experiments=(e1,)))
     assert {tuple(r[:4]): r[4] for r in tr.itertuples(index=False)} == want_tr
 
     # per-session flags (downloads) equal session_flags; open sessions are not listed
-    frame = analytics.session_frame(any_engine, Selection(experiments=(e1,)))
+    frame = tables.session_frame(any_engine, Selection(experiments=(e1,)))
     closed = {s["id"]: s for ss in per_rep.values() for s in ss if s["status"] != "open"}
     assert sorted(frame.session_id) == sorted(closed)
     for row in frame.to_dict("records"):
@@ -200,11 +200,11 @@ def test_long_sessions_use_several_words(engine: Engine) -> None:
     """Sessions longer than 15 messages (n = 40) pack into several words, still exact."""
     truth = build_random(engine, seed=5, experiments=1, reps=2, sessions=30, max_len=40, n=40)
     exp_id, per_rep = next(iter(truth.items()))
-    got = analytics.table1(engine, Selection(experiments=(exp_id,))).as_json("x")
+    got = tables.table1(engine, Selection(experiments=(exp_id,))).as_json("x")
     assert got == reference(per_rep, 40)
     assert len(got["by_message"]["two_way"]) == 40
     # a bound smaller than the longest session (non-conformant import): still exact
-    assert analytics.table1(engine, Selection(experiments=(exp_id,)), n=7).as_json("x") == reference(per_rep, 7)
+    assert tables.table1(engine, Selection(experiments=(exp_id,)), n=7).as_json("x") == reference(per_rep, 7)
 
 
 def test_sql_equals_reference_on_edge_cases(any_engine: Engine) -> None:
@@ -259,31 +259,31 @@ def test_sql_equals_reference_on_edge_cases(any_engine: Engine) -> None:
         db.add(Session(run_id=run.id or 0, instance_id=inst.id or 0, ordinal=1, n=10))  # open: never counted
         idle_id = idle.id or 0
     for exp_id, (n, runs) in truth.items():
-        got = analytics.table1(any_engine, Selection(experiments=(exp_id,)), n=n).as_json("x")
+        got = tables.table1(any_engine, Selection(experiments=(exp_id,)), n=n).as_json("x")
         assert got == table1(runs, n).as_json("x"), exp_id
     with db_session(any_engine) as db:
         aborted_only = [e.id or 0 for e in db.exec(select(Experiment).where(col(Experiment.name).endswith("-aborted")))]
     for exp_id in aborted_only:  # every session aborted, INIT-only and long ones alike: nothing intelligible
-        t = analytics.table1(any_engine, Selection(experiments=(exp_id,)))
+        t = tables.table1(any_engine, Selection(experiments=(exp_id,)))
         assert t.aborted_sessions == t.total_sessions > 0
         assert all(m.max == 0 for m in t.metrics.values()) and all(max(v) == 0 for v in t.by_message.values())
-    idle_t = analytics.table1(any_engine, Selection(experiments=(idle_id,)))
+    idle_t = tables.table1(any_engine, Selection(experiments=(idle_id,)))
     assert (idle_t.repetitions, idle_t.total_sessions, idle_t.by_message["two_way"]) == (0, 0, [0] * 10)
 
 
 def test_empty_selection(engine: Engine) -> None:
-    t = analytics.table1(engine, Selection(experiments=(999,)))
+    t = tables.table1(engine, Selection(experiments=(999,)))
     assert t.repetitions == 0 and t.total_sessions == 0
-    assert analytics.session_frame(engine, Selection()).empty
-    assert analytics.tag_transitions(engine, Selection()).empty
-    assert analytics.transition_matrix(analytics.tag_transitions(engine, Selection())).empty
-    assert analytics.evaluations(engine, Selection()).empty
-    assert analytics.llm_costs(engine, Selection()).empty
-    assert analytics.agreement(engine, Selection()) == []
-    assert analytics.session_lengths(engine, Selection()).empty
-    assert (analytics.figure1_frame(t)["median"] == 0).all()
+    assert tables.session_frame(engine, Selection()).empty
+    assert tables.tag_transitions(engine, Selection()).empty
+    assert tables.transition_matrix(tables.tag_transitions(engine, Selection())).empty
+    assert performance.evaluations(engine, Selection()).empty
+    assert costs.llm_costs(engine, Selection()).empty
+    assert agreement.agreement(engine, Selection()) == []
+    assert tables.session_lengths(engine, Selection()).empty
+    assert (tables.figure1_frame(t)["median"] == 0).all()
     figures.figure1({"x": t})
-    figures.figure2(analytics.evaluations(engine, Selection()))
+    figures.figure2(performance.evaluations(engine, Selection()))
 
 
 # --- DESIGN §2 vectors as transcripts ---------------------------------------------------------
@@ -307,8 +307,11 @@ def write_vectors(path: Path, vectors: dict[str, list[tuple[str, str]]]) -> Path
 
 def test_design_vectors_give_the_expected_table_and_curves(any_engine: Engine, tmp_path: Path) -> None:
     import_transcripts(any_engine, write_vectors(tmp_path / "v.jsonl", VECTORS), name="vectors", n=10, k=3)
-    exp = analytics.find_experiments(any_engine, ["vectors"])[0]
-    rep = analytics.table1(any_engine, Selection(experiments=(exp["id"],)), n=10).as_json("vectors")
+    with db_session(any_engine) as db:
+        found = find_experiment(db, name_or_id="vectors")
+    assert found is not None and found.id is not None
+    exp = {"id": found.id}
+    rep = tables.table1(any_engine, Selection(experiments=(exp["id"],)), n=10).as_json("vectors")
     counts = {m: rep["metrics"][m]["count"] for m in METRICS}
     assert rep["total_sessions"] == 3 and rep["aborted_sessions"] == 0 and rep["repetitions"] == 1
     assert counts == {"one_way_human": 2, "one_way_machine": 2, "two_way": 2, "strong_human": 1,
@@ -323,13 +326,13 @@ def test_design_vectors_give_the_expected_table_and_curves(any_engine: Engine, t
     assert bm["ultra_strong_machine"] == [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
     assert bm["ultra_strong_human"] == [0] * 10
     # Figure 1 data: a single repetition has no spread
-    f1 = analytics.figure1_frame(analytics.table1(any_engine, Selection(experiments=(exp["id"],))))
+    f1 = tables.figure1_frame(tables.table1(any_engine, Selection(experiments=(exp["id"],))))
     assert (f1["min"] == f1["median"]).all() and (f1["max"] == f1["median"]).all()
     # transitions: which tag answers which
-    tr = analytics.transition_matrix(analytics.tag_transitions(any_engine, Selection(experiments=(exp["id"],))))
+    tr = tables.transition_matrix(tables.tag_transitions(any_engine, Selection(experiments=(exp["id"],))))
     assert tr.loc["machine INIT", "RATIFY"] == 1 and tr.loc["machine INIT", "REFUTE"] == 2
     assert tr.loc["human REFUTE", "REVISE"] == 1 and tr.loc["machine REFUTE", "REJECT"] == 1
-    lengths = analytics.session_lengths(any_engine, Selection(experiments=(exp["id"],)))
+    lengths = tables.session_lengths(any_engine, Selection(experiments=(exp["id"],)))
     assert dict(zip(lengths.messages, lengths.sessions, strict=True)) == {3: 1, 4: 1, 5: 1}
 
 
@@ -337,7 +340,7 @@ def test_illegal_vector_is_refused(engine: Engine, tmp_path: Path) -> None:
     bad = {"v3": [("m", "INIT"), ("h", "REVISE"), ("m", "RATIFY")]}
     with pytest.raises(ImportProblems, match="REVISE"):
         import_transcripts(engine, write_vectors(tmp_path / "bad.jsonl", bad), name="bad", n=10, k=3)
-    assert analytics.options(engine).experiments == []
+    assert queries.options(engine).experiments == []
 
 
 # --- cache invalidation -----------------------------------------------------------------------
@@ -346,8 +349,8 @@ def test_illegal_vector_is_refused(engine: Engine, tmp_path: Path) -> None:
 def test_cache_is_invalidated_by_new_messages_and_status_changes(engine: Engine, tmp_path: Path) -> None:
     import_transcripts(engine, write_vectors(tmp_path / "v.jsonl", VECTORS), name="vectors", n=10, k=3)
     sel = Selection()
-    t1 = analytics.table1(engine, sel)
-    assert analytics.table1(engine, sel) is t1  # cached
+    t1 = tables.table1(engine, sel)
+    assert tables.table1(engine, sel) is t1  # cached
     with db_session(engine) as db:
         run = db.exec(select_one(Run)).first()
         assert run is not None
@@ -358,7 +361,7 @@ def test_cache_is_invalidated_by_new_messages_and_status_changes(engine: Engine,
         db.add(s)
         db.flush()
         sid = s.id
-    t2 = analytics.table1(engine, sel)
+    t2 = tables.table1(engine, sel)
     assert t2 is not t1 and t2.total_sessions == 3  # open sessions are not counted
     with db_session(engine) as db:
         for j, (sender, tag) in enumerate([("machine", "INIT"), ("human", "RATIFY"), ("machine", "RATIFY")], 1):
@@ -366,12 +369,12 @@ def test_cache_is_invalidated_by_new_messages_and_status_changes(engine: Engine,
     with engine.begin() as c:
         c.execute(update(Session.__table__).where(Session.__table__.c.id == sid)  # type: ignore[attr-defined]
                   .values(status="finished", updated_at=datetime.now(UTC)))
-    t3 = analytics.table1(engine, sel)
+    t3 = tables.table1(engine, sel)
     assert t3.total_sessions == 4 and t3.metrics["two_way"].count == 3
     with engine.begin() as c:
         c.execute(update(Session.__table__).where(Session.__table__.c.id == sid)  # type: ignore[attr-defined]
                   .values(status="aborted", updated_at=datetime.now(UTC) + timedelta(seconds=1)))
-    t4 = analytics.table1(engine, sel)
+    t4 = tables.table1(engine, sel)
     assert t4.total_sessions == 4 and t4.aborted_sessions == 1 and t4.metrics["two_way"].count == 2
 
 
@@ -403,25 +406,25 @@ def test_figure2_costs_and_agreement(any_engine: Engine) -> None:
                            cost_usd=cost, error="boom" if i == 2 else None))
         db.add(LLMCall(experiment_id=exp_id, provider="anthropic", model="claude", purpose="eval", tokens_in=5,
                        latency_ms=4.0))
-    ev = analytics.evaluations(any_engine, Selection(experiments=(exp_id,)))
+    ev = performance.evaluations(any_engine, Selection(experiments=(exp_id,)))
     assert len(ev) == 12
-    med = analytics.performance_median(ev)
+    med = performance.performance_median(ev)
     row = med[med.after_session == 3].iloc[0]
     assert row["prediction"] == pytest.approx(0.6 / 2)  # median of 0.6, 0.3, 0.2
     assert row["prediction_min"] == pytest.approx(0.2) and row["prediction_max"] == pytest.approx(0.6)
-    assert len(analytics.evaluations(any_engine, Selection(experiments=(exp_id,)), split="val")) == 3
+    assert len(performance.evaluations(any_engine, Selection(experiments=(exp_id,)), split="val")) == 3
     fig = figures.figure2(ev)
     assert len(fig.data) == 3 * 3 + 3  # per repetition and metric, plus the medians
 
-    costs = analytics.llm_costs(any_engine, Selection(experiments=(exp_id,)))
+    per_session = costs.llm_costs(any_engine, Selection(experiments=(exp_id,)))
     status = {s["id"]: s["status"] for ss in truth[exp_id].values() for s in ss}
     if status[sid] == "open":
-        assert costs.empty
+        assert per_session.empty
     else:
-        r = costs.iloc[0]
+        r = per_session.iloc[0]
         assert (r["calls"], r["tokens_in"], r["tokens_out"], r["errors"]) == (3, 300, 30, 1)
         assert r["cost_usd"] == pytest.approx(0.03) and r["latency_ms"] == pytest.approx(300.0)
-    summ = analytics.llm_summary(any_engine, Selection(experiments=(exp_id,)))
+    summ = costs.llm_summary(any_engine, Selection(experiments=(exp_id,)))
     assert dict(zip(summ.purpose, summ.calls, strict=True)) == {"ask": 3, "eval": 1}
 
     # agreement: κ over instances annotated by both h1 and h2 (earliest session each), from the truth
@@ -439,7 +442,7 @@ def test_figure2_costs_and_agreement(any_engine: Engine) -> None:
     for which, pick in (("first", 0), ("last", -1)):
         shared = sorted({o for a, o in earliest if a == "h1"} & {o for a, o in earliest if a == "h2"})
         want = [(earliest[("h1", o)][1][pick].value, earliest[("h2", o)][1][pick].value) for o in shared]
-        ag = analytics.agreement(any_engine, Selection(experiments=(exp_id,)), which=which)
+        ag = agreement.agreement(any_engine, Selection(experiments=(exp_id,)), which=which)
         if not want:
             assert ag == []
             continue
@@ -466,36 +469,36 @@ def test_annotators_side_by_side_from_transcripts(any_engine: Engine, tmp_path: 
     path = tmp_path / "live.jsonl"
     path.write_text("\n".join(lines) + "\n")
     import_transcripts(any_engine, path, name="DRUG-live", n=10, k=3, task="drug")
-    by = analytics.table1_by(any_engine, Selection(), "annotator")
+    by = tables.table1_by(any_engine, Selection(), "annotator")
     assert sorted(by) == ["h1", "h2"]
     h1, h2 = by["h1"].as_json("h1"), by["h2"].as_json("h2")
     assert h1["total_sessions"] == h2["total_sessions"] == 3
     assert h1["metrics"]["two_way"]["count"] == 2 and h2["metrics"]["two_way"]["count"] == 1
     assert h1["metrics"]["ultra_strong_machine"]["count"] == 1 and h2["metrics"]["ultra_strong_machine"]["count"] == 0
-    (ag,) = analytics.agreement(any_engine, Selection(), which="first")
+    (ag,) = agreement.agreement(any_engine, Selection(), which="first")
     assert ag.pairs == [("RATIFY", "RATIFY"), ("REFUTE", "REFUTE"), ("REFUTE", "REFUTE")]
     assert ag.kappa == pytest.approx(1.0)
-    (ag,) = analytics.agreement(any_engine, Selection(), which="last")
+    (ag,) = agreement.agreement(any_engine, Selection(), which="last")
     assert ag.pairs == [("RATIFY", "RATIFY"), ("RATIFY", "REJECT"), ("REJECT", "REJECT")]
     assert ag.kappa == pytest.approx(cohen_kappa(ag.pairs))
     assert ag.observed == pytest.approx(2 / 3)
     # the annotator filter selects one human's sessions
-    opts = analytics.options(any_engine)
+    opts = queries.options(any_engine)
     h2_id = next(a["id"] for a in opts.annotators if a["name"] == "h2")
-    assert analytics.table1(any_engine, Selection(annotators=(h2_id,))).as_json("x")["metrics"] == h2["metrics"]
+    assert tables.table1(any_engine, Selection(annotators=(h2_id,))).as_json("x")["metrics"] == h2["metrics"]
 
 
 def test_dataset_filter_and_columns(any_engine: Engine) -> None:
     a = build_random(any_engine, seed=21, experiments=1, annotators="a")
     b = build_random(any_engine, seed=22, experiments=1, annotators="b")
-    ds = {d["name"]: d["id"] for d in analytics.options(any_engine).datasets}
+    ds = {d["name"]: d["id"] for d in queries.options(any_engine).datasets}
     (per_a,), (per_b,) = a.values(), b.values()
-    got = analytics.table1(any_engine, Selection(datasets=(ds["rand-21"],)), n=10).as_json("x")
+    got = tables.table1(any_engine, Selection(datasets=(ds["rand-21"],)), n=10).as_json("x")
     assert got == reference(per_a, 10)
-    by = analytics.table1_by(any_engine, Selection(), "dataset", n=10)
+    by = tables.table1_by(any_engine, Selection(), "dataset", n=10)
     assert by["rand-21"].as_json("x") == reference(per_a, 10)
     assert by["rand-22"].as_json("x") == reference(per_b, 10)
-    by_exp = analytics.table1_by(any_engine, Selection(), "experiment", n=10)
+    by_exp = tables.table1_by(any_engine, Selection(), "experiment", n=10)
     assert by_exp["exp22-0"].as_json("x") == reference(per_b, 10)
 
 
@@ -505,8 +508,8 @@ def test_per_session_flags_export_round_trips(engine: Engine, tmp_path: Path) ->
     import pandas as pd
 
     import_transcripts(engine, write_vectors(tmp_path / "v.jsonl", VECTORS), name="vectors", n=10, k=3)
-    df = analytics.session_frame(engine, Selection())
-    back = pd.read_parquet(io.BytesIO(analytics.to_parquet(df)))
+    df = tables.session_frame(engine, Selection())
+    back = pd.read_parquet(io.BytesIO(tables.to_parquet(df)))
     assert back[["session_id", *METRICS]].equals(df[["session_id", *METRICS]])
     assert back["two_way"].tolist() == [True, True, False]
     assert back["instance"].tolist() == ["case-v1", "case-v2", "case-v4"]

@@ -1,4 +1,4 @@
-"""`pxp report`: Table 1 through pxp.analysis.analytics (the page's code path) in every format,
+"""`pxp report`: Table 1 through pxp.analysis.tables (the page's code path) in every format,
 several experiments side by side, a clear line for an unknown experiment (issue 7 item 7)."""
 
 from __future__ import annotations

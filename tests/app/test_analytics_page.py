@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
-from pxp.analysis import analytics
+from pxp.analysis import performance, queries, tables
 from pxp.app.router import VIEWS as VIEW_DIR
 from pxp.data.transcripts import import_transcripts
 from pxp.running.config import RunConfig
@@ -28,6 +28,7 @@ from pxp.running.experiments import create_experiment
 from pxp.running.runner import run_experiment
 from pxp.storage.store import db_session, get_engine
 from pxp.storage.tables import Annotator, Experiment, Instance, LLMCall, Message, Run, Session
+from tests.analysis.test_agreement import write_study
 from tests.analysis.test_analytics import VECTORS, write_vectors
 from tests.factories import make_rad
 
@@ -110,10 +111,10 @@ def test_page_numbers_equal_pxp_report(app_db: tuple[str, Engine]) -> None:
     # and the JSON of `pxp report` equals the page's Table1 exactly
     rep = json.loads(cli(url, "report", "--experiment", "RAD-a", "--format", "json"))
     perf = rep.pop("performance")
-    assert rep == analytics.table1(engine, analytics.Selection(experiments=(a.id or 0,)), n=a.n).as_json("RAD-a")
+    assert rep == tables.table1(engine, queries.Selection(experiments=(a.id or 0,)), n=a.n).as_json("RAD-a")
     assert rep["repetitions"] == 3 and rep["total_sessions"] == 10
     # Figure 2's medians equal the machine performance series `pxp report` prints
-    med = analytics.performance_median(analytics.evaluations(engine, analytics.Selection(experiments=(a.id or 0,))))
+    med = performance.performance_median(performance.evaluations(engine, queries.Selection(experiments=(a.id or 0,))))
     assert med.after_session.tolist() == perf["test"]["after_session"]
     for m in ("prediction", "explanation", "both"):
         assert med[m].tolist() == pytest.approx(perf["test"]["median"][m])
@@ -237,6 +238,29 @@ def _sessions_of(experiment_id: int) -> Any:
     from sqlmodel import col, select
 
     return select(Session).join(Run, col(Run.id) == col(Session.run_id)).where(Run.experiment_id == experiment_id)
+
+
+def test_annotators_view_shows_agreement_and_disagreements(app_db: tuple[str, Engine], tmp_path: Path) -> None:
+    """Issue 13 §3: the Annotators view's κ and α equal `pxp report --agreement`; the disagreement
+    list names both sessions."""
+    url, engine = app_db
+    import_transcripts(engine, write_study(tmp_path / "study.jsonl"), name="study", n=4, k=3)
+    at = page()
+    ok(at.radio(key="analytics_view").set_value("Annotators").run())
+    # the annotators' breakdown, κ on first/last tag, then the agreement table and the disagreements
+    frames = [d.value for d in at.dataframe]
+    assert len(frames) == 4
+    table, dis = frames[2], frames[3]
+    rep = json.loads(cli(url, "report", "--experiment", "study", "--agreement", "--format", "json"))["agreement"]
+    assert len(table) == sum(len(f["pairs"]) for f in rep.values())
+    for r in table.itertuples(index=False):
+        want = rep[r[0]]
+        k, alpha = want["pairs"][f"{r[1]}|{r[2]}"]["cohen_kappa"], want["krippendorff_alpha"]
+        assert r[3] == want["pairs"][f"{r[1]}|{r[2]}"]["n"]
+        assert (np.isnan(r[4]) if k is None else r[4] == pytest.approx(k))
+        assert r[5] == pytest.approx(alpha)
+    assert len(dis) == 8 and {"session_a", "session_b"} <= set(dis.columns)
+    assert "Disagreements (8)" in [h.value for h in at.subheader]
 
 
 def test_page_never_allows_html() -> None:

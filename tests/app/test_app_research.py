@@ -182,14 +182,14 @@ def _run(engine: Engine, name: str, **kw: object) -> int:
 def test_figure1_ticks_are_message_bounds_with_a_title_and_a_band_when_n_is_large(
     app_db: tuple[str, Engine],
 ) -> None:
-    from pxp.analysis import analytics, figures
-    from pxp.analysis.analytics import Selection
+    from pxp.analysis import figures, tables
+    from pxp.analysis.queries import Selection
 
     _, engine = app_db
     make_rad(engine)
     small, large = _run(engine, "small", n=4, k=2), _run(engine, "large", n=40, k=3)
     for eid, n in ((small, 4), (large, 40)):
-        t = analytics.table1(engine, Selection(experiments=(eid,)))
+        t = tables.table1(engine, Selection(experiments=(eid,)))
         fig = figures.figure1({"x": t}).to_dict()
         ax = fig["layout"]["xaxis"]
         assert ax["tickvals"][0] == 1 and ax["tickvals"][-1] == n and all(1 <= v <= n for v in ax["tickvals"])

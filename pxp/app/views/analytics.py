@@ -1,8 +1,9 @@
 """Analytics: the papers' Table 1 and Figures 1–2, side-by-side comparisons, the views
 researchers ask for, and downloads (DESIGN §2; issue 7).
 
-Render functions only. Every number comes from pxp.analysis.analytics (aggregated in SQL, cached
-by data version), the code path `pxp report` prints; untrusted names are shown as text.
+Render functions only. Every number comes from pxp.analysis (queries, tables, performance,
+costs, agreement: aggregated in SQL, cached by data version), the code path `pxp report`
+prints; untrusted names are shown as text.
 """
 
 from __future__ import annotations
@@ -14,9 +15,26 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pxp.analysis import analytics, figures
-from pxp.analysis.analytics import Options, Selection
+from pxp.analysis import figures
+from pxp.analysis.agreement import agreement, agreement_frame, agreement_report, disagreements
+from pxp.analysis.costs import llm_costs, llm_summary
+from pxp.analysis.performance import evaluations, performance_median
+from pxp.analysis.queries import Options, Selection, options
 from pxp.analysis.report import render_many
+from pxp.analysis.tables import (
+    breakdown_display,
+    breakdown_frame,
+    figure1_frame,
+    repetition_frame,
+    session_frame,
+    session_lengths,
+    table1,
+    table1_by,
+    table1_frame,
+    tag_transitions,
+    to_parquet,
+    transition_matrix,
+)
 from pxp.app import resources, ui
 from pxp.app.selection import format_ids, initial_experiments
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS, METRICS, Table1
@@ -94,9 +112,9 @@ def tables_for(sel: Selection, by: str | None, names: list[str] | None = None) -
     """Table 1 per column; experiment columns in the order they were chosen."""
     engine = resources.engine()
     if by is None:
-        t = analytics.table1(engine, sel)
+        t = table1(engine, sel)
         return {"selected": t} if t.repetitions else {}
-    tables = {(g or "(none)"): t for g, t in analytics.table1_by(engine, sel, by).items()}
+    tables = {(g or "(none)"): t for g, t in table1_by(engine, sel, by).items()}
     if by == "experiment" and names:
         order = {n: i for i, n in enumerate(names)}
         tables = dict(sorted(tables.items(), key=lambda kv: order.get(kv[0], len(order))))
@@ -122,7 +140,7 @@ def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
         st.info("No finished or aborted sessions in this selection yet: nothing to count.")
         reproduce_line(sel, by, names)
         return
-    df = analytics.table1_frame(tables)
+    df = table1_frame(tables)
     st.dataframe(df, hide_index=True, key="analytics_table1", column_config=pin_first(df))
     st.caption("count (proportion of total sessions): the median over repetitions, min–max over repetitions. "
                "Aborted sessions count in the total, are never intelligible, and are shown apart. "
@@ -142,7 +160,7 @@ def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
                            icon=":material/download:")
     reproduce_line(sel, by, names)
     with st.expander("Counts per repetition (what the medians are of)"):
-        reps = analytics.repetition_frame(resources.engine(), sel, by)
+        reps = repetition_frame(resources.engine(), sel, by)
         st.dataframe(reps, hide_index=True)
         download_csv("Per repetition (CSV)", reps, "table1_repetitions.csv", "analytics_dl_reps")
 
@@ -158,13 +176,13 @@ def view_figure1(sel: Selection, by: str | None, names: list[str]) -> None:
     st.plotly_chart(figures.figure1(tables, metrics or FIG1_DEFAULT, proportion=proportion), key="analytics_fig1")
     st.caption("Sessions with the property when each session is cut to its first j messages: the median over "
                "repetitions, error bars min–max (the follow-up paper's Figure 1).")
-    data = pd.concat([analytics.figure1_frame(t, name) for name, t in tables.items()], ignore_index=True)
+    data = pd.concat([figure1_frame(t, name) for name, t in tables.items()], ignore_index=True)
     download_csv("Figure 1 data (CSV)", data, "figure1.csv", "analytics_dl_fig1")
 
 
 def view_figure2(sel: Selection) -> None:
     split = st.selectbox("Evaluated on", ["test", "val", "train"], key="analytics_fig2_split")
-    df = analytics.evaluations(resources.engine(), sel, split=split)
+    df = evaluations(resources.engine(), sel, split=split)
     if df.empty:
         st.info("No machine-performance evaluations for this selection: controlled runs record them after "
                 "each session.")
@@ -176,16 +194,16 @@ def view_figure2(sel: Selection) -> None:
     with c[0]:
         download_csv("Figure 2 data (CSV)", df, "figure2.csv", "analytics_dl_fig2")
     with c[1]:
-        download_csv("Medians (CSV)", analytics.performance_median(df), "figure2_median.csv",
+        download_csv("Medians (CSV)", performance_median(df), "figure2_median.csv",
                      "analytics_dl_fig2_median")
 
 
 def view_transitions(sel: Selection) -> None:
-    df = analytics.tag_transitions(resources.engine(), sel)
+    df = tag_transitions(resources.engine(), sel)
     if df.empty:
         st.info("No messages in this selection yet.")
         return
-    mat = analytics.transition_matrix(df)
+    mat = transition_matrix(df)
     st.caption("Rows: the sender and tag of message j−1; columns: the tag that answered it (message j).")
     st.dataframe(mat, key="analytics_transitions")
     import plotly.express as px
@@ -197,7 +215,7 @@ def view_transitions(sel: Selection) -> None:
 
 
 def view_lengths(sel: Selection) -> None:
-    df = analytics.session_lengths(resources.engine(), sel)
+    df = session_lengths(resources.engine(), sel)
     if df.empty:
         st.info("No finished or aborted sessions in this selection yet.")
         return
@@ -210,13 +228,13 @@ def view_lengths(sel: Selection) -> None:
 
 
 def view_breakdown(sel: Selection, by: str, what: str) -> pd.DataFrame:
-    tables = analytics.table1_by(resources.engine(), sel, by)
-    df = analytics.breakdown_frame({(g or "(none)"): t for g, t in tables.items()}, name=by)
+    tables = table1_by(resources.engine(), sel, by)
+    df = breakdown_frame({(g or "(none)"): t for g, t in tables.items()}, name=by)
     if df.empty:
         st.info("No finished or aborted sessions in this selection yet.")
         return df
     st.caption(f"Which {what} end intelligible: Table 1 per {by}, medians over repetitions.")
-    shown = analytics.breakdown_display(df)
+    shown = breakdown_display(df)
     st.dataframe(shown, hide_index=True, key=f"analytics_breakdown_{by}", column_config=pin_first(shown))
     download_csv(f"Per {by} (CSV)", df, f"by_{by}.csv", f"analytics_dl_{by}")
     return df
@@ -240,7 +258,7 @@ def view_annotators(sel: Selection) -> None:
     which = st.radio("Compare each annotator's", ["first", "last"], horizontal=True, key="analytics_kappa_which",
                      format_func=lambda w: {"first": "first tag (the reply to INIT)",
                                             "last": "last tag (the final verdict)"}[w])
-    ag = analytics.agreement(resources.engine(), sel, which=which)
+    ag = agreement(resources.engine(), sel, which=which)
     if not ag:
         st.info("No instance was annotated by two annotators in this selection.")
         return
@@ -251,12 +269,33 @@ def view_annotators(sel: Selection) -> None:
     st.caption("Cohen's κ on the human tags of the instances both annotators saw (their earliest session on "
                "each); empty when undefined (both always gave the same tag).")
     download_csv("Agreement (CSV)", df, "agreement.csv", "analytics_dl_kappa")
+    view_agreement(sel)
+
+
+def view_agreement(sel: Selection) -> None:
+    """κ per pair and α over all annotators on the first tag, match, agree and final prediction;
+    the cases where two annotators differ, with both sessions (pxp.analysis.agreement)."""
+    st.subheader("Agreement on tag, match, agree and prediction")
+    engine = resources.engine()
+    df = agreement_frame(agreement_report(engine, sel))
+    st.dataframe(df, hide_index=True, key="analytics_agreement")
+    st.caption("tag: the first human tag; match, agree: the human's judgements in that first reply; prediction: "
+               "the human's final prediction. Cohen's κ per pair over the cases both saw; Krippendorff's α "
+               "(nominal) over all annotators. Empty when undefined (a single value throughout). Same numbers: "
+               "`pxp report --experiment X --agreement`.")
+    dis = disagreements(engine, sel)
+    st.subheader(f"Disagreements ({len(dis)})")
+    if dis.empty:
+        return
+    st.dataframe(dis, hide_index=True, key="analytics_disagreements")
+    st.caption("Both sessions' ids: open them on the Sessions page (Open session).")
+    download_csv("Disagreements (CSV)", dis, "disagreements.csv", "analytics_dl_disagreements")
 
 
 def view_costs(sel: Selection) -> None:
     engine = resources.engine()
-    df = analytics.llm_costs(engine, sel)
-    summary = analytics.llm_summary(engine, sel)
+    df = llm_costs(engine, sel)
+    summary = llm_summary(engine, sel)
     if df.empty and summary.empty:
         st.info("No LLM calls recorded for this selection (the simulated machine makes none).")
         return
@@ -283,7 +322,7 @@ def view_costs(sel: Selection) -> None:
 
 def view_sessions(sel: Selection) -> None:
     engine = resources.engine()
-    df = analytics.session_frame(engine, sel)
+    df = session_frame(engine, sel)
     if df.empty:
         st.info("No finished or aborted sessions in this selection yet.")
         return
@@ -292,12 +331,12 @@ def view_sessions(sel: Selection) -> None:
     st.dataframe(df.head(1000), hide_index=True, key="analytics_sessions", column_config=pin_first(df))
     c = st.columns(2)
     with c[0]:
-        st.download_button("Per-session flags (CSV)", lambda: _csv(analytics.session_frame(engine, sel)),
+        st.download_button("Per-session flags (CSV)", lambda: _csv(session_frame(engine, sel)),
                            file_name="session_flags.csv", mime="text/csv", key="analytics_dl_flags_csv",
                            on_click="ignore", icon=":material/download:")
     with c[1]:
         st.download_button("Per-session flags (Parquet)",
-                           lambda: analytics.to_parquet(analytics.session_frame(engine, sel)),
+                           lambda: to_parquet(session_frame(engine, sel)),
                            file_name="session_flags.parquet", mime="application/vnd.apache.parquet",
                            key="analytics_dl_flags_parquet", on_click="ignore", icon=":material/download:")
 
@@ -305,7 +344,7 @@ def view_sessions(sel: Selection) -> None:
 def render() -> None:
     st.title("Analytics")
     engine = resources.engine()
-    opts = analytics.options(engine)
+    opts = options(engine)
     if not opts.experiments:
         st.info("No experiments yet. Run one on the Experiments page (or `pxp run`), annotate live, or import "
                 "transcripts; its Table 1 and figures appear here.")

@@ -216,7 +216,7 @@ def table1(runs: Mapping[object, Iterable[SessionTags]], n: int) -> Table1:
 #
 # Each property of a session truncated to its first j messages is true exactly on an
 # interval lo <= j < hi, where lo and hi are "first message number at which agent a sent
-# a tag of some kind". pxp.analysis.analytics computes these firsts in SQL (one GROUP BY), so the
+# a tag of some kind". pxp.analysis.queries computes these firsts in SQL (one GROUP BY), so the
 # table and the curves need no message in Python; the functions below are the pure
 # reference for that path and are tested against session_flags / flags_by_bound.
 
