@@ -4,8 +4,9 @@
 The person sees exactly the prompts a model gets: the dialogue with the questioner on one side and,
 apart, the probe asked privately outside that dialogue. Replies go to the game master as typed (its
 tag rules apply); the Yes/No buttons produce the tagged probe reply. Every reply is stored at once
-(pxp.running.scorekeeping_play), so a reload resumes the episode. Keys: Enter sends, Alt+Y / Alt+N
-answer a probe, Ctrl+Enter starts the next episode. Game texts and names are shown as plain text.
+(pxp.running.scorekeeping_play), so a reload resumes the episode. Keys: Enter sends a typed reply, Alt+Y /
+Alt+N answer a probe (its Yes has the focus: Enter, or Tab to No), Ctrl+Enter starts the next episode.
+Game texts and names are shown as plain text.
 """
 
 from __future__ import annotations
@@ -105,11 +106,13 @@ def _asked(engine: Engine, p: Play) -> None:
                                        "the tag ends the episode, as it would for a model")
     with st.form(key=f"sk_play_form_{p.step}", border=False, enter_to_submit=True):
         st.text_input("Your reply" if req.kind == "answer" else "Your reply to the private question",
-                      value=f"{tag} ", key=_reply_key(p.step), help=hint)
+                      value=f"{tag} ", key=_reply_key(p.step))
         st.caption(ui.escape_md(f"Enter sends; {hint}."))
         st.form_submit_button("Send", key=f"sk_play_send_{p.step}", type="primary", icon=":material/send:",
                               on_click=_send, args=(engine, p.model, p.step))
-    ui.bring_into_view(_reply_key(p.step), f"sk_play_send_{p.step}", token=f"{p.key}-{p.step}")
+    # the focus goes where the next key press belongs: Yes (Alt+Y, Enter) for a probe, the reply for an answer
+    first = f"sk_play_yes_{p.step}" if req.kind == "probe" else _reply_key(p.step)
+    ui.bring_into_view(first, f"sk_play_send_{p.step}", token=f"{p.key}-{p.step}")
 
 
 def render(engine: Engine) -> None:
@@ -135,6 +138,7 @@ def render(engine: Engine) -> None:
         if done < total:
             st.button("Start the next episode", key="sk_play_start", type="primary", shortcut=START_KEY,
                       icon=":material/play_arrow:", on_click=_start, args=(engine, model))
+            ui.bring_into_view("sk_play_start", "sk_play_start", token=f"start-{done}")
         return
     st.markdown(ui.escape_md(f"Episode {p.key}, reply {p.step + 1}"))
     left, right = st.columns([3, 2])

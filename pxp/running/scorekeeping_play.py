@@ -98,11 +98,14 @@ class Finished:
     scores: dict[str, Any]
 
 
-def human_game(engine: Engine) -> tuple[int, list[Instance]]:
-    """The game of people's episodes (created on first use) and its instances."""
+def human_game(engine: Engine, *, create: bool = True) -> tuple[int | None, list[Instance]]:
+    """The game of people's episodes and its instances; created on first use (id None if not yet and
+    not `create`: the instances it will have)."""
     game = games.find_game(engine, HUMAN_GAME)
     if game is None:
         insts = default_instances(DEFAULT_SEED)
+        if not create:
+            return None, insts
         game = games.create_game(engine, HUMAN_GAME, source=HUMAN_SOURCE, answerer="human", seed=DEFAULT_SEED,
                                  config={"instances": [{"experiment": i.experiment, **i.to_dict()} for i in insts]})
     if game.source != HUMAN_SOURCE:
@@ -114,6 +117,12 @@ def human_game(engine: Engine) -> tuple[int, list[Instance]]:
     return game.id, instances
 
 
+def _existing(engine: Engine) -> tuple[int, list[Instance]]:
+    gid, instances = human_game(engine)
+    assert gid is not None
+    return gid, instances
+
+
 def _instance(instances: Sequence[Instance], experiment: str, k: int) -> Instance:
     for exp, i, inst in numbered(instances):
         if (exp, i) == (experiment, k):
@@ -123,14 +132,16 @@ def _instance(instances: Sequence[Instance], experiment: str, k: int) -> Instanc
 
 def progress(engine: Engine, model: str) -> tuple[int, int]:
     """(episodes this person finished, episodes in the game)."""
-    gid, instances = human_game(engine)
-    done = sum(1 for m, _, _ in games.stored_keys(engine, gid) if m == model)
+    gid, instances = human_game(engine, create=False)
+    done = 0 if gid is None else sum(1 for m, _, _ in games.stored_keys(engine, gid) if m == model)
     return done, len(instances)
 
 
 def current(engine: Engine, model: str) -> Play | None:
     """The person's half-played episode, replayed up to the request awaiting a reply (None: none)."""
-    gid, instances = human_game(engine)
+    gid, instances = human_game(engine, create=False)
+    if gid is None:
+        return None
     with engine.connect() as conn:
         row = conn.execute(select(_P).where(_P.c.game_id == gid, _P.c.model == model)).mappings().first()
     if row is None:
@@ -148,7 +159,7 @@ def start(engine: Engine, model: str) -> Play | None:
     play = current(engine, model)
     if play is not None:
         return play
-    gid, instances = human_game(engine)
+    gid, instances = _existing(engine)
     _finish_leftover(engine, gid, instances, model)
     done = {(e, k) for m, e, k in games.stored_keys(engine, gid) if m == model}
     todo = [(exp, k) for exp, k, _ in numbered(instances) if (exp, k) not in done]
@@ -170,7 +181,7 @@ def reply(engine: Engine, model: str, text: str, step: int) -> Play | Finished:
     The reply goes to the game master as typed (its tag rules apply as to any model). A reply sent for
     a step that is no longer current (another tab answered first) is refused with PlayError.
     """
-    gid, instances = human_game(engine)
+    gid, instances = _existing(engine)
     with engine.begin() as conn:
         row = conn.execute(select(_P).where(_P.c.game_id == gid, _P.c.model == model)).mappings().first()
         if row is None or int(row["step"]) != step:
@@ -208,6 +219,8 @@ def _finish_leftover(engine: Engine, gid: int, instances: Sequence[Instance], mo
 
 def abandon(engine: Engine, model: str) -> None:
     """Drop the person's half-played episode without storing it (it may be started again)."""
-    gid, _ = human_game(engine)
+    gid, _ = human_game(engine, create=False)
+    if gid is None:
+        return
     with engine.begin() as conn:
         conn.execute(delete(_P).where(_P.c.game_id == gid, _P.c.model == model))
