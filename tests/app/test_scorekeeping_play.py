@@ -191,3 +191,24 @@ def test_names_are_checked_and_shown_as_text(app_db: tuple[str, Engine]) -> None
     at.button(key="sk_play_abandon").click().run()
     ok(at)
     assert play.current(engine, "human:" + EVE) is None and "nothing was stored" in plain(at.success[0].value)
+
+
+def test_the_play_store_on_sqlite_and_postgresql(any_engine: Engine) -> None:
+    """The page's store (pxp.running.scorekeeping_play) on both databases: nothing is created by reading,
+    a stale step is refused, the last reply stores the episode like a model's and drops the row."""
+    model = play.human_model("  Fay   Lu ")
+    assert model == "human:Fay Lu"
+    assert play.current(any_engine, model) is None and play.progress(any_engine, model) == (0, 20)
+    assert play.human_game(any_engine, create=False)[0] is None  # reading created no game
+    play.human_game(any_engine)
+    p = play.start(any_engine, model)
+    assert p is not None and play.start(any_engine, model) == p  # started once
+    with pytest.raises(play.PlayError, match="moved on"):
+        play.reply(any_engine, model, "ASIDE: no", p.step + 1)
+    out: play.Play | play.Finished = p
+    while isinstance(out, play.Play):
+        out = play.reply(any_engine, model, CAREFUL(out.request), out.step)
+    assert out.key == f"{model}/travel-booking/episode_0" and out.scores["Main Score"] == 100.0
+    assert play.progress(any_engine, model) == (1, 20) and play.current(any_engine, model) is None
+    nxt = play.start(any_engine, model)
+    assert nxt is not None and (nxt.experiment, nxt.episode) == ("travel-booking", 1)
