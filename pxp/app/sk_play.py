@@ -99,7 +99,7 @@ def _asked(engine: Engine, p: Play) -> None:
                           args=(engine, p.model, p.step, f"{rules.ASIDE_TAG} {rules.YES}"))
                 st.button("No", key=f"sk_play_no_{p.step}", shortcut=NO_KEY, on_click=_send,
                           args=(engine, p.model, p.step, f"{rules.ASIDE_TAG} {rules.NO}"))
-        tag, hint = rules.ASIDE_TAG, (f"or type it: {rules.ASIDE_TAG} then yes or no; "
+        tag, hint = rules.ASIDE_TAG, (f"or type {rules.ASIDE_TAG} and then yes or no; "
                                       f"an invalid reply is asked again, {rules.MAX_PROBE_ATTEMPTS} tries in all")
     else:
         tag, hint = rules.ANSWER_TAG, (f"start with {rules.ANSWER_TAG} and stay on one line: a reply without "

@@ -85,10 +85,13 @@ def test_one_episode_by_keyboard_with_a_reload(server: tuple[str, str]) -> None:
                     page.screenshot(path=str(ARTIFACTS / "sk-debug.png"), full_page=True)
                     print(page.evaluate("() => document.activeElement && document.activeElement.outerHTML"))
                     raise
-                if replies == 12:  # mid-episode: the page comes back where it was
-                    page.screenshot(path=str(ARTIFACTS / "scorekeeping-play.png"))
+                if replies == 12:  # mid-episode: the page comes back where it was (a probe, Yes focused)
                     page.reload()
                     expect(page.get_by_label("Your name")).to_have_value(WHO, timeout=30000)
+                    assert p is not None and p.request.kind == "probe"
+                    page.wait_for_function(
+                        "() => !!document.activeElement?.closest('.st-key-sk_play_yes_12')", timeout=30000)
+                    page.screenshot(path=str(ARTIFACTS / "scorekeeping-play.png"))
             expect(page.get_by_text("it is on the leaderboard", exact=False)).to_be_visible(timeout=30000)
             _idle(page)
             page.screenshot(path=str(ARTIFACTS / "scorekeeping-play-finished.png"))
