@@ -183,7 +183,8 @@ def _game(engine: Engine, settings: RunSettings) -> tuple[SkGame, list[Instance]
         game = games.create_game(engine, settings.name, source="run", answerer=settings.answerer,
                                  seed=settings.seed, config=settings.config(instances))
     if game.source != "run" or game.answerer != settings.answerer:
-        what = f"episodes of {game.answerer}" if game.source == "run" else "an imported clembench folder"
+        what = {"run": f"episodes of {game.answerer}", "clembench": "an imported clembench folder"}.get(
+            game.source, f"{game.source} episodes")
         raise RunError(f"game {settings.name!r} holds {what}; use another --name")
     stored = game.config.get("instances", [])
     instances = [parse_instance({k: v for k, v in d.items() if k != "experiment"}, d["experiment"],

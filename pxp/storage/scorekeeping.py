@@ -80,4 +80,26 @@ class SkCall(CallCost, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-SK_TABLES = (SkGame, SkEpisode, SkCall)
+class SkPlay(SQLModel, table=True):
+    """A half-played episode of a person playing the answerer in the app (issue 12 §6).
+
+    Only the replies are kept: the game master is deterministic given the replies, so replaying them
+    rebuilds the episode (pxp.running.scorekeeping_play). `step` counts the replies, so a reply sent
+    from a stale browser tab is refused. The row goes once the episode is finished and stored.
+    """
+
+    __tablename__ = "sk_play"
+    __table_args__ = (UniqueConstraint("game_id", "model", name="uq_sk_play_model"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    game_id: int = Field(foreign_key="sk_game.id")
+    model: str = Field(max_length=300)
+    experiment: str = Field(max_length=200)
+    episode: int = 0
+    step: int = 0
+    replies: list[str] = Field(default_factory=list, sa_type=JSON)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+SK_TABLES = (SkGame, SkEpisode, SkCall, SkPlay)

@@ -40,7 +40,9 @@ def test_migration_0004_down_and_up(any_engine: Engine) -> None:
     cfg = alembic_config(any_engine)
     with any_engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "-1")  # 0004 is the head
+        command.downgrade(cfg, "0004")  # 0005 (sk_play) down
+        assert "sk_play" not in set(inspect(conn).get_table_names())
+        command.downgrade(cfg, "-1")  # 0004 down
     assert not {"sk_game", "sk_episode", "sk_call"} & set(inspect(any_engine).get_table_names())
     upgrade(any_engine)
-    assert {"sk_game", "sk_episode", "sk_call"} <= set(inspect(any_engine).get_table_names())
+    assert {"sk_game", "sk_episode", "sk_call", "sk_play"} <= set(inspect(any_engine).get_table_names())

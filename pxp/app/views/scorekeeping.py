@@ -1,5 +1,6 @@
 """Scorekeeping: the leaderboard of stored games (error bars), probe accuracy per probing round (the private →
-shared transition of the paper), and an episode viewer with the dialogue and the probes apart (issue 12 §6).
+shared transition of the paper), an episode viewer with the dialogue and the probes apart, and "play as the
+answerer" (pxp.app.sk_play), where a person sets a human baseline (issue 12 §6).
 
 Render functions only; every number comes from pxp.analysis.scorekeeping, the code path of
 `pxp scorekeeping report`. Model names, replies and questions are untrusted: shown as text or in tables.
@@ -7,17 +8,20 @@ Render functions only; every number comes from pxp.analysis.scorekeeping, the co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+from sqlalchemy import Engine
 
 from pxp.analysis.scorekeeping import build, probe_accuracy_by_round
-from pxp.app import resources, ui
+from pxp.app import resources, sk_play, ui
 from pxp.protocols.scorekeeping.episode import dialogue_from_turns
 from pxp.protocols.scorekeeping.scores import PLAYED, QUALITY, QUALITY_STD
 from pxp.running.scorekeeping_games import list_games, stored_episode, stored_scores
+from pxp.running.scorekeeping_play import HUMAN_GAME
 
 
 def leaderboard(rep: dict[str, Any]) -> None:
@@ -71,25 +75,32 @@ def episode_viewer(game: str, keys: list[str]) -> None:
         st.dataframe(pd.DataFrame(rows), hide_index=True)
 
 
-def render() -> None:
-    st.title("Scorekeeping: private and shared")
-    engine = resources.engine()
+TABS = ("Leaderboard", "Probe accuracy per round", "Episodes", "Play as the answerer")
+
+
+def choose_games(engine: Engine) -> list[str] | None:
+    """The games whose results are shown (None: there are no games yet)."""
     games = list_games(engine)
     if not games:
         st.info("No scorekeeping games yet. Run one with `pxp scorekeeping run --answerer simulated --name demo`, "
-                "or import clembench results with `pxp scorekeeping import-clembench DIR --name NAME`.")
-        return
+                "import clembench results with `pxp scorekeeping import-clembench DIR --name NAME`, "
+                "or play one yourself under *Play as the answerer*.")
+        return None
     names = [g["name"] for g in games]
-    chosen = st.multiselect("Games", names, default=names[:3], key="sk_games", placeholder="choose games")
+    default = names[:3] + ([HUMAN_GAME] if HUMAN_GAME in names[3:] else [])
+    return st.multiselect("Games", names, default=default, key="sk_games", placeholder="choose games")
+
+
+def results(engine: Engine, chosen: list[str], tabs: Sequence[Any]) -> None:
+    """The three result tabs of the chosen games."""
     if not chosen:
-        st.caption("Choose at least one game.")
+        tabs[0].caption("Choose at least one game.")
         return
     rows = stored_scores(engine, chosen, turns=True)
     if not rows:
-        st.caption("These games hold no finished episodes yet.")
+        tabs[0].caption("These games hold no finished episodes yet.")
         return
     rep = build(rows)
-    tabs = st.tabs(["Leaderboard", "Probe accuracy per round", "Episodes"])
     with tabs[0]:
         leaderboard(rep)
     with tabs[1]:
@@ -99,6 +110,19 @@ def render() -> None:
         game = st.selectbox("Game", chosen, key="sk_view_game")
         if game is not None:
             episode_viewer(game, [r.key for r in stored_scores(engine, [game])])
+
+
+def render() -> None:
+    st.title("Scorekeeping: private and shared")
+    engine = resources.engine()
+    chosen = choose_games(engine)
+    # the open tab is kept in the URL (?sk_tab=...), so a reload returns to it
+    tabs = st.tabs(TABS, key="sk_tab", on_change="rerun", bind="query-params")
+    if chosen is not None:
+        results(engine, chosen, tabs)
+    if tabs[3].open:  # the play pane (and its keyboard shortcuts) only when its tab is open
+        with tabs[3]:
+            sk_play.render(engine)
 
 
 render()
