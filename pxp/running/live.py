@@ -29,6 +29,7 @@ from pxp.agents.browser import BrowserHuman
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.intelligibility import session_flags
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, conformance, next_sender
+from pxp.running import audit
 from pxp.running.config import RunConfig, RunError, rep_seed
 from pxp.running.engine import SessionClosed, StepConflict, StepResult, TagRefused, step
 from pxp.running.runner import unique_name
@@ -219,6 +220,7 @@ def claim_next(engine: Engine, *, experiment_id: int, annotator_id: int) -> int 
                     }],
                 )
                 sid = int(res.scalar_one() or 0)
+            audit.record(engine, "opened", session_id=sid, annotator_id=annotator_id)
             return sid
         except IntegrityError:
             continue  # another annotator claimed this position first
@@ -297,6 +299,8 @@ def take_over(
             )
             .values(annotator_id=annotator_id, updated_at=utcnow())
         )
+    if res.rowcount == 1:
+        audit.took_over(engine, session_id, annotator_id)
     return bool(res.rowcount == 1)
 
 
@@ -507,6 +511,7 @@ def submit_human(
     except SessionClosed as err:
         return SubmitOutcome("closed", str(err))
     _touch(engine, session_id)
+    audit.record(engine, "answered", session_id=session_id, j=j, detail=result.message.tag.value)
     return SubmitOutcome("sent", f"message {j} sent as {result.message.tag.value}", result)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pxp.app import resources, ui
+from pxp.app import auth, resources, ui
 from pxp.app.data import (
     STATUSES,
     TAGS,
@@ -110,7 +110,14 @@ def detail(sid: int) -> None:
 
 def render() -> None:
     st.title("Sessions")
+    wanted = st.query_params.get("session")  # a link to one session (the router checks it is the user's)
+    if wanted is not None and wanted.isdigit():
+        detail(int(wanted))
+        return
     f = filters()
+    mine = auth.own_sessions_only()
+    if mine is not None:  # an annotator (login on) sees only their own sessions
+        f["annotator"] = mine
     total = sessions_count(resources.engine(), **f)
     if not total:
         st.info("No session matches. Annotate a case or run an experiment first.")
