@@ -89,7 +89,7 @@ def gate() -> User | None:
     if user.role is None:
         who = user.email or user.name
         st.error(f"{ui.escape_md(who)} is not on this study's team: ask an admin to run "
-                 f"`pxp users add {ui.escape_md(who)}`.", icon=":material/block:")
+                 f"pxp users add {ui.escape_md(who)}", icon=":material/block:")
         st.button("Log out", on_click=st.logout, key="auth_logout_denied")
         st.stop()
     return user
