@@ -23,17 +23,21 @@ from pxp.running.access import may_open
 
 VIEWS = Path(__file__).resolve().parent / "views"
 
-#: (file in views/, title, icon, the least role that may open it); the first is the default page.
+#: (file in views/, title, icon); the first is the default page.
 PAGES = (
-    ("home.py", "Home", ":material/home:", "annotator"),
-    ("annotate.py", "Annotate", ":material/edit_note:", "annotator"),
-    ("sessions.py", "Sessions", ":material/forum:", "annotator"),  # an annotator's own only
-    ("experiments.py", "Experiments", ":material/science:", "researcher"),
-    ("analytics.py", "Analytics", ":material/insights:", "researcher"),
-    ("datasets.py", "Datasets", ":material/dataset:", "admin"),
-    ("settings.py", "Settings", ":material/settings:", "admin"),
-    ("audit.py", "Audit", ":material/policy:", "admin"),
+    ("home.py", "Home", ":material/home:"),
+    ("annotate.py", "Annotate", ":material/edit_note:"),
+    ("sessions.py", "Sessions", ":material/forum:"),
+    ("experiments.py", "Experiments", ":material/science:"),
+    ("analytics.py", "Analytics", ":material/insights:"),
+    ("datasets.py", "Datasets", ":material/dataset:"),
+    ("settings.py", "Settings", ":material/settings:"),
+    ("audit.py", "Audit", ":material/policy:"),
 )
+#: the least role that may open each page when login is on (an annotator's Sessions: their own only)
+NEEDS = {"home.py": "annotator", "annotate.py": "annotator", "sessions.py": "annotator",
+         "experiments.py": "researcher", "analytics.py": "researcher", "datasets.py": "admin",
+         "settings.py": "admin", "audit.py": "admin"}
 
 
 @cache
@@ -59,13 +63,13 @@ def route() -> None:
     role = auth.current_role()
     pages = {
         name: st.Page(str(VIEWS / name), title=title, icon=icon, default=i == 0,
-                      visibility="visible" if auth.allowed(role, needed) else "hidden")
-        for i, (name, title, icon, needed) in enumerate(PAGES)
+                      visibility="visible" if auth.allowed(role, NEEDS[name]) else "hidden")
+        for i, (name, title, icon) in enumerate(PAGES)
         if (VIEWS / name).exists()
     }
     page = st.navigation(list(pages.values()))
     auth.sidebar(user)
-    title = next((t for name, t, _, needed in PAGES if pages.get(name) is page and not auth.allowed(role, needed)),
+    title = next((t for name, t, _ in PAGES if pages.get(name) is page and not auth.allowed(role, NEEDS[name])),
                  None)
     if title is not None:
         st.error(f"Your role ({role}) may not open the {title} page.", icon=":material/block:")
