@@ -124,6 +124,7 @@ def test_an_annotator_cannot_open_another_annotators_session_by_url(app_db: Engi
     assert not at.error and [h.value for h in at.subheader] == [f"Session {other} · live-team · case 1"]
     # the annotator's session list holds only her own sessions
     at = app("sessions", user=ANN)
+    assert at.selectbox(key="sessions_annotator").options == ["ann@example.org"]
     assert at.selectbox(key="sessions_open").options == [f"#{mine} · live-team · {_key(engine, mine)} · open"]
 
 

@@ -31,14 +31,15 @@ def page_caption(total: int, page: int, shown: int) -> str:
 
 def filters() -> dict[str, str | None]:
     opts = session_filter_options(resources.engine())
+    mine = auth.own_sessions_only()  # an annotator (login on): no other annotator's name is listed
     c = st.columns(5)
     return {
         "dataset": c[0].selectbox("Dataset", opts.datasets, index=None, key="sessions_dataset",
                                   placeholder="all"),
         "experiment": c[1].selectbox("Experiment", opts.experiments, index=None,
                                      key="sessions_experiment", placeholder="all"),
-        "annotator": c[2].selectbox("Annotator", opts.annotators, index=None,
-                                    key="sessions_annotator", placeholder="all"),
+        "annotator": c[2].selectbox("Annotator", [mine] if mine else opts.annotators, index=0 if mine else None,
+                                    key="sessions_annotator", placeholder="all", disabled=mine is not None),
         "status": c[3].selectbox("Status", STATUSES, index=None, key="sessions_status",
                                  placeholder="all"),
         "tag": c[4].selectbox("Has tag", TAGS, index=None, key="sessions_tag", placeholder="any"),
