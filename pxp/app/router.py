@@ -4,6 +4,10 @@ The pages live inside the package, in a folder Streamlit does not auto-discover 
 only looks for `pages/` beside the main script), so even the first visitor who opens
 a page URL directly gets pxp's navigation. Both entry points (the checkout's
 streamlit_app.py and the package's pxp/app/streamlit_app.py) call route().
+
+With login on (issue 13 §1) each page needs a role: a page the user's role may not open
+is hidden from the navigation and its URL answers with one line; an annotator's
+`?session=` must name a session they hold.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from pathlib import Path
 import streamlit as st
 from PIL import Image, ImageDraw
 
-from pxp.app import resources
+from pxp.app import auth, resources
+from pxp.running.access import may_open
 
 VIEWS = Path(__file__).resolve().parent / "views"
 
@@ -28,7 +33,12 @@ PAGES = (
     ("scorekeeping.py", "Scorekeeping", ":material/scoreboard:"),
     ("datasets.py", "Datasets", ":material/dataset:"),
     ("settings.py", "Settings", ":material/settings:"),
+    ("audit.py", "Audit", ":material/policy:"),
 )
+#: the least role that may open each page when login is on (an annotator's Sessions: their own only)
+NEEDS = {"home.py": "annotator", "annotate.py": "annotator", "sessions.py": "annotator",
+         "experiments.py": "researcher", "analytics.py": "researcher", "datasets.py": "admin",
+         "settings.py": "admin", "audit.py": "admin"}
 
 
 @cache
@@ -42,21 +52,43 @@ def page_icon() -> Image.Image:
 
 
 def route() -> None:
-    """Set up the page, start the store (migrations, demo data) and run the chosen page."""
+    """Set up the page, start the store (migrations, demo data), check the login and run the
+    chosen page if the user's role may open it."""
     st.set_page_config(page_title="pxp — PXP protocol", page_icon=page_icon(), layout="wide")
-    pages = [
-        st.Page(str(VIEWS / name), title=title, icon=icon, default=i == 0)
-        for i, (name, title, icon) in enumerate(PAGES)
-        if (VIEWS / name).exists()
-    ]
-    page = st.navigation(pages)
     try:
         started = resources.start()
     except resources.DatabaseUnavailable as err:
         st.error(f"{err}. Check PXP_DATABASE_URL (or the database_url secret).", icon=":material/error:")
         st.stop()
+    user = auth.gate()
+    role = auth.current_role()
+    pages = {
+        name: st.Page(str(VIEWS / name), title=title, icon=icon, default=i == 0,
+                      visibility="visible" if auth.allowed(role, NEEDS[name]) else "hidden")
+        for i, (name, title, icon) in enumerate(PAGES)
+        if (VIEWS / name).exists()
+    }
+    page = st.navigation(list(pages.values()))
+    auth.sidebar(user)
+    title = next((t for name, t, _ in PAGES if pages.get(name) is page and not auth.allowed(role, NEEDS[name])),
+                 None)
+    if title is not None:
+        st.error(f"Your role ({role}) may not open the {title} page.", icon=":material/block:")
+        st.stop()
+    guard_session_param(role)
     notice = started.fresh_notice()
     if notice and not st.session_state.get("app_notice_shown"):
         st.session_state["app_notice_shown"] = True
         st.toast(notice)
     page.run()
+
+
+def guard_session_param(role: str) -> None:
+    """A `?session=` in the URL: below researcher, only a session the user holds (one line otherwise)."""
+    raw = st.query_params.get("session")
+    if raw is None or auth.allowed(role, "researcher"):
+        return
+    me = auth.annotator_id()
+    if not raw.isdigit() or me is None or not may_open(resources.engine(), int(raw), me):
+        st.error(f"You may not open session {raw[:20]!r}: it is not one of yours.", icon=":material/block:")
+        st.stop()

@@ -245,6 +245,40 @@ class AppSetting(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
+class TeamMember(SQLModel, table=True):
+    """Who may use the app when login is on (issue 13 §1): an email, or a group claim of the
+    login provider, mapped to a role (annotator, researcher or admin)."""
+
+    __tablename__ = "team_member"
+    __table_args__ = (UniqueConstraint("kind", "name", name="uq_team_member_kind_name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    #: "email" or "group"
+    kind: str = Field(default="email", max_length=8)
+    #: the email (stored lower-case) or the group name
+    name: str = Field(max_length=320)
+    role: str = Field(max_length=16)
+    added_by: str = Field(default="", max_length=320)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class AuditEvent(SQLModel, table=True):
+    """Who did what to which session, when (issue 13 §1): opened, answered, took over, abandoned."""
+
+    __tablename__ = "audit_event"
+    __table_args__ = (Index("ix_audit_event_at", "at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = Field(default_factory=utcnow)
+    #: the annotator's name (the login email when login is on)
+    actor: str = Field(default="", max_length=320)
+    annotator_id: int | None = Field(default=None, index=True)
+    action: str = Field(max_length=32)
+    session_id: int | None = Field(default=None, index=True)
+    j: int | None = None
+    detail: str = Field(default="", sa_type=Text)
+
+
 ALL_TABLES = (
     AppSetting,
     Asset,
@@ -258,4 +292,6 @@ ALL_TABLES = (
     Message,
     Context,
     Evaluation,
+    TeamMember,
+    AuditEvent,
 )

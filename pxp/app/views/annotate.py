@@ -11,10 +11,11 @@ from streamlit.delta_generator import DeltaGenerator
 
 from pxp.agents.base import AgentUnavailable, Answer
 from pxp.agents.browser import answer_changed, human_turn, label_options, predictions_match
-from pxp.app import resources, ui
+from pxp.app import auth, resources, ui
 from pxp.app.prefs import load_prefs
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.pxp.rules import Sender, Tag
+from pxp.running.access import may_open, submit_as
 from pxp.running.live.abandonment import abandoned_sessions, take_over
 from pxp.running.live.assignment import (
     LiveError,
@@ -24,7 +25,7 @@ from pxp.running.live.assignment import (
     live_experiments,
     machine_name,
 )
-from pxp.running.live.turns import LiveSession, load_session, machine_step, submit_human
+from pxp.running.live.turns import LiveSession, load_session, machine_step
 
 ROLES = ["Radiologist", "Chemist", "Other expert"]
 TAG_KEYS = {Tag.RATIFY: "Alt+1", Tag.REFUTE: "Alt+2", Tag.REVISE: "Alt+3", Tag.REJECT: "Alt+4"}
@@ -36,24 +37,24 @@ S = st.session_state
 
 
 def identity() -> int | None:
-    """Who is annotating: OIDC login when configured, else a name and a role."""
+    """Who is annotating: the logged-in user when login is on (pxp.app.auth), else a name and a role."""
+    S.pop("annotate_me", None)
     with st.sidebar:
         st.subheader("Who are you?")
-        if resources.auth_configured():
-            if not st.user.is_logged_in:
-                st.button("Log in", on_click=st.login, type="primary")
-                return None
-            name = str(st.user.get("name") or st.user.get("email") or "")
-            st.caption(f"Logged in as {ui.escape_md(name)}")
-            st.button("Log out", on_click=st.logout)
+        if auth.login_on():
+            user = auth.current_user()
+            name = user.annotator_name if user is not None else ""
+            st.caption(f"Annotating as {ui.escape_md(name)}")
         else:
             name = st.text_input("Your name", key="annotate_name", placeholder="e.g. Dr. Rao")
+            st.caption(auth.OPEN_NOTE)
         role = st.selectbox("Your role", ROLES, key="annotate_role",
                             on_change=_role_changed)
     if not name.strip():
         return None
     try:
-        return ensure_annotator(resources.engine(), name=name, role=role)
+        S["annotate_me"] = ensure_annotator(resources.engine(), name=name, role=role)
+        return int(S["annotate_me"])
     except LiveError as err:
         st.sidebar.error(str(err))
         return None
@@ -176,7 +177,7 @@ def current_session(eid: int, annotator_id: int) -> int | None:
     """The session on screen: kept across reruns; the next claim when it is done."""
     sid = S.get("annotate_sid")
     key = (eid, annotator_id)
-    if sid is not None and S.get("annotate_sid_for") == key:
+    if sid is not None and S.get("annotate_sid_for") == key and may_open(resources.engine(), int(sid), annotator_id):
         s = load_session(resources.engine(), int(sid))
         if s.experiment_id == eid and s.turn is not None:
             return int(sid)
@@ -426,7 +427,8 @@ def submit(s: LiveSession, answer: Answer, turn: object, invalid: str | None) ->
     if not turn.ok or turn.facts is None:
         st.error(f"Not sent: {turn.refused or 'the tag is not allowed'}")
         return
-    out = submit_human(resources.engine(), s.id, j=s.j, answer=answer, facts=turn.facts)
+    out = submit_as(resources.engine(), s.id, annotator_id=S.get("annotate_me", -1), j=s.j, answer=answer,
+                    facts=turn.facts)
     if out.status == "refused":
         st.error(f"Not sent: {out.message}")
         return

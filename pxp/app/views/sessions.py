@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pxp.app import resources, ui
+from pxp.app import auth, resources, ui
 from pxp.app.data import (
     STATUSES,
     TAGS,
@@ -32,14 +32,15 @@ def page_caption(total: int, page: int, shown: int) -> str:
 
 def filters() -> dict[str, str | None]:
     opts = session_filter_options(resources.engine())
+    mine = auth.own_sessions_only()  # an annotator (login on): no other annotator's name is listed
     c = st.columns(5)
     return {
         "dataset": c[0].selectbox("Dataset", opts.datasets, index=None, key="sessions_dataset",
                                   placeholder="all"),
         "experiment": c[1].selectbox("Experiment", opts.experiments, index=None,
                                      key="sessions_experiment", placeholder="all"),
-        "annotator": c[2].selectbox("Annotator", opts.annotators, index=None,
-                                    key="sessions_annotator", placeholder="all"),
+        "annotator": c[2].selectbox("Annotator", [mine] if mine else opts.annotators, index=0 if mine else None,
+                                    key="sessions_annotator", placeholder="all", disabled=mine is not None),
         "status": c[3].selectbox("Status", STATUSES, index=None, key="sessions_status",
                                  placeholder="all"),
         "tag": c[4].selectbox("Has tag", TAGS, index=None, key="sessions_tag", placeholder="any"),
@@ -111,7 +112,14 @@ def detail(sid: int) -> None:
 
 def render() -> None:
     st.title("Sessions")
+    wanted = st.query_params.get("session")  # a link to one session (the router checks it is the user's)
+    if wanted is not None and wanted.isdigit():
+        detail(int(wanted))
+        return
     f = filters()
+    mine = auth.own_sessions_only()
+    if mine is not None:  # an annotator (login on) sees only their own sessions
+        f["annotator"] = mine
     total = sessions_count(resources.engine(), **f)
     if not total:
         st.info("No session matches. Annotate a case or run an experiment first.")

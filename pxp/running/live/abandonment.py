@@ -14,6 +14,7 @@ from sqlalchemy import Engine, func, update
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
+from pxp.running import audit
 from pxp.running.live.assignment import live_run
 from pxp.storage.tables import Annotator, Instance, Message, Session, utcnow
 
@@ -90,4 +91,6 @@ def take_over(
             )
             .values(annotator_id=annotator_id, updated_at=utcnow())
         )
+    if res.rowcount == 1:
+        audit.took_over(engine, session_id, annotator_id)
     return bool(res.rowcount == 1)

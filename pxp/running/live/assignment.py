@@ -16,6 +16,7 @@ from sqlmodel import Session as DB
 from sqlmodel import col, select
 
 from pxp.protocols.errors import PxpError
+from pxp.running import audit
 from pxp.running.config import RunConfig, RunError
 from pxp.running.experiments import create_experiment
 from pxp.storage.store import db_session
@@ -185,6 +186,7 @@ def claim_next(engine: Engine, *, experiment_id: int, annotator_id: int) -> int 
                     }],
                 )
                 sid = int(res.scalar_one() or 0)
+            audit.record(engine, "opened", session_id=sid, annotator_id=annotator_id)
             return sid
         except IntegrityError:
             continue  # another annotator claimed this position first

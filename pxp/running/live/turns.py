@@ -19,6 +19,7 @@ from pxp.agents.base import Agent, Answer, Facts, Query
 from pxp.agents.browser import BrowserHuman
 from pxp.protocols.pxp.intelligibility import session_flags
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, conformance, next_sender
+from pxp.running import audit
 from pxp.running.config import RunError
 from pxp.running.engine import SessionClosed, StepConflict, StepResult, TagRefused, step
 from pxp.running.factory import dataset_task, make_agents
@@ -209,6 +210,7 @@ def submit_human(
     except SessionClosed as err:
         return SubmitOutcome("closed", str(err))
     _touch(engine, session_id)
+    audit.record(engine, "answered", session_id=session_id, j=j, detail=result.message.tag.value)
     return SubmitOutcome("sent", f"message {j} sent as {result.message.tag.value}", result)
 
 

@@ -1,0 +1,128 @@
+"""Login and roles in the app (issue 13 §1).
+
+When `[auth]` is configured in Streamlit secrets, every page requires login through
+`st.login` (OpenID Connect) and the team table (pxp.running.access) gives the user a role;
+the router shows only the pages of that role. Without `[auth]` (local use, demos) nobody
+logs in: every page is open and the Annotate page keeps its name box, with a note that
+anyone can pick any name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from pxp.app import resources, ui
+from pxp.running.access import at_least, role_for
+from pxp.running.live.assignment import LiveError, ensure_annotator
+
+S = st.session_state
+#: the role of everyone when login is off (local use: the whole app is open)
+LOCAL_ROLE = "admin"
+OPEN_NOTE = ("Login is off: anyone can pick any name here, so the name on a session is not proof "
+             "of who wrote it. Configure [auth] in the secrets to require login.")
+
+
+@dataclass(frozen=True)
+class User:
+    """The logged-in user: the name to show, the email (the annotator's identity) and role."""
+
+    name: str
+    email: str
+    role: str | None
+    groups: tuple[str, ...] = ()
+
+    @property
+    def annotator_name(self) -> str:
+        """The Annotator row of this user: the email, unique at the provider (display names are not)."""
+        return self.email or self.name
+
+
+def login_on() -> bool:
+    """Whether the app requires login ([auth] in the secrets)."""
+    return resources.auth_configured()
+
+
+def _claims_user() -> User | None:
+    if not st.user.is_logged_in:
+        return None
+    email = str(st.user.get("email") or "").strip().lower()
+    name = str(st.user.get("name") or st.user.get("preferred_username") or email or st.user.get("sub") or "")
+    raw: Any = st.user.get("groups") or ()
+    groups = tuple(str(g) for g in raw) if isinstance(raw, list | tuple) else (str(raw),)
+    role = role_for(resources.engine(), email or None, groups)
+    return User(name=name, email=email, role=role, groups=groups)
+
+
+def current_user() -> User | None:
+    """The logged-in user (with the role the team table gives), or None when nobody is
+    logged in or login is off."""
+    return _claims_user() if login_on() else None
+
+
+def current_role() -> str:
+    """The role whose pages are shown: the user's, or admin when login is off (local use)."""
+    if not login_on():
+        return LOCAL_ROLE
+    user = current_user()
+    return (user.role if user is not None else None) or ""
+
+
+def allowed(role: str, needed: str) -> bool:
+    return at_least(role or None, needed)
+
+
+def gate() -> User | None:
+    """Stop the run unless the visitor may see the app: a login screen when nobody is
+    logged in, one line when the user is not on the team. None when login is off."""
+    if not login_on():
+        return None
+    user = current_user()
+    if user is None:
+        st.title("pxp")
+        st.info("This pxp server requires login.", icon=":material/lock:")
+        st.button("Log in", on_click=st.login, type="primary", key="auth_login")
+        st.stop()
+    assert user is not None
+    if user.role is None:
+        who = user.email or user.name
+        st.error(f"{ui.escape_md(who)} is not on this study's team: ask an admin to run "
+                 f"pxp users add {ui.escape_md(who)}", icon=":material/block:")
+        st.button("Log out", on_click=st.logout, key="auth_logout_denied")
+        st.stop()
+    return user
+
+
+def sidebar(user: User | None) -> None:
+    """Who is logged in, their role and the Log out button (nothing when login is off)."""
+    if user is None:
+        return
+    with st.sidebar:
+        st.caption(f"Logged in as **{ui.escape_md(user.name)}** ({user.role})")
+        st.button("Log out", on_click=st.logout, key="auth_logout")
+
+
+def own_sessions_only() -> str | None:
+    """The annotator name whose sessions alone this user may see (below researcher), else None."""
+    user = current_user()
+    if user is None or allowed(user.role or "", "researcher"):
+        return None
+    return user.annotator_name
+
+
+def annotator_id() -> int | None:
+    """The Annotator row of the logged-in user (created on first use); None if not logged in."""
+    user = current_user()
+    if user is None or user.role is None:
+        return None
+    try:
+        return ensure_annotator(resources.engine(), name=user.annotator_name, role=S.get("annotate_role", ""))
+    except LiveError:
+        return None
+
+
+__all__ = ["LOCAL_ROLE", "OPEN_NOTE", "User", "allowed", "annotator_id", "current_role", "current_user",
+           "gate", "login_on", "own_sessions_only",
+           "sidebar"]

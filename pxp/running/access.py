@@ -1,0 +1,186 @@
+"""Who may do what (issue 13 §1): the team's roles and the server-side session check.
+
+Roles come from the team_member table: an email or a group claim of the login provider
+mapped to annotator, researcher or admin (the highest matching role wins). The first
+admin is added with `pxp users add EMAIL --role admin`.
+
+An annotator may load and write only the sessions they hold: `check_session` is the one
+place that decides it, and `submit_as` (the Annotate page's submit path) calls it on every
+submission, so a forged session id, a query parameter or a stale tab cannot write into
+another annotator's session.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session as DB
+from sqlmodel import col, select
+
+from pxp.agents.base import Answer, Facts
+from pxp.protocols.errors import PxpError
+from pxp.running import audit
+from pxp.running.live.turns import SubmitOutcome, submit_human
+from pxp.storage.store import db_session
+from pxp.storage.tables import Session, TeamMember
+
+ROLES = ("annotator", "researcher", "admin")
+RANK = {r: i for i, r in enumerate(ROLES)}
+KINDS = ("email", "group")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
+
+
+class AccessDenied(PxpError, PermissionError):
+    """Someone tried to open or write what their role or identity does not allow."""
+
+
+class TeamError(PxpError, ValueError):
+    """A bad team entry (an unknown role, a malformed email)."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One row of the team table."""
+
+    kind: str
+    name: str
+    role: str
+    added_by: str
+    created_at: datetime
+
+
+def _key(name: str, kind: str) -> str:
+    """The stored form: emails lower-case and checked, group names trimmed."""
+    if kind not in KINDS:
+        raise TeamError(f"unknown kind {kind!r}: use one of {', '.join(KINDS)}")
+    name = name.strip()
+    if kind == "email":
+        name = name.lower()
+        if not _EMAIL.match(name) or len(name) > 320:
+            raise TeamError(f"{name!r} is not an email address")
+    elif not name or len(name) > 320:
+        raise TeamError("a group name must have 1 to 320 characters")
+    return name
+
+
+def _role(role: str) -> str:
+    role = role.strip().lower()
+    if role not in RANK:
+        raise TeamError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
+    return role
+
+
+def add_member(engine: Engine, name: str, role: str, *, kind: str = "email", added_by: str = "") -> bool:
+    """Give an email (or group) a role; True if it is new, False if its role was updated."""
+    key, role = _key(name, kind), _role(role)
+    for _ in range(3):
+        with db_session(engine) as db:
+            row = db.exec(select(TeamMember).where(TeamMember.kind == kind, TeamMember.name == key)).first()
+            if row is not None:
+                row.role = role
+                db.add(row)
+                return False
+        try:
+            with db_session(engine) as db:
+                db.add(TeamMember(kind=kind, name=key, role=role, added_by=added_by[:320]))
+            return True
+        except IntegrityError:
+            continue  # added concurrently: update it
+    raise TeamError(f"could not add {key!r}")
+
+
+def remove_member(engine: Engine, name: str, *, kind: str = "email") -> bool:
+    """Remove an email (or group) from the team; False if it was not there."""
+    key = _key(name, kind)
+    with db_session(engine) as db:
+        row = db.exec(select(TeamMember).where(TeamMember.kind == kind, TeamMember.name == key)).first()
+        if row is None:
+            return False
+        db.delete(row)
+    return True
+
+
+def members(engine: Engine) -> list[Member]:
+    """The team, admins first."""
+    with DB(engine) as db:
+        rows = db.exec(select(TeamMember).order_by(col(TeamMember.kind), col(TeamMember.name))).all()
+    out = [Member(r.kind, r.name, r.role, r.added_by, r.created_at) for r in rows]
+    return sorted(out, key=lambda m: -RANK.get(m.role, -1))
+
+
+def role_for(engine: Engine, email: str | None, groups: tuple[str, ...] | list[str] = ()) -> str | None:
+    """The highest role the team table gives this email or any of its groups; None if none."""
+    found: list[str] = []
+    with DB(engine) as db:
+        if email:
+            found += db.exec(select(TeamMember.role).where(
+                TeamMember.kind == "email", TeamMember.name == email.strip().lower())).all()
+        names = [g.strip() for g in groups if isinstance(g, str) and g.strip()]
+        if names:
+            found += db.exec(select(TeamMember.role).where(
+                TeamMember.kind == "group", col(TeamMember.name).in_(names))).all()
+    known = [r for r in found if r in RANK]
+    return max(known, key=RANK.__getitem__) if known else None
+
+
+def at_least(role: str | None, needed: str) -> bool:
+    """Whether `role` includes `needed` (admin > researcher > annotator)."""
+    return role is not None and RANK.get(role, -1) >= RANK[needed]
+
+
+def check_session(engine: Engine, session_id: int, annotator_id: int) -> None:
+    """Raise AccessDenied unless this annotator holds the session (the one server-side check)."""
+    with DB(engine) as db:
+        s = db.get(Session, session_id)
+        holder = s.annotator_id if s is not None else None
+    if s is None:
+        raise AccessDenied(f"session {session_id} does not exist")
+    if holder != annotator_id:
+        raise AccessDenied(f"session {session_id} belongs to another annotator")
+
+
+def may_open(engine: Engine, session_id: int, annotator_id: int) -> bool:
+    """Whether this annotator may load the session (the same rule as writing it)."""
+    try:
+        check_session(engine, session_id, annotator_id)
+    except AccessDenied:
+        return False
+    return True
+
+
+def submit_as(
+    engine: Engine, session_id: int, *, annotator_id: int, j: int, answer: Answer, facts: Facts,
+) -> SubmitOutcome:
+    """The human's message j, stored only if this annotator holds the session.
+
+    A refusal writes nothing to the session and leaves a "refused" row in the audit trail.
+    """
+    try:
+        check_session(engine, session_id, annotator_id)
+    except AccessDenied as err:
+        audit.record(engine, "refused", session_id=session_id, annotator_id=annotator_id, j=j,
+                     detail=str(err))
+        return SubmitOutcome("refused", str(err))
+    return submit_human(engine, session_id, j=j, answer=answer, facts=facts)
+
+
+__all__ = [
+    "KINDS",
+    "RANK",
+    "ROLES",
+    "AccessDenied",
+    "Member",
+    "TeamError",
+    "add_member",
+    "at_least",
+    "check_session",
+    "may_open",
+    "members",
+    "remove_member",
+    "role_for",
+    "submit_as",
+]

@@ -1,0 +1,132 @@
+"""Roles and the server-side session check (issue 13 §1), on SQLite and PostgreSQL: the team
+table, `submit_as` refusing writes into another annotator's session (forged id, stale tab after a
+take-over), and the audit trail of opened / answered / took over / abandoned / refused."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import Engine, update
+from sqlmodel import Session as DB
+from sqlmodel import select
+
+from pxp.agents.base import Answer, Facts
+from pxp.running.access import (
+    AccessDenied,
+    TeamError,
+    add_member,
+    at_least,
+    check_session,
+    may_open,
+    members,
+    remove_member,
+    role_for,
+    submit_as,
+)
+from pxp.running.audit import audit_events
+from pxp.running.live.abandonment import take_over
+from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.live.turns import load_session, machine_for, machine_step
+from pxp.storage.tables import Message, Session, TeamMember, utcnow
+from tests.factories import make_drug
+
+
+def test_role_table_emails_groups_and_highest_role(any_engine: Engine) -> None:
+    assert role_for(any_engine, "boss@example.org") is None
+    assert add_member(any_engine, " Boss@Example.org ", "ADMIN") is True
+    assert add_member(any_engine, "ann@example.org", "annotator") is True
+    assert add_member(any_engine, "radiology", "researcher", kind="group") is True
+    assert role_for(any_engine, "boss@example.org") == "admin"
+    assert role_for(any_engine, "BOSS@example.org") == "admin", "emails compare case-insensitively"
+    assert role_for(any_engine, "ann@example.org") == "annotator"
+    # a group gives its role to someone not listed, and the highest matching role wins
+    assert role_for(any_engine, "new@example.org", ["radiology"]) == "researcher"
+    assert role_for(any_engine, "ann@example.org", ["radiology", "other"]) == "researcher"
+    assert role_for(any_engine, None, ["nobody"]) is None
+    # adding again updates the role, not a second row
+    assert add_member(any_engine, "ann@example.org", "researcher") is False
+    assert role_for(any_engine, "ann@example.org") == "researcher"
+    with DB(any_engine) as db:
+        assert len(db.exec(select(TeamMember)).all()) == 3
+    assert next(m.role for m in members(any_engine)) == "admin"
+    assert remove_member(any_engine, "ann@example.org") is True
+    assert remove_member(any_engine, "ann@example.org") is False
+    assert role_for(any_engine, "ann@example.org") is None
+
+
+def test_role_ranks() -> None:
+    assert at_least("admin", "researcher") and at_least("researcher", "annotator")
+    assert not at_least("annotator", "researcher") and not at_least(None, "annotator")
+    assert not at_least("king", "annotator")
+
+
+@pytest.mark.parametrize(("name", "role", "kind", "why"), [
+    ("not-an-email", "admin", "email", "is not an email address"),
+    ("a@b.c", "king", "email", "unknown role 'king'"),
+    ("   ", "admin", "group", "a group name must have"),
+    ("a@b.c", "admin", "team", "unknown kind 'team'"),
+])
+def test_bad_team_entries_are_one_line(engine: Engine, name: str, role: str, kind: str, why: str) -> None:
+    with pytest.raises(TeamError, match=why) as e:
+        add_member(engine, name, role, kind=kind)
+    assert "\n" not in str(e.value)
+
+
+def _session_with_machine_turn(engine: Engine) -> tuple[int, int, int, int]:
+    """(experiment, session of ann with the machine's first message, ann, bob)."""
+    make_drug(engine)
+    eid = create_live_experiment(engine, dataset="toy-drug")
+    ann = ensure_annotator(engine, name="ann@example.org")
+    bob = ensure_annotator(engine, name="bob@example.org")
+    sid = claim_next(engine, experiment_id=eid, annotator_id=ann)
+    assert sid is not None
+    assert machine_step(engine, sid, machine_for(engine, eid)) is not None
+    return eid, sid, ann, bob
+
+
+def _answer(engine: Engine, sid: int) -> tuple[Answer, Facts]:
+    first = load_session(engine, sid).messages[0]
+    return Answer(first.prediction, first.explanation), Facts(True, True, False)
+
+
+def test_another_annotator_cannot_write_a_session_by_its_id(any_engine: Engine) -> None:
+    _, sid, ann, bob = _session_with_machine_turn(any_engine)
+    answer, facts = _answer(any_engine, sid)
+    with pytest.raises(AccessDenied, match=f"session {sid} belongs to another annotator"):
+        check_session(any_engine, sid, bob)
+    with pytest.raises(AccessDenied, match="session 999999 does not exist"):
+        check_session(any_engine, 999999, ann)
+    assert may_open(any_engine, sid, ann) and not may_open(any_engine, sid, bob)
+    out = submit_as(any_engine, sid, annotator_id=bob, j=2, answer=answer, facts=facts)
+    assert out.status == "refused" and "belongs to another annotator" in out.message
+    with DB(any_engine) as db:
+        assert len(db.exec(select(Message).where(Message.session_id == sid)).all()) == 1
+    out = submit_as(any_engine, sid, annotator_id=ann, j=2, answer=answer, facts=facts)
+    assert out.status == "sent"
+    assert len(load_session(any_engine, sid).messages) >= 2
+    trail = [(e.actor, e.action, e.session_id) for e in reversed(audit_events(any_engine))]
+    assert trail == [("ann@example.org", "opened", sid), ("bob@example.org", "refused", sid),
+                     ("ann@example.org", "answered", sid)]
+
+
+def test_a_stale_tab_cannot_write_after_a_take_over(any_engine: Engine) -> None:
+    eid, sid, ann, bob = _session_with_machine_turn(any_engine)
+    answer, facts = _answer(any_engine, sid)
+    with any_engine.begin() as c:
+        c.execute(update(Session).where(Session.id == sid)  # type: ignore[arg-type]
+                  .values(updated_at=utcnow() - timedelta(hours=2)))
+    with any_engine.begin() as c:  # the machine's message is old too: the session is idle
+        c.execute(update(Message).where(Message.session_id == sid)  # type: ignore[arg-type]
+                  .values(created_at=utcnow() - timedelta(hours=2)))
+    assert take_over(any_engine, session_id=sid, annotator_id=bob, idle_minutes=30)
+    # ann's tab still shows the case: her submit is refused, bob's goes through
+    out = submit_as(any_engine, sid, annotator_id=ann, j=2, answer=answer, facts=facts)
+    assert out.status == "refused"
+    assert submit_as(any_engine, sid, annotator_id=bob, j=2, answer=answer, facts=facts).status == "sent"
+    assert claim_next(any_engine, experiment_id=eid, annotator_id=bob) == sid
+    trail = [(e.actor, e.action) for e in reversed(audit_events(any_engine, session_id=sid))]
+    assert trail == [("ann@example.org", "opened"), ("ann@example.org", "abandoned"),
+                     ("bob@example.org", "took over"), ("ann@example.org", "refused"),
+                     ("bob@example.org", "answered")]
+    assert [e.action for e in audit_events(any_engine, actor="bob@example.org")] == ["answered", "took over"]

@@ -1,0 +1,181 @@
+"""Login and roles through AppTest (issue 13 §1): `[auth]` in the secrets and a seeded st.user.
+
+Without login the Annotate page keeps its name box with the note that anyone can pick any name;
+with login nobody sees a page before logging in, each role sees its pages only, a page or a
+`?session=` beyond the role is refused in one line, a stale tab cannot write into a session
+someone else now holds, and the admins' Audit page lists who did what.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, update
+from sqlmodel import Session as DB
+from sqlmodel import select
+from streamlit.testing.v1 import AppTest
+
+from pxp.app.auth import OPEN_NOTE
+from pxp.app.router import VIEWS
+from pxp.running.access import add_member
+from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.storage.store import get_engine
+from pxp.storage.tables import Annotator, Message, Session
+from tests.factories import make_rad
+
+APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
+AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
+        "client_id": "pxp", "client_secret": "s",
+        "server_metadata_url": "http://localhost:1/.well-known/openid-configuration"}
+
+
+@pytest.fixture
+def app_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    monkeypatch.setenv("PXP_DATABASE_URL", url)
+    engine = get_engine(url)
+    make_rad(engine)
+    add_member(engine, "ann@example.org", "annotator")
+    add_member(engine, "rita@example.org", "researcher")
+    add_member(engine, "ada@example.org", "admin")
+    yield engine
+
+
+def app(page: str, user: dict[str, Any] | None = None, query: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    if user is not None:
+        at.secrets["auth"] = AUTH
+        at.user = {"is_logged_in": False} if not user else {"is_logged_in": True, **user}
+    at.run()
+    at.switch_page(str(VIEWS / f"{page}.py"))
+    for k, v in (query or {}).items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [e.value for e in at.error] + [c.value for c in at.caption]
+    parts += [i.value for i in at.info] + [t.value for t in at.title]
+    return "\n".join(str(p) for p in parts)
+
+
+ANN = {"email": "ann@example.org", "name": "Ann Annotator"}
+RITA = {"email": "Rita@Example.org", "name": "Rita Researcher"}
+ADA = {"email": "ada@example.org", "name": "Ada Admin"}
+
+
+def test_without_login_the_name_box_stays_with_its_note(app_db: Engine) -> None:
+    at = app("annotate")
+    assert at.sidebar.text_input(key="annotate_name") is not None
+    assert OPEN_NOTE in [c.value for c in at.sidebar.caption]
+    assert "anyone can pick any name" in OPEN_NOTE
+    at = app("settings")  # local use: every page is open
+    assert "may not open" not in texts(at)
+
+
+def test_with_login_nobody_sees_a_page_before_logging_in(app_db: Engine) -> None:
+    for page in ("home", "analytics", "annotate"):
+        at = app(page, user={})
+        assert [i.value for i in at.info] == ["This pxp server requires login."]
+        assert [b.label for b in at.button] == ["Log in"]
+        assert not at.title or [t.value for t in at.title] == ["pxp"]
+
+
+def test_someone_not_on_the_team_gets_one_line(app_db: Engine) -> None:
+    at = app("home", user={"email": "eve@example.org", "name": "Eve"})
+    assert len(at.error) == 1 and "is not on this study's team" in at.error[0].value
+    assert "ask an admin to run pxp users add eve" in at.error[0].value and "\n" not in at.error[0].value
+
+
+@pytest.mark.parametrize(("user", "page", "refused"), [
+    (ANN, "annotate", False), (ANN, "sessions", False), (ANN, "analytics", True),
+    (ANN, "experiments", True), (ANN, "datasets", True), (ANN, "audit", True),
+    (RITA, "analytics", False), (RITA, "experiments", False), (RITA, "settings", True),
+    (RITA, "audit", True), (ADA, "settings", False), (ADA, "audit", False), (ADA, "datasets", False),
+])
+def test_each_role_opens_its_pages_only(app_db: Engine, user: dict[str, str], page: str, refused: bool) -> None:
+    at = app(page, user=user)
+    errors = [e.value for e in at.error]
+    role = {"ann@example.org": "annotator", "Rita@Example.org": "researcher"}.get(user["email"], "admin")
+    line = f"Your role ({role}) may not open the {page.capitalize()} page."
+    assert (line in errors) is refused, errors
+    if refused:
+        assert errors == [line]
+    assert f"Logged in as **{user['name']}** ({role})" in [c.value for c in at.sidebar.caption]
+
+
+def test_an_annotator_cannot_open_another_annotators_session_by_url(app_db: Engine) -> None:
+    engine = app_db
+    eid = create_live_experiment(engine, dataset="toy-rad", name="live-team")
+    other = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="bob@example.org"))
+    mine = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="ann@example.org"))
+    at = app("sessions", user=ANN, query={"session": str(other)})
+    assert [e.value for e in at.error] == [f"You may not open session '{other}': it is not one of yours."]
+    at = app("sessions", user=ANN, query={"session": "1 OR 1=1"})
+    assert [e.value for e in at.error] == ["You may not open session '1 OR 1=1': it is not one of yours."]
+    at = app("sessions", user=ANN, query={"session": str(mine)})
+    assert not at.error and [h.value for h in at.subheader] == [f"Session {mine} · live-team · case 2"]
+    at = app("sessions", user=RITA, query={"session": str(other)})  # a researcher reads every session
+    assert not at.error and [h.value for h in at.subheader] == [f"Session {other} · live-team · case 1"]
+    # the annotator's session list holds only her own sessions
+    at = app("sessions", user=ANN)
+    assert at.selectbox(key="sessions_annotator").options == ["ann@example.org"]
+    assert at.selectbox(key="sessions_open").options == [f"#{mine} · live-team · {_key(engine, mine)} · open"]
+
+
+def _key(engine: Engine, sid: int | None) -> str:
+    from pxp.storage.tables import Instance
+
+    with DB(engine) as db:
+        s = db.get(Session, sid)
+        assert s is not None
+        inst = db.get(Instance, s.instance_id)
+        assert inst is not None
+        return inst.key
+
+
+def by_suffix(widgets: Any, suffix: str) -> Any:
+    found = [w for w in widgets if w.key and str(w.key).endswith(suffix)]
+    assert found, f"no widget with key ending {suffix!r}"
+    return found[-1]
+
+
+def test_a_stale_tab_cannot_write_after_the_session_changed_hands(app_db: Engine) -> None:
+    engine = app_db
+    at = app("annotate", user=ANN)
+    sid = at.session_state["annotate_sid"]
+    with DB(engine) as db:
+        me = db.exec(select(Annotator).where(Annotator.name == "ann@example.org")).one()
+        s = db.get(Session, sid)
+        assert s is not None and s.annotator_id == me.id
+    by_suffix(at.button, "_match_yes").click().run()
+    by_suffix(at.button, "_agree_yes").click().run()
+    bob = ensure_annotator(engine, name="bob@example.org")
+    with engine.begin() as c:  # meanwhile the case was taken over by bob
+        c.execute(update(Session).where(Session.id == sid).values(annotator_id=bob))  # type: ignore[arg-type]
+    by_suffix(at.button, f"annotate_{sid}_2_send").click().run()
+    assert not at.exception
+    with DB(engine) as db:
+        assert len(db.exec(select(Message).where(Message.session_id == sid)).all()) == 1, "nothing written"
+    assert at.session_state["annotate_sid"] != sid, "the tab moved on to a case of her own"
+
+
+def test_the_audit_page_lists_who_did_what(app_db: Engine) -> None:
+    engine = app_db
+    at = app("annotate", user=ANN)
+    sid = at.session_state["annotate_sid"]
+    by_suffix(at.button, "_match_yes").click().run()
+    by_suffix(at.button, "_agree_yes").click().run()
+    by_suffix(at.button, "_send").click().run()
+    at = app("audit", user=ADA)
+    table = at.dataframe[0].value
+    rows = list(zip(table["who"], table["did"], table["session"], strict=True))
+    assert ("ann@example.org", "answered", sid) in rows and ("ann@example.org", "opened", sid) in rows
+    at.text_input(key="audit_session").input("abc").run()
+    assert [e.value for e in at.error] == ["'abc' is not a session id (a whole number)."]
+    del engine
