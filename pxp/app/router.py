@@ -38,7 +38,7 @@ PAGES = (
 #: the least role that may open each page when login is on (an annotator's Sessions: their own only)
 NEEDS = {"home.py": "annotator", "annotate.py": "annotator", "sessions.py": "annotator",
          "experiments.py": "researcher", "analytics.py": "researcher", "datasets.py": "admin",
-         "settings.py": "admin", "audit.py": "admin"}
+         "scorekeeping.py": "researcher", "settings.py": "admin", "audit.py": "admin"}
 
 
 @cache
