@@ -104,3 +104,11 @@ def overlap_summary(engine: Engine, experiment_id: int) -> tuple[int, int]:
             .group_by(col(Session.instance_id))
         ).all()
     return k, sum(1 for _, c in per_case if int(c) >= k)
+
+
+def read_case_lists(data: bytes) -> dict[str, list[str]]:
+    """Case lists from an uploaded CSV file's bytes (UTF-8); LiveError (one line) for a bad file."""
+    try:
+        return parse_case_lists(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise LiveError("the case list is not UTF-8 text") from None
