@@ -9,8 +9,11 @@ from sqlmodel import select
 
 from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
 from pxp.storage.tables import Experiment, Session
-from tests.app.test_app import app_db, login, new_app, ok, texts  # noqa: F401  (app_db is a fixture)
+from tests.app import test_app
+from tests.app.test_app import login, new_app, ok, texts
 from tests.factories import make_drug
+
+app_db = test_app.app_db  # the app's fixture: a fresh SQLite database, no API keys
 
 
 def _create(at, name: str, overlap: int, csv: bytes | None):  # type: ignore[no-untyped-def]
@@ -66,7 +69,7 @@ def test_experiments_page_shows_progress_per_annotator(app_db: tuple[str, Engine
                           .values(status="finished"))
     at = ok(new_app("experiments"))
     labels = [e.label for e in at.expander]
-    assert any("annotators (2) · overlap 2 · 1 cases done by 2 annotators" in x for x in labels), labels
+    assert any("annotators (2) · overlap 2 · 1 case done by 2 annotators" in x for x in labels), labels
     frames = [d.value for d in at.dataframe if "annotator" in d.value.columns]
     assert len(frames) == 1
     rows = frames[0].set_index("annotator")[["done", "open", "cases"]].to_dict("index")

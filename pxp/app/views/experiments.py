@@ -146,7 +146,7 @@ def annotator_progress_block(live: pd.DataFrame) -> None:
         progress = annotator_progress(eng, int(row.id))
         k, complete = overlap_summary(eng, int(row.id))
         with st.expander(f"{ui.escape_md(str(row.name))}: annotators ({len(progress)}) · overlap {k} · "
-                         f"{complete} cases done by {k} annotator{'s' if k > 1 else ''}"):
+                         f"{complete} case{'' if complete == 1 else 's'} done by {k} annotator{'s' if k > 1 else ''}"):
             if not progress:
                 st.caption("Nobody has annotated a case yet.")
                 continue
