@@ -31,6 +31,7 @@ from pxp.running.live.overlap import annotator_progress, overlap_summary, parse_
 from pxp.running.live.turns import load_session, machine_for, machine_step, submit_human
 from pxp.storage.store import alembic_config, upgrade
 from pxp.storage.tables import Claim, Dataset, Message, Session, utcnow
+from tests.analysis.test_report import cli
 from tests.factories import LABELS, make_drug, make_rad
 
 
@@ -115,6 +116,9 @@ def test_h1_h2_design_is_one_experiment_with_overlap_2(engine: Engine) -> None:
     assert [r["experiment"] for r in reps] == ["h1", "h2"]
     md = render_many(reps, "markdown")
     assert md.splitlines()[0] == "| Count | h1 | h2 |"
+    code, out = cli(engine.url.render_as_string(hide_password=False), "report", "--experiment", "DRUG",
+                    "--by", "annotator", "--format", "markdown")
+    assert code == 0 and out.splitlines()[0] == "| Count | h1 | h2 |", out
     # h1 ratified every machine answer, h2 refuted every one: the columns differ
     assert reps[0] != reps[1]
     assert [(p.annotator, p.done, p.open, p.cases) for p in annotator_progress(engine, eid)] == [
