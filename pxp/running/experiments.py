@@ -4,12 +4,15 @@ One function stores every experiment. A controlled experiment stores its full co
 (with the task's prompts and the resolved splits) and R runs whose sessions are created
 up front in the recorded instance order, so a run can be resumed from the database alone.
 A live experiment stores one run whose instance order is the queue annotators claim from
-(pxp.running.live.assignment); its sessions are created by the claims.
+(pxp.running.live.assignment); its sessions are created by the claims. Its config also
+holds `overlap` (how many distinct annotators annotate each case, issue 13 §2) and, when
+given, `case_lists`: the instance ids each annotator may be served.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from sqlalchemy import Engine
@@ -85,19 +88,55 @@ def _controlled_config(db: DB, ds: Dataset, cfg: RunConfig, instances: list[Inst
     return config
 
 
+def _case_lists(lists: Mapping[str, Sequence[str]], instances: list[Instance], overlap: int) -> dict[str, list[int]]:
+    """Per-annotator case lists (annotator name → instance keys) as instance ids, checked."""
+    by_key = {i.key: i.id or 0 for i in instances}
+    out: dict[str, list[int]] = {}
+    unknown: list[str] = []
+    for who, keys in lists.items():
+        name = " ".join(str(who).split())
+        ids = out.setdefault(name, [])
+        for key in keys:
+            if key not in by_key:
+                unknown.append(key)
+            elif by_key[key] not in ids:
+                ids.append(by_key[key])
+    if unknown:
+        more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+        raise RunError(f"the case lists name cases not in the experiment: {', '.join(unknown[:3])}{more}")
+    if not out or "" in out or not all(out.values()):
+        raise RunError("every row of the case lists needs an annotator and a case")
+    listed: dict[int, int] = {}
+    for ids in out.values():
+        for iid in ids:
+            listed[iid] = listed.get(iid, 0) + 1
+    crowded = [i.key for i in instances if listed.get(i.id or 0, 0) > overlap]
+    if crowded:
+        raise RunError(f"case {crowded[0]!r} is listed for {listed[by_key[crowded[0]]]} annotators, "
+                       f"more than the overlap {overlap}")
+    return out
+
+
 def create_experiment(
     engine: Engine, cfg: RunConfig, *, name: str | None = None, mode: Mode = "controlled",
+    overlap: int = 1, case_lists: Mapping[str, Sequence[str]] | None = None,
 ) -> Experiment:
     """Store an experiment and its runs, in instance order (seeded shuffle per repetition).
 
     controlled: the config is checked first (pxp.running.checks), R runs are stored with
     every session, and the resolved splits (how many instances each holds, and what
     happens when one is empty) are stored with the config under "resolved".
-    live: one running Run whose instance order is the claim queue; no sessions yet.
+    live: one running Run whose instance order is the claim queue; no sessions yet; each case
+    is served to `overlap` distinct annotators, and `case_lists` (annotator → instance keys)
+    restricts what each listed annotator is served.
     Raises RunError (one line) for a bad config, an unknown dataset or a taken name.
     """
     if mode == "controlled":
         check_config(cfg)
+    if not 1 <= overlap <= 100:
+        raise RunError(f"the overlap must be between 1 and 100 annotators per case, got {overlap}")
+    if mode != "live" and (overlap != 1 or case_lists):
+        raise RunError("overlap and case lists apply to live experiments only")
     name = name or _default_name(engine, cfg, mode)
     with db_session(engine) as db:
         ds = find_dataset(db, name=cfg.dataset)
@@ -111,6 +150,10 @@ def create_experiment(
             raise RunError(f"dataset {cfg.dataset!r} has no instances{where}")
         live = mode == "live"
         config = cfg.as_dict() if live else _controlled_config(db, ds, cfg, instances)
+        if live:
+            config["overlap"] = overlap
+            if case_lists:
+                config["case_lists"] = _case_lists(case_lists, instances, overlap)
         exp = Experiment(name=name, task=ds.task, mode=mode, status="running" if live else "created",
                          n=cfg.n, k=cfg.k, config=config)
         db.add(exp)

@@ -135,6 +135,25 @@ class Session(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
+class Claim(SQLModel, table=True):
+    """Who was served which case of a live run (issue 13 §2), one row per annotator and case.
+
+    The unique (run_id, instance_id, annotator_id) key makes sure nobody is served the same
+    case twice, on SQLite and PostgreSQL alike; a take-over adds the new annotator's row and
+    keeps the first one, so the table also records who saw what.
+    """
+
+    __tablename__ = "live_claim"
+    __table_args__ = (UniqueConstraint("run_id", "instance_id", "annotator_id", name="uq_claim_annotator_case"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="run.id")
+    instance_id: int = Field(foreign_key="instance.id")
+    annotator_id: int = Field(foreign_key="annotator.id", index=True)
+    session_id: int = Field(foreign_key="session.id", index=True)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class CallId(SQLModel):
     """Which call: provider, model, purpose (ask | agree | eval) and attempt (DESIGN §5)."""
 
@@ -288,6 +307,7 @@ ALL_TABLES = (
     Experiment,
     Run,
     Session,
+    Claim,
     LLMCall,
     Message,
     Context,

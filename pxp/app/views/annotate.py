@@ -25,6 +25,7 @@ from pxp.running.live.assignment import (
     live_experiments,
     machine_name,
 )
+from pxp.running.live.overlap import read_case_lists
 from pxp.running.live.turns import LiveSession, load_session, machine_step
 
 ROLES = ["Radiologist", "Chemist", "Other expert"]
@@ -127,8 +128,9 @@ def show_progress(slot: DeltaGenerator, eid: int) -> None:
     if info is None:
         return
     with slot:
-        st.progress(info.finished / info.instances if info.instances else 0.0,
-                    text=f"{info.finished} of {info.instances} cases done")
+        st.progress(min(1.0, info.finished / info.sessions) if info.sessions else 0.0,
+                    text=f"{info.finished} of {info.sessions} cases done" if info.overlap == 1 else
+                    f"{info.finished} of {info.sessions} annotations done ({info.overlap} annotators per case)")
 
 
 def new_experiment_form(dataset: str) -> None:
@@ -142,9 +144,16 @@ def new_experiment_form(dataset: str) -> None:
         machine = st.text_input("Machine agent", prefs.generator, key="annotate_new_exp_machine",
                                 help="simulated, or provider:model such as anthropic:claude-sonnet-4-6")
         shuffle = st.checkbox("Shuffle the cases", key="annotate_new_exp_shuffle")
+        overlap = st.number_input("Annotators per case (overlap)", 1, 20, 1, key="annotate_new_exp_overlap",
+                                  help="Each case is annotated by this many different people, none twice")
+        lists = st.file_uploader("Case lists (optional CSV: annotator, instance)", type=["csv"],
+                                 key="annotate_new_exp_lists",
+                                 help="Each listed annotator is served only their cases; others none")
         if st.form_submit_button("Create"):
             try:
+                case_lists = read_case_lists(lists.getvalue()) if lists is not None else None
                 eid = create_live_experiment(eng, dataset=dataset, name=name, n=int(n), k=int(k),
+                                             overlap=int(overlap), case_lists=case_lists,
                                              machine=machine.strip() or "simulated",
                                              checker=prefs.checker, base_url=prefs.base_url or None,
                                              shuffle=shuffle, temperature=prefs.generator_temperature,

@@ -16,6 +16,7 @@ from pxp.running.checks import config_errors
 from pxp.running.config import RunConfig, RunError
 from pxp.running.estimate import dataset_facts, estimate, store_estimate
 from pxp.running.experiments import create_experiment
+from pxp.running.live.overlap import annotator_progress, overlap_summary
 
 S = st.session_state
 #: a real-LLM run estimated above this many US dollars needs the box ticked (`pxp run --max-usd`)
@@ -168,6 +169,28 @@ def progress_panel() -> None:
                 st.error(note)
 
 
+# --- per-annotator progress of live experiments (issue 13 §2) ---------------------------------
+
+
+def annotator_progress_block(live: pd.DataFrame) -> None:
+    """Per live experiment: its overlap, the cases done by all its annotators, and each annotator's work."""
+    eng = resources.engine()
+    for row in live.itertuples():
+        progress = annotator_progress(eng, int(row.id))
+        k, complete = overlap_summary(eng, int(row.id))
+        with st.expander(f"{ui.escape_md(str(row.name))}: annotators ({len(progress)}) · overlap {k} · "
+                         f"{complete} case{'' if complete == 1 else 's'} done by {k} annotator{'s' if k > 1 else ''}"):
+            if not progress:
+                st.caption("Nobody has annotated a case yet.")
+                continue
+            st.dataframe(pd.DataFrame(
+                [{"annotator": p.annotator, "done": p.done, "aborted": p.aborted, "open": p.open,
+                  "cases": p.cases, "progress": p.done / p.cases if p.cases else 0.0} for p in progress]),
+                hide_index=True, key=f"experiments_annotators_{int(row.id)}",
+                column_config={"progress": st.column_config.ProgressColumn("progress", min_value=0.0,
+                                                                           max_value=1.0)})
+
+
 def render() -> None:
     st.title("Experiments")
     st.caption("A controlled run: the machine talks with the database proxy of the expert "
@@ -194,6 +217,7 @@ def render() -> None:
         st.subheader("Live experiments (annotated in the browser)")
         st.dataframe(live[["name", "dataset", "machine", "n", "k", "sessions", "finished"]],
                      hide_index=True)
+        annotator_progress_block(live)
 
 
 render()

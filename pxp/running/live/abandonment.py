@@ -2,7 +2,9 @@
 
 A session abandoned by someone else can be taken over with a conditional UPDATE that
 succeeds only while it is still open and idle, so when several people take over at once
-exactly one wins.
+exactly one wins. The taker's Claim row is inserted in the same transaction, so nobody
+takes over a case they were already served (issue 13 §2), and the first annotator's row
+stays: who saw what is kept.
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine, func, update
+from sqlalchemy import Engine, func, insert, update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
 from pxp.running import audit
-from pxp.running.live.assignment import live_run
-from pxp.storage.tables import Annotator, Instance, Message, Session, utcnow
+from pxp.running.live.assignment import allowed_cases, case_number, live_run, overlap_of
+from pxp.storage.tables import Annotator, Claim, Experiment, Instance, Message, Run, Session, utcnow
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class AbandonedSession:
     """An open session nobody has touched for a while."""
 
     session_id: int
+    #: the case's position in the queue (as the Annotate page numbers cases)
     ordinal: int
     instance_key: str
     annotator: str
@@ -44,11 +48,22 @@ def _aware(t: datetime) -> datetime:
 def abandoned_sessions(
     engine: Engine, *, experiment_id: int, idle_minutes: float = 30, exclude_annotator: int | None = None,
 ) -> list[AbandonedSession]:
-    """Open sessions of other annotators idle for at least `idle_minutes`."""
+    """Open sessions of other annotators idle for at least `idle_minutes`.
+
+    With `exclude_annotator`, also leaves out the cases that annotator was already served or
+    may not be served (their case list).
+    """
     now = datetime.now(UTC)
     out = []
     with DB(engine) as db:
-        _, run = live_run(db, experiment_id)
+        exp, run = live_run(db, experiment_id)
+        overlap = overlap_of(exp)
+        seen: set[int] = set()
+        allowed: set[int] | None = None
+        if exclude_annotator is not None:
+            seen = set(db.exec(select(Claim.instance_id).where(
+                Claim.run_id == run.id, Claim.annotator_id == exclude_annotator)).all())
+            allowed = allowed_cases(db, exp, exclude_annotator)
         rows = db.exec(
             select(Session, Instance.key, Annotator.name)
             .join(Instance, Instance.id == Session.instance_id)  # type: ignore[arg-type]
@@ -57,12 +72,15 @@ def abandoned_sessions(
             .order_by(Session.ordinal)  # type: ignore[arg-type]
         ).all()
         for s, key, who in rows:
-            if exclude_annotator is not None and s.annotator_id == exclude_annotator:
+            if exclude_annotator is not None and (
+                s.annotator_id == exclude_annotator or s.instance_id in seen
+                or (allowed is not None and s.instance_id not in allowed)
+            ):
                 continue
             idle = now - _last_activity(db, s)
             if idle >= timedelta(minutes=idle_minutes):
                 n_msgs = db.exec(select(func.count()).where(Message.session_id == s.id)).one()
-                out.append(AbandonedSession(s.id or 0, s.ordinal, key, who or "nobody",
+                out.append(AbandonedSession(s.id or 0, case_number(s.ordinal, overlap), key, who or "nobody",
                                             int(n_msgs), int(idle.total_seconds() // 60)))
     return out
 
@@ -74,23 +92,42 @@ def take_over(
 
     Succeeds only while the session is open and idle for `idle_minutes` (no update and
     no message since); the winner's update makes it active again, so when several
-    people take over at once exactly one wins.
+    people take over at once exactly one wins. Refused (False) when this annotator was
+    already served the case or it is not on their case list.
     """
+    with DB(engine) as db:
+        s = db.get(Session, session_id)
+        run = db.get(Run, s.run_id) if s is not None else None
+        exp = db.get(Experiment, run.experiment_id) if run is not None else None
+        if s is None or exp is None:
+            return False
+        allowed = allowed_cases(db, exp, annotator_id) if exp.mode == "live" else None
+        if allowed is not None and s.instance_id not in allowed:
+            return False
+        run_id, instance_id = s.run_id, s.instance_id
     cutoff = datetime.now(UTC) - timedelta(minutes=idle_minutes)
     recent = select(Message.id).where(
         Message.session_id == session_id, col(Message.created_at) >= cutoff
     )
-    with engine.begin() as conn:
-        res = conn.execute(
-            update(Session)
-            .where(
-                col(Session.id) == session_id,
-                col(Session.status) == "open",
-                col(Session.updated_at) < cutoff,
-                ~recent.exists(),
+    now = utcnow()
+    try:
+        with engine.begin() as conn:
+            res = conn.execute(
+                update(Session)
+                .where(
+                    col(Session.id) == session_id,
+                    col(Session.status) == "open",
+                    col(Session.updated_at) < cutoff,
+                    ~recent.exists(),
+                )
+                .values(annotator_id=annotator_id, updated_at=now)
             )
-            .values(annotator_id=annotator_id, updated_at=utcnow())
-        )
-    if res.rowcount == 1:
-        audit.took_over(engine, session_id, annotator_id)
-    return bool(res.rowcount == 1)
+            if res.rowcount != 1:
+                return False
+            conn.execute(insert(Claim).values(run_id=run_id, instance_id=instance_id,
+                                              annotator_id=annotator_id, session_id=session_id,
+                                              created_at=now))
+    except IntegrityError:
+        return False  # this annotator was already served the case: nothing changed
+    audit.took_over(engine, session_id, annotator_id)
+    return True

@@ -23,7 +23,7 @@ from pxp.running import audit
 from pxp.running.config import RunError
 from pxp.running.engine import SessionClosed, StepConflict, StepResult, TagRefused, step
 from pxp.running.factory import dataset_task, make_agents
-from pxp.running.live.assignment import LiveError, live_run, machine_name
+from pxp.running.live.assignment import LiveError, case_number, live_run, machine_name, overlap_of
 from pxp.storage.store import session_msgs
 from pxp.storage.tables import Annotator, Asset, Dataset, Experiment, Instance, Run, Session, utcnow
 from pxp.tasks.base import task_match_kind
@@ -36,6 +36,7 @@ class LiveSession:
     id: int
     experiment_id: int
     experiment: str
+    #: the case's position in the queue (with overlap k, k sessions share it)
     ordinal: int
     instances: int
     instance_id: int
@@ -125,7 +126,8 @@ def load_session(engine: Engine, session_id: int) -> LiveSession:
         synthetic = bool(ds.synthetic or (inst.meta or {}).get("synthetic"))
         kind, labels = _match_kind_and_labels(db, ds)
         return LiveSession(
-            id=session_id, experiment_id=exp.id or 0, experiment=exp.name, ordinal=s.ordinal,
+            id=session_id, experiment_id=exp.id or 0, experiment=exp.name,
+            ordinal=case_number(s.ordinal, overlap_of(exp)),
             instances=len(run.instance_order), instance_id=inst.id or 0, instance_key=inst.key,
             task=ds.task, match_kind=kind, dataset=ds.name,
             synthetic=synthetic, payload=inst.payload, asset_sha256=inst.asset_sha256,
