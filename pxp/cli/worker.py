@@ -31,13 +31,14 @@ def worker_cmd(
     verbose: Annotated[bool, typer.Option("--verbose", help="Log every job.")] = False,
 ) -> None:
     """Process repetitions queued by `pxp run --distributed` (PostgreSQL only) until stopped."""
-    from pxp.running.queue import QueueError, serve
+    from pxp.running.queue import QueueError, ensure_schema, serve
 
     engine = state.engine(must_exist=True)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(message)s")
-    err.print(f"pxp worker{f' {name}' if name else ''}: concurrency {concurrency}, waiting for repetitions "
-              "(Ctrl-C to stop)", highlight=False, markup=False, soft_wrap=True)
     try:
+        ensure_schema(engine)
+        err.print(f"pxp worker{f' {name}' if name else ''}: concurrency {concurrency}, waiting for repetitions "
+                  "(Ctrl-C to stop)", highlight=False, markup=False, soft_wrap=True)
         serve(engine, concurrency=concurrency, stalled_after=stalled_after, name=name, burst=burst)
     except QueueError as e:
         fail(str(e))
