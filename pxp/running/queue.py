@@ -34,6 +34,7 @@ from sqlalchemy import Engine, text, update
 from sqlmodel import col
 
 from pxp.llm.limits import call_limit, set_call_limit
+from pxp.llm.redact import redact_any
 from pxp.running.config import RunConfig, RunError
 from pxp.running.runner import NullObserver, Observer, RunOutcome, default_agents, run_experiment, run_repetition
 from pxp.storage.store import db_session, experiment_runs, run_sessions
@@ -154,7 +155,8 @@ def _status(engine: Engine, experiment_id: int) -> str | None:
 
 def _set_run(engine: Engine, run_id: int, status: str, note: str | None) -> None:
     with engine.begin() as conn:
-        conn.execute(update(Run).where(col(Run.id) == run_id).values(status=status, note=note, updated_at=utcnow()))
+        conn.execute(update(Run).where(col(Run.id) == run_id)
+                     .values(status=status, note=redact_any(note), updated_at=utcnow()))
 
 
 def _set_experiment(engine: Engine, experiment_id: int, status: str, *, unless: str | None = None) -> None:

@@ -189,9 +189,7 @@ def test_kill_9_workers_mid_repetition_loses_and_repeats_nothing(pg: tuple[str, 
     res = subprocess.run([*PXP, "--db", url, "validate", "--experiment", "K"],
                          env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
-    with engine.connect() as conn:
-        retried = conn.execute(text("select sum(attempts) from procrastinate_jobs")).scalar()
-    assert retried is not None and retried >= 1
+    assert _most_attempts(engine, eid) >= 2  # a job was retried (a finished attempt counts one)
 
 
 def test_distributed_and_worker_on_sqlite_say_so_in_one_line(tmp_path: Path) -> None:
@@ -207,3 +205,55 @@ def test_distributed_and_worker_on_sqlite_say_so_in_one_line(tmp_path: Path) -> 
         lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and "PostgreSQL" in lines[0], res.stderr
         assert "Traceback" not in res.stderr
+
+
+def _most_attempts(engine: Engine, experiment_id: int) -> int:
+    q = text("select max(attempts) from procrastinate_jobs where (args->>'experiment_id')::int = :e")
+    with engine.connect() as conn:
+        return int(conn.execute(q, {"e": experiment_id}).scalar_one())
+
+
+def _wait_until(cond: Any, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@pytest.mark.postgres
+def test_ctrl_c_pauses_every_repetition_and_sigterm_hands_a_repetition_to_another_worker(
+    pg: tuple[str, Engine],
+) -> None:
+    url, engine = pg
+    ref = _reference(engine, 2)
+    eid = create_experiment(engine, _cfg(2, latency=0.2), name="C").id or 0
+    ensure_schema(engine)
+    workers = [_worker(url, "w0"), _worker(url, "w1")]
+    resume = [*PXP, "--db", url, "run", "--resume", "C", "--distributed", "--no-progress"]
+    try:
+        waiter = subprocess.Popen(resume, env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _wait_until(lambda: _busy(engine, eid) == 2 and _messages(engine, eid) >= 6)
+        waiter.send_signal(signal.SIGINT)  # Ctrl-C: every repetition pauses, as in-process
+        _, err = waiter.communicate(timeout=120)
+        assert waiter.returncode == 130, err.decode()
+        assert "paused" in err.decode()
+        assert all(st in ("succeeded", "cancelled", "aborted") for _, st in jobs(engine, eid).values())
+        with engine.connect() as conn:
+            statuses = {s for (s,) in conn.execute(text("select status from run where experiment_id = :e"),
+                                                   {"e": eid})}
+        assert statuses == {"paused"}
+        assert all(p.poll() is None for p in workers)  # the workers live on
+
+        waiter = subprocess.Popen(resume, env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        n = _messages(engine, eid)
+        _wait_until(lambda: _busy(engine, eid) == 2 and _messages(engine, eid) >= n + 6)
+        workers[0].send_signal(signal.SIGTERM)  # this worker stops; its repetition goes back to the queue
+        assert workers[0].wait(timeout=60) == 0
+        out, err = waiter.communicate(timeout=300)
+    finally:
+        _stop(workers)
+    assert waiter.returncode == 0, err.decode()[-2000:]
+    assert b"Total sessions" in out
+    assert _tables(engine, "C") == ref
+    assert validate(engine, experiment_id=eid)[1] == []
+    assert _most_attempts(engine, eid) >= 2  # the stopped worker's job was retried by the other
