@@ -37,7 +37,7 @@ from pxp.llm.limits import call_limit, set_call_limit
 from pxp.llm.redact import redact_any
 from pxp.running.config import RunConfig, RunError
 from pxp.running.runner import NullObserver, Observer, RunOutcome, default_agents, run_experiment, run_repetition
-from pxp.storage.store import db_session, experiment_runs, run_sessions
+from pxp.storage.store import db_session, experiment_runs
 from pxp.storage.tables import Experiment, Run, utcnow
 
 QUEUE = "pxp"
@@ -223,31 +223,38 @@ def workers(engine: Engine, *, alive_within: float = STALLED_SECONDS) -> list[di
 
 
 class _Relay:
-    """Turns what the database says into the runner's Observer calls (pxp.running.progress draws them)."""
+    """Turns what the database says into the runner's Observer calls (pxp.running.progress draws them).
+
+    A repetition decides its sessions in order, so each poll reads only the decisions after the last seen.
+    """
 
     def __init__(self, engine: Engine, experiment_id: int, observer: Observer) -> None:
         self.engine, self.experiment_id, self.obs = engine, experiment_id, observer
-        self.seen: dict[int, set[int]] = {}
+        self.last: dict[int, int] = {}  # repetition -> last ordinal reported
         self.ended: set[int] = set()
 
     def poll(self, states: dict[int, tuple[int, str]]) -> None:
         with db_session(self.engine) as db:
             runs = experiment_runs(db, experiment_id=self.experiment_id)
-            sessions = {r.repetition: run_sessions(db, run_id=r.id or 0) for r in runs}
-        for r in runs:
-            ss = sessions[r.repetition]
-            decided = {s.ordinal: s for s in ss if s.context_kept is not None}
-            if r.repetition not in self.seen:
-                self.seen[r.repetition] = set(decided)
-                self.obs.run_started(r.repetition, r.id or 0, len(ss), len(decided))
-            for o in sorted(set(decided) - self.seen[r.repetition]):
-                self.seen[r.repetition].add(o)
-                self.obs.session_done(r.repetition, o, decided[o].status, decided[o].context_kept)
-            job = states.get(r.repetition)
-            final = job is None or job[1] in _FINAL
-            if final and r.repetition not in self.ended and (r.status != "running" or job is not None):
-                self.ended.add(r.repetition)
-                self.obs.run_ended(r.repetition, r.status, r.note)
+        with self.engine.connect() as conn:
+            for r in runs:
+                rid, rep = r.id or 0, r.repetition
+                if rep not in self.last:
+                    total, done = conn.execute(text(
+                        "SELECT count(*), count(context_kept) FROM session WHERE run_id = :r"), {"r": rid}).one()
+                    self.last[rep] = int(done)
+                    self.obs.run_started(rep, rid, int(total), int(done))
+                for ordinal, status, kept in conn.execute(text(
+                    "SELECT ordinal, status, context_kept FROM session WHERE run_id = :r "
+                    "AND context_kept IS NOT NULL AND ordinal > :o ORDER BY ordinal"), {"r": rid, "o": self.last[rep]},
+                ):
+                    self.last[rep] = int(ordinal)
+                    self.obs.session_done(rep, int(ordinal), str(status), bool(kept))
+                job = states.get(rep)
+                final = job is None or job[1] in _FINAL
+                if final and rep not in self.ended and (r.status != "running" or job is not None):
+                    self.ended.add(rep)
+                    self.obs.run_ended(rep, r.status, r.note)
 
 
 def run_distributed(

@@ -155,7 +155,7 @@ def _messages(engine: Engine, experiment_id: int) -> int:
 def test_kill_9_workers_mid_repetition_loses_and_repeats_nothing(pg: tuple[str, Engine]) -> None:
     url, engine = pg
     ref = _reference(engine, 2)
-    exp = create_experiment(engine, _cfg(2, latency=0.2), name="K")  # a repetition outlives the kills
+    exp = create_experiment(engine, _cfg(2, latency=0.3), name="K")  # outlives the kills
     eid = exp.id or 0
     ensure_schema(engine)  # before polling its tables (the workers and the waiter install it too)
     workers = [_worker(url, "w0"), _worker(url, "w1")]
