@@ -168,6 +168,8 @@ def run_cmd(
     max_usd: Annotated[float, typer.Option(
         "--max-usd", help="A real-LLM run estimated above this many US dollars asks for confirmation.")] = 20.0,
     yes: Annotated[bool, typer.Option("--yes", help="Run over --max-usd without asking.")] = False,
+    distributed: Annotated[bool, typer.Option(
+        "--distributed", help="PostgreSQL: queue the repetitions for `pxp worker`s and wait for them.")] = False,
 ) -> None:
     """Run a controlled experiment: INTERACT over R concurrent repetitions, LEARN, machine performance.
 
@@ -241,7 +243,7 @@ def run_cmd(
     except (RunError, ValueError) as e:
         fail(str(e))
     _run_and_report(exp.id or 0, exp.name, report_format, progress, concurrency if "concurrency" in given else None,
-                    full=full)
+                    full=full, distributed=distributed)
 
 
 def _print_estimate(est: Estimate, fmt: str) -> None:
@@ -286,14 +288,15 @@ def _default_split(engine: Any, dataset: str) -> str | None:
 
 
 def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool, concurrency: int | None,
-                    *, full: bool = False) -> None:
+                    *, full: bool = False, distributed: bool = False) -> None:
     import signal
 
     from pxp.analysis.report import render, report_json
     from pxp.running.config import RunError
     from pxp.running.progress import make_progress, render_usage
+    from pxp.running.queue import runner
     from pxp.running.repetition import NullObserver
-    from pxp.running.runner import run_experiment, usage_summary
+    from pxp.running.runner import usage_summary
     from pxp.running.workers import WorkerError, hold
 
     engine = state.engine()
@@ -304,11 +307,12 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
     held = hold(engine, experiment_id, on_cancel=signal.SIGINT)
     try:
         with held:
+            run = runner(engine, distributed)
             if show_progress:
                 with observer:
-                    outcome = run_experiment(engine, experiment_id, observer=observer, concurrency=concurrency)
+                    outcome = run(engine, experiment_id, observer=observer, concurrency=concurrency)
             else:
-                outcome = run_experiment(engine, experiment_id, concurrency=concurrency)
+                outcome = run(engine, experiment_id, concurrency=concurrency)
     except WorkerError as e:
         fail(str(e))
     except KeyboardInterrupt:
