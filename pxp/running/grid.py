@@ -111,7 +111,7 @@ def _simulated(where: str, value: Any) -> dict[str, float]:
         raise GridError(f"{where} must be a table of {', '.join(_SIM_KEYS)}")
     for key, v in value.items():
         if key not in _SIM_KEYS:
-            raise GridError(f"unknown key {where}.{key} (one of {', '.join(_SIM_KEYS)})")
+            raise GridError(f"{where}.{key} is not a known key (one of {', '.join(_SIM_KEYS)})")
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise GridError(f"{where}.{key} must be a number")
     return {k: float(v) for k, v in value.items()}
@@ -126,7 +126,7 @@ def _machine(where: str, value: Any) -> dict[str, Any]:
     hints = _hints()
     for key, v in value.items():
         if key not in MACHINE_KEYS:
-            raise GridError(f"unknown key {where}.{key} (one of {', '.join(MACHINE_KEYS)})")
+            raise GridError(f"{where}.{key} is not a known key (one of {', '.join(MACHINE_KEYS)})")
         if key == "simulated":
             continue
         if key != "label" and not _accepts(hints[key], v):
