@@ -14,8 +14,8 @@ from pxp.cli.llm import print_calls, print_versus
 
 @app.command("report")
 def report_cmd(
-    experiment: Annotated[list[str], typer.Option(
-        "--experiment", help="Experiment name or id; repeat it for experiments side by side.")],
+    experiment: Annotated[list[str] | None, typer.Option(
+        "--experiment", help="Experiment name or id; repeat it for experiments side by side.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, json, markdown or csv.")] = "table",
     by: Annotated[str | None, typer.Option(
         "--by", help="One column per annotator, label or dataset of the experiments (e.g. h1 vs h2).")] = None,
@@ -29,9 +29,19 @@ def report_cmd(
     agreement: Annotated[bool, typer.Option(
         "--agreement", help="Inter-annotator agreement (Cohen's κ, Krippendorff's α) and disagreements instead.")
     ] = False,
+    study: Annotated[str | None, typer.Option(
+        "--study", help="A study (`pxp run --grid`): Table 1 side by side and the paired comparison of each "
+        "two machines on the same instances.")] = None,
 ) -> None:
     """Print the papers' Table 1 for an experiment (or several side by side)."""
     from pxp.analysis.report import FORMATS, ReportError, render_many, report_json, reports_by
+
+    if study is not None:
+        from pxp.cli.grid import print_study
+
+        return print_study(study, fmt) if not experiment else fail("--study and --experiment cannot be combined")
+    if not experiment:
+        fail("--experiment (or --study) is required")
 
     if compare:
         from pxp.cli.compare import print_comparison

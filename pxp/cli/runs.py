@@ -170,6 +170,9 @@ def run_cmd(
     yes: Annotated[bool, typer.Option("--yes", help="Run over --max-usd without asking.")] = False,
     distributed: Annotated[bool, typer.Option(
         "--distributed", help="PostgreSQL: queue the repetitions for `pxp worker`s and wait for them.")] = False,
+    grid: Annotated[Path | None, typer.Option(
+        "--grid", help="A TOML grid (machines × datasets × seeds × n, k): one named study, run point by point.")
+    ] = None,
 ) -> None:
     """Run a controlled experiment: INTERACT over R concurrent repetitions, LEARN, machine performance.
 
@@ -187,6 +190,12 @@ def run_cmd(
 
     if report_format not in FORMATS:
         fail(f"unknown format {report_format!r} (one of {', '.join(FORMATS)})")
+    if grid is not None:  # pxp.cli.grid: the study's options come from the file
+        from pxp.cli.grid import run_grid
+
+        return run_grid(grid, given=[o for o in (*_CONFIG_OPTIONS, "name", "resume", "like") if _given(ctx, o)],
+                        concurrency=concurrency, fmt=report_format, progress=progress, estimate_only=estimate_only,
+                        max_usd=max_usd, yes=yes)
     every_instance = split == "all"
     opts = RunOptions(
         dataset=dataset, machine=machine, human=human, reps=reps, n=n, k=k, seed=seed,

@@ -36,11 +36,12 @@ from pxp.analysis.tables import (
     transition_matrix,
 )
 from pxp.app import resources, ui
+from pxp.app.compare import view_compare
 from pxp.app.selection import format_ids, initial_experiments
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS, METRICS, Table1
 
 VIEWS = ("Table 1", "Figure 1", "Figure 2", "Transitions", "Session lengths", "Labels", "Annotators",
-         "LLM cost", "Per-session flags")
+         "LLM cost", "Per-session flags", "Compare")
 COLUMNS = {
     "experiment": "one column per experiment",
     "annotator": "one column per annotator (h1 vs h2)",
@@ -368,6 +369,7 @@ def render() -> None:
         "Annotators": lambda: view_annotators(sel),
         "LLM cost": lambda: view_costs(sel),
         "Per-session flags": lambda: view_sessions(sel),
+        "Compare": lambda: view_compare(opts, names),
     }
     views[view or "Table 1"]()
 

@@ -1,0 +1,97 @@
+"""The Analytics page's Compare view (issue 14 §4): two experiments, or a study's machine pairs,
+compared session by session on the same instances.
+
+The numbers are pxp.analysis.statistics (paired differences, bootstrap 95 % CIs, McNemar's
+test), the code path of `pxp report --compare` and `pxp report --study`. Names are shown as text.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from pxp.analysis.queries import Options
+from pxp.analysis.report import ReportError
+from pxp.analysis.statistics import ComparisonError, compare_experiments
+from pxp.analysis.study import study_json, study_names
+from pxp.app import resources, ui
+
+
+def comparison_frame(cmp: dict[str, Any]) -> pd.DataFrame:
+    """One row per property: both proportions, the difference with its 95 % CI, discordant pairs, p."""
+    return pd.DataFrame([{
+        "Property": m["label"], "A": round(m["a"], 3), "B": round(m["b"], 3), "A − B": round(m["difference"], 3),
+        "95% CI low": round(m["ci_low"], 3), "95% CI high": round(m["ci_high"], 3), "A only": m["a_only"],
+        "B only": m["b_only"], "McNemar p": round(m["p_value"], 4),
+    } for m in cmp["metrics"]])
+
+
+def show_comparison(cmp: dict[str, Any], key: str) -> None:
+    st.caption(ui.escape_md(f"A = {cmp['a']}, B = {cmp['b']}: {cmp['pairs']} paired sessions on "
+                            f"{cmp['instances']} instances (same repetition and instance)."))
+    st.dataframe(comparison_frame(cmp), hide_index=True, key=key)
+
+
+def _two_experiments(opts: Options, chosen: list[str]) -> None:
+    names = [str(e["name"]) for e in opts.experiments]
+    if len(names) < 2:
+        st.info("Two experiments on the same instances are needed to compare.")
+        return
+    first = [n for n in chosen if n in names] + [n for n in names if n not in chosen]
+    c = st.columns(2)
+    a = c[0].selectbox("Experiment A", names, index=names.index(first[0]), key="analytics_compare_a")
+    b = c[1].selectbox("Experiment B", names, index=names.index(first[1]), key="analytics_compare_b")
+    if a is None or b is None or a == b:
+        st.info("Choose two different experiments.")
+        return
+    try:
+        cmp = compare_experiments(resources.engine(), a, b)
+    except ComparisonError as e:
+        st.warning(ui.escape_md(str(e)))
+        return
+    show_comparison(cmp, "analytics_compare_table")
+    st.caption("Reproduce this comparison")
+    st.code(f"pxp report --experiment {shlex.quote(a)} --experiment {shlex.quote(b)} --compare", language="bash")
+
+
+def _study() -> None:
+    studies = study_names(resources.engine())
+    if not studies:
+        st.info("No studies yet: `pxp run --grid grid.toml` creates one.")
+        return
+    name = st.selectbox("Study", studies, key="analytics_compare_study")
+    if name is None:
+        return
+    try:
+        rep = study_json(resources.engine(), name)
+    except ReportError as e:
+        st.warning(ui.escape_md(str(e)))
+        return
+    st.caption(ui.escape_md(f"{len(rep['experiments'])} experiments: " +
+                            ", ".join(r["experiment"] for r in rep["experiments"])))
+    if not rep["comparisons"]:
+        st.info("No two experiments of this study differ only in the machine.")
+    for i, cmp in enumerate(rep["comparisons"]):
+        same = ", ".join(f"{k} {v}" for k, v in cmp["same"].items() if v is not None)
+        st.subheader(ui.escape_md(f"{cmp['machines'][0]} vs {cmp['machines'][1]}"))
+        st.caption(ui.escape_md(same))
+        if "error" in cmp:
+            st.warning(ui.escape_md(cmp["error"]))
+        else:
+            show_comparison(cmp, f"analytics_compare_study_{i}")
+    st.caption("Reproduce this comparison")
+    st.code(f"pxp report --study {shlex.quote(name)}", language="bash")
+
+
+def view_compare(opts: Options, chosen: list[str]) -> None:
+    """Two experiments (the first two chosen above by default) or a study's machine pairs."""
+    what = st.radio("Compare", ("Two experiments", "A study"), horizontal=True, key="analytics_compare_what")
+    if what == "A study":
+        _study()
+    else:
+        _two_experiments(opts, chosen)
+    st.caption("Sessions are paired by repetition and instance. A − B with a bootstrap 95 % interval (instances "
+               "resampled, 10,000 times, seed 0); McNemar's exact test on the discordant pairs (A only, B only).")

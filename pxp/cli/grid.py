@@ -1,0 +1,124 @@
+"""`pxp run --grid grid.toml` and `pxp report --study NAME`: grids as named studies (issue 14 §4).
+
+The grid file's format is documented in pxp.running.grid. The experiments run in this process,
+one after another (each with its repetitions concurrent, as `pxp run`); a paused experiment does
+not stop the others (exit 2 at the end, each resumable with `pxp run --resume NAME`).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+
+from pxp.cli.common import dump, err, fail, state
+
+#: `pxp run` options a grid run takes from the command line (the rest come from the file)
+GRID_OPTIONS = ("concurrency",)
+
+
+def run_grid(path: Path, *, given: list[str], concurrency: int, fmt: str, progress: bool, estimate_only: bool,
+             max_usd: float, yes: bool) -> None:
+    """Check the whole grid, create one experiment per point, run them and print the study report.
+
+    `given`: the `pxp run` options given on the command line (only --concurrency applies, overriding
+    the file's for this process).
+    """
+    from pxp.running.config import RunError
+    from pxp.running.grid import GridError, create_study, prepare_study, study_estimate, study_estimate_lines
+
+    extra = [o for o in given if o not in GRID_OPTIONS]
+    if extra:
+        fail(f"--grid takes the run options from {path} ([run] and [grid]), not "
+             f"{', '.join('--' + o.replace('_', '-') for o in extra)}")
+    if fmt not in ("table", "json"):
+        fail(f"--grid prints table or json, not {fmt!r}")
+    engine = state.engine(must_exist=estimate_only)
+    try:
+        study, estimates = prepare_study(engine, path)
+    except (GridError, RunError) as e:
+        fail(str(e))
+    est = study_estimate(study, estimates)
+    if estimate_only:
+        if fmt == "json":
+            dump(est)
+        else:
+            typer.echo("\n".join(study_estimate_lines(est)))
+        return
+    usd = est["total"]["usd"]
+    if not yes and usd is not None and usd > max_usd:
+        over = f"the study's estimated cost is ${usd:,.2f}, over --max-usd {max_usd:g}"
+        if not sys.stdin.isatty():
+            fail(f"{over}; pass --yes to run it anyway (`--estimate` shows the figures)")
+        err.print("\n".join(study_estimate_lines(est)), highlight=False, markup=False, soft_wrap=True)
+        if not typer.confirm(f"{over}. Start the runs?", default=False, err=True):
+            fail("not started")
+    try:
+        exps = create_study(engine, study, estimates)
+    except (RunError, ValueError) as e:
+        fail(str(e))
+    in_flight = concurrency if "concurrency" in given else None
+    paused = []
+    for i, exp in enumerate(exps, start=1):
+        err.print(f"study {study.name}: experiment {i}/{len(exps)} {exp.name}", highlight=False, markup=False,
+                  soft_wrap=True)
+        if not _run_one(engine, exp.id or 0, exp.name, progress, in_flight):
+            paused.append(exp.name)
+    print_study(study.name, fmt)
+    if paused:
+        err.print(f"[yellow]paused:[/yellow] {escape(', '.join(paused))}; resume each with "
+                  "`pxp run --resume NAME`", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+
+
+def _run_one(engine: Any, experiment_id: int, name: str, show_progress: bool, concurrency: int | None) -> bool:
+    """Run one experiment of the study as `pxp run` does; False when a repetition paused."""
+    from pxp.running.config import RunError
+    from pxp.running.progress import make_progress
+    from pxp.running.repetition import NullObserver
+    from pxp.running.runner import run_experiment
+    from pxp.running.workers import WorkerError, hold
+
+    hint = f"resume with `pxp run --resume {name}`"
+    observer: Any = make_progress(engine, experiment_id, err) if show_progress else NullObserver()
+    held = hold(engine, experiment_id, on_cancel=signal.SIGINT)
+    try:
+        with held:
+            if show_progress:
+                with observer:
+                    outcome = run_experiment(engine, experiment_id, observer=observer, concurrency=concurrency)
+            else:
+                outcome = run_experiment(engine, experiment_id, concurrency=concurrency)
+    except WorkerError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        why = "cancelled from another worker" if held.cancelled else "interrupted"
+        err.print(f"{why}: {name} is paused; {hint} (the study's later experiments are stored, not run)",
+                  highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(130) from None
+    except (RunError, ValueError) as e:
+        fail(f"{e}; the experiment {name!r} is stored, {hint} once fixed")
+    except Exception as e:  # a failed repetition: stored and resumable; one line, never a trace
+        fail(f"a repetition of {name} failed ({type(e).__name__}: {e}); {hint}")
+    return not outcome.paused
+
+
+def print_study(study: str, fmt: str, *, seed: int = 0) -> None:
+    """`pxp report --study NAME`: Table 1 side by side and the paired comparisons (table or json)."""
+    from pxp.analysis.report import ReportError
+    from pxp.analysis.study import study_json, study_lines
+
+    if fmt not in ("table", "json"):
+        fail(f"--study prints table or json, not {fmt!r}")
+    try:
+        rep = study_json(state.reader(), study, seed=seed)
+    except ReportError as e:
+        fail(str(e))
+    if fmt == "json":
+        dump(rep)
+    else:
+        typer.echo("\n".join(study_lines(rep)))

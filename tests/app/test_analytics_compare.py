@@ -1,0 +1,80 @@
+"""The Analytics page's Compare view through AppTest (issue 14 §4): the same paired comparison
+as `pxp report --compare` and `pxp report --study`, for two experiments or a study."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+from streamlit.testing.v1 import AppTest
+
+from pxp.analysis.statistics import compare_experiments
+from pxp.analysis.study import study_json
+from pxp.app.router import VIEWS as VIEW_DIR
+from pxp.running.grid import create_study, prepare_study
+from pxp.running.runner import run_experiment
+from pxp.storage.store import get_engine
+from tests.factories import make_rad
+
+PAGE = str(VIEW_DIR / "analytics.py")
+GRID = """
+name = "duo"
+[grid]
+machine = [{ label = "weak", machine = "simulated", simulated = { accuracy = 0.1, adopt = 0.0 } },
+           { label = "strong", machine = "simulated", simulated = { accuracy = 1.0, adopt = 1.0 } }]
+dataset = ["toy-rad"]
+seed = [3]
+[run]
+n = 4
+k = 3
+reps = 2
+"""
+A, B = "duo/weak/toy-rad/s3", "duo/strong/toy-rad/s3"
+
+
+@pytest.fixture
+def engine_(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    monkeypatch.setenv("PXP_DATABASE_URL", url)
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    engine = get_engine(url)
+    make_rad(engine, per_label=3)
+    path = tmp_path / "grid.toml"
+    path.write_text(GRID)
+    study, estimates = prepare_study(engine, path)
+    for exp in create_study(engine, study, estimates):
+        run_experiment(engine, exp.id or 0)
+    yield engine
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_compare_two_experiments_and_a_study(engine_: Engine) -> None:
+    at = ok(AppTest.from_file(PAGE, default_timeout=60).run())
+    ok(at.radio(key="analytics_view").set_value("Compare").run())
+    ok(at.selectbox(key="analytics_compare_a").set_value(A).run())
+    ok(at.selectbox(key="analytics_compare_b").set_value(B).run())
+    table = at.dataframe[0].value
+    want = compare_experiments(engine_, A, B)
+    assert list(table["Property"]) == [m["label"] for m in want["metrics"]]
+    assert list(table["A − B"]) == [round(m["difference"], 3) for m in want["metrics"]]
+    assert list(table["McNemar p"]) == [round(m["p_value"], 4) for m in want["metrics"]]
+    assert any(f"--experiment {A} --experiment {B} --compare" in c.value for c in at.code)
+
+    ok(at.selectbox(key="analytics_compare_b").set_value(A).run())
+    assert any("two different experiments" in i.value for i in at.info)
+
+    ok(at.radio(key="analytics_compare_what").set_value("A study").run())
+    assert at.selectbox(key="analytics_compare_study").value == "duo"
+    rep = study_json(engine_, "duo")
+    study_table = at.dataframe[0].value
+    assert list(study_table["A − B"]) == [round(m["difference"], 3) for m in rep["comparisons"][0]["metrics"]]
+    assert list(study_table["B"]) == [1.0, 1.0, 1.0] and len(at.dataframe) == 1  # one machine pair
+    assert any("weak vs strong" in h.value for h in at.subheader)
+    assert any("pxp report --study duo" in c.value for c in at.code)
