@@ -46,7 +46,24 @@ def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
     perf = performance_series(engine, exp.id or 0)  # machine performance (Figure 2), when evaluated
     if perf:
         rep["performance"] = perf
+        rep["schedule"] = schedule_line(exp.config)
     return rep
+
+
+def schedule_line(config: dict[str, Any]) -> str:
+    """Which evaluation schedule produced the performance series (issue 14 §2), in one line."""
+    from pxp.running.config import RunConfig
+
+    try:
+        cfg = RunConfig.from_dict(config)
+    except TypeError:  # a config without the fields a RunConfig needs: the papers' schedule
+        return "evaluated after every session on the whole test split"
+    line = f"evaluated {cfg.schedule_text()}"
+    if cfg.learn and cfg.learn_sample:
+        line += f"; LEARN on a seeded sample of {cfg.learn_sample} {cfg.val_split or 'val'} cases"
+    if cfg.carry != "all":
+        line += f"; carried context: {cfg.carry}"
+    return line
 
 
 def reports_by(engine: Engine, names_or_ids: list[str], by: str) -> list[dict[str, Any]]:
@@ -152,4 +169,6 @@ def _performance(reports: list[dict[str, Any]], fmt: str, full: bool = False) ->
             if len(reports) > 1:
                 out += ["", f"{r['experiment']}:"]
             out += render_series(r["performance"], fmt, full=full)
+            if r.get("schedule") and fmt != "csv":
+                out.append(f"_{_md(r['schedule'])}_" if fmt == "markdown" else str(r["schedule"]))
     return out

@@ -36,6 +36,10 @@ _CONFIG_OPTIONS = {
     "learn_metric": "learn_metric",
     "eval_at_start": "eval_at_start",
     "concurrency": "concurrency",
+    "eval_every": "eval_every",
+    "eval_sample": "eval_sample",
+    "learn_sample": "learn_sample",
+    "carry": "carry",
 }
 _SIM_OPTIONS = {"accuracy": "accuracy", "adopt": "adopt", "mislead": "mislead", "latency": "latency"}
 
@@ -44,6 +48,17 @@ def _given(ctx: typer.Context, name: str) -> bool:
     """Whether option `name` was given (command line or environment), not left at its default."""
     src = ctx.get_parameter_source(name)
     return src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _carry_option(value: str) -> str:
+    """--carry as all, last:M or tokens:T (a bad value: one line, exit 2)."""
+    from pxp.running.config import RunError, parse_carry
+
+    try:
+        kind, num = parse_carry(value)
+    except RunError as e:
+        raise typer.BadParameter(str(e)) from None
+    return kind if num is None else f"{kind}:{num}"
 
 
 _RUN_HELP = (
@@ -94,6 +109,19 @@ def run_cmd(
     concurrency: Annotated[
         int, typer.Option("--concurrency", help="LLM calls in flight, shared by all repetitions.")
     ] = 8,
+    eval_every: Annotated[int, typer.Option(
+        "--eval-every", min=1, help="Machine performance on the test split after every m-th session and the last.")
+    ] = 1,
+    eval_sample: Annotated[int | None, typer.Option(
+        "--eval-sample", min=1, help="Evaluate on a fixed, seeded sample of N test cases (default: the whole split).")
+    ] = None,
+    learn_sample: Annotated[int | None, typer.Option(
+        "--learn-sample", min=1, help="LEARN on a fixed, seeded sample of N validation cases (default: all).")
+    ] = None,
+    carry: Annotated[str, typer.Option(
+        "--carry", callback=_carry_option,
+        help="Kept sessions carried into the next prompt: all, last:M or tokens:T (estimated tokens).")
+    ] = "all",
     resume: Annotated[str | None, typer.Option("--resume", help="Continue this experiment from the database.")] = None,
     like: Annotated[
         str | None, typer.Option("--like", help="Repeat this experiment's config (options given override).")
@@ -171,7 +199,8 @@ def run_cmd(
                     val_split=val_split or None, test_split=test_split or None, machine=machine, human=human,
                     reps=reps, n=n, k=k, seed=seed, shuffle=shuffle, checker=checker, base_url=base_url,
                     temperature=temperature, max_tokens=max_tokens, learn=learn, learn_metric=learn_metric,
-                    eval_at_start=eval_at_start, concurrency=concurrency,
+                    eval_at_start=eval_at_start, concurrency=concurrency, eval_every=eval_every,
+                    eval_sample=eval_sample, learn_sample=learn_sample, carry=carry,
                     simulated={"accuracy": accuracy, "adopt": adopt, "mislead": mislead, "latency": latency}
                     if machine == "simulated" else {},
                 )
