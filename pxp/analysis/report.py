@@ -170,5 +170,5 @@ def _performance(reports: list[dict[str, Any]], fmt: str, full: bool = False) ->
                 out += ["", f"{r['experiment']}:"]
             out += render_series(r["performance"], fmt, full=full)
             if r.get("schedule") and fmt != "csv":
-                out.append(f"_{_md(r['schedule'])}_" if fmt == "markdown" else str(r["schedule"]))
+                out += ["", f"_{_md(r['schedule'])}_" if fmt == "markdown" else str(r["schedule"])]
     return out
