@@ -45,8 +45,10 @@ def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
 
     perf = performance_series(engine, exp.id or 0)  # machine performance (Figure 2), when evaluated
     if perf:
+        line = schedule_line(exp.config)
+        for series in perf.values():  # which schedule produced each series (issue 14 §2)
+            series["schedule"] = line
         rep["performance"] = perf
-        rep["schedule"] = schedule_line(exp.config)
     return rep
 
 
@@ -169,6 +171,8 @@ def _performance(reports: list[dict[str, Any]], fmt: str, full: bool = False) ->
             if len(reports) > 1:
                 out += ["", f"{r['experiment']}:"]
             out += render_series(r["performance"], fmt, full=full)
-            if r.get("schedule") and fmt != "csv":
-                out += ["", f"_{_md(r['schedule'])}_" if fmt == "markdown" else str(r["schedule"])]
+            perf = r["performance"]
+            line = (perf.get("test") or next(iter(perf.values()))).get("schedule")
+            if line and fmt != "csv":
+                out += ["", f"_{_md(line)}_" if fmt == "markdown" else str(line)]
     return out

@@ -58,7 +58,6 @@ def test_report_json_equals_the_reference_path(two: Engine) -> None:
     for name in ("RAD", "DRUG"):
         rep = report_json(two, name)
         rep.pop("performance", None)
-        rep.pop("schedule", None)  # with the performance series: which schedule produced it
         with db_session(two) as db:
             from pxp.storage.store import find_experiment
 

@@ -246,11 +246,13 @@ def test_unknown_models_have_no_context_window() -> None:
 def test_the_report_names_the_schedule(data: Engine) -> None:
     exp = _run(data, _cfg(eval_every=4, eval_sample=3), "sched")
     rep = report_json(data, exp.name)
-    assert rep["schedule"] == "evaluated after every 4th session and after the last on a seeded sample of 3 test cases"
-    assert rep["schedule"] in render(rep, "table")
-    assert f"_{rep['schedule']}_" in render(rep, "markdown")
+    line = rep["performance"]["test"]["schedule"]
+    assert line == "evaluated after every 4th session and after the last on a seeded sample of 3 test cases"
+    assert "\n\n" + line in render(rep, "table")
+    assert f"_{line}_" in render(rep, "markdown")
     paper = _run(data, _cfg(), "paper")
-    assert report_json(data, paper.name)["schedule"] == "evaluated after every session on the whole test split"
+    line = report_json(data, paper.name)["performance"]["test"]["schedule"]
+    assert line == "evaluated after every session on the whole test split"
 
 
 def test_pxp_run_options_are_stored_and_like_keeps_them(db_url: str) -> None:
