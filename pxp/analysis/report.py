@@ -17,6 +17,7 @@ from pxp.analysis.queries import GROUP_BY, Selection
 from pxp.analysis.tables import table1, table1_by
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.intelligibility import Table1, table1_rows
+from pxp.running.config import RunConfig
 from pxp.running.evaluate import performance_series, render_series
 from pxp.storage.store import db_session, find_experiment
 from pxp.storage.tables import Experiment
@@ -45,8 +46,25 @@ def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
     rep = experiment_table(engine, exp).as_json(exp.name)
     perf = performance_series(engine, exp.id or 0)  # machine performance (Figure 2), when evaluated
     if perf:
+        line = schedule_line(exp.config)
+        for series in perf.values():  # which schedule produced each series (issue 14 §2)
+            series["schedule"] = line
         rep["performance"] = perf
     return rep
+
+
+def schedule_line(config: dict[str, Any]) -> str:
+    """Which evaluation schedule produced the performance series (issue 14 §2), in one line."""
+    try:
+        cfg = RunConfig.from_dict(config)
+    except TypeError:  # a config without the fields a RunConfig needs: the papers' schedule
+        return "evaluated after every session on the whole test split"
+    line = f"evaluated {cfg.schedule_text()}"
+    if cfg.learn and cfg.learn_sample:
+        line += f"; LEARN on a seeded sample of {cfg.learn_sample} {cfg.val_split or 'val'} cases"
+    if cfg.carry != "all":
+        line += f"; carried context: {cfg.carry}"
+    return line
 
 
 def experiment_ids(engine: Engine, names_or_ids: list[str]) -> tuple[list[int], int]:
@@ -161,4 +179,8 @@ def _performance(reports: list[dict[str, Any]], fmt: str, full: bool = False) ->
             if len(reports) > 1:
                 out += ["", f"{r['experiment']}:"]
             out += render_series(r["performance"], fmt, full=full)
+            perf = r["performance"]
+            line = (perf.get("test") or next(iter(perf.values()))).get("schedule")
+            if line and fmt != "csv":
+                out += ["", f"_{_md(line)}_" if fmt == "markdown" else str(line)]
     return out

@@ -54,6 +54,10 @@ class RunOptions:
     sim_adopt: float
     sim_mislead: float
     sim_latency: float
+    eval_every: int
+    eval_sample: int | None
+    learn_sample: int | None
+    carry: str
 
     def simulated(self) -> dict[str, float]:
         return {"accuracy": self.sim_accuracy, "adopt": self.sim_adopt, "mislead": self.sim_mislead,
@@ -66,7 +70,8 @@ class RunOptions:
             machine=self.machine, human=self.human, reps=self.reps, n=self.n, k=self.k, seed=self.seed,
             shuffle=self.shuffle, checker=self.checker, base_url=self.base_url, temperature=self.temperature,
             max_tokens=self.max_tokens, learn=self.learn, learn_metric=self.learn_metric,
-            eval_at_start=self.eval_at_start, concurrency=self.concurrency,
+            eval_at_start=self.eval_at_start, concurrency=self.concurrency, eval_every=self.eval_every,
+            eval_sample=self.eval_sample, learn_sample=self.learn_sample, carry=self.carry,
             simulated=self.simulated() if self.machine == "simulated" else {},
         )
 
@@ -88,6 +93,17 @@ def _given(ctx: typer.Context, name: str) -> bool:
     """Whether option `name` was given (command line or environment), not left at its default."""
     src = ctx.get_parameter_source(name)
     return src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _carry_option(value: str) -> str:
+    """--carry as all, last:M or tokens:T (a bad value: one line, exit 2)."""
+    from pxp.running.config import RunError, parse_carry
+
+    try:
+        kind, num = parse_carry(value)
+    except RunError as e:
+        raise typer.BadParameter(str(e)) from None
+    return kind if num is None else f"{kind}:{num}"
 
 
 _RUN_HELP = (
@@ -138,6 +154,19 @@ def run_cmd(
     concurrency: Annotated[
         int, typer.Option("--concurrency", help="LLM calls in flight, shared by all repetitions.")
     ] = 8,
+    eval_every: Annotated[int, typer.Option(
+        "--eval-every", min=1, help="Machine performance on the test split after every m-th session and the last.")
+    ] = 1,
+    eval_sample: Annotated[int | None, typer.Option(
+        "--eval-sample", min=1, help="Evaluate on a fixed, seeded sample of N test cases (default: the whole split).")
+    ] = None,
+    learn_sample: Annotated[int | None, typer.Option(
+        "--learn-sample", min=1, help="LEARN on a fixed, seeded sample of N validation cases (default: all).")
+    ] = None,
+    carry: Annotated[str, typer.Option(
+        "--carry", callback=_carry_option,
+        help="Kept sessions carried into the next prompt: all, last:M or tokens:T (estimated tokens).")
+    ] = "all",
     resume: Annotated[str | None, typer.Option("--resume", help="Continue this experiment from the database.")] = None,
     like: Annotated[
         str | None, typer.Option("--like", help="Repeat this experiment's config (options given override).")
@@ -203,6 +232,7 @@ def run_cmd(
         checker=checker, base_url=base_url, temperature=temperature, max_tokens=max_tokens, learn=learn,
         learn_metric=learn_metric, eval_at_start=eval_at_start, concurrency=concurrency,
         sim_accuracy=sim_accuracy, sim_adopt=sim_adopt, sim_mislead=sim_mislead, sim_latency=sim_latency,
+        eval_every=eval_every, eval_sample=eval_sample, learn_sample=learn_sample, carry=carry,
     )
     engine = state.engine(must_exist=resume is not None or like is not None or estimate_only)
     given = [o for o in _CONFIG_OPTIONS if _given(ctx, o)]

@@ -4,7 +4,8 @@ Images go as base64 image blocks; every part marked `cache=True` (the end of a
 stable prefix) and the system prompt carry `cache_control: ephemeral`, so a growing
 context is read from the prompt cache. Structured output: a forced tool
 (`tool_choice: {type: tool}`) whose input schema is the answer's. Retries and
-timeouts are the SDK's own (`max_retries`, `timeout`).
+timeouts are the SDK's own (`max_retries`, `timeout`); a 429 that survives them lowers
+this endpoint's in-flight limit (pxp.llm.limits) before it pauses anything.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pxp.llm.base import (
 )
 from pxp.llm.errors import bad_reply, describe_error
 from pxp.llm.keys import api_key
+from pxp.llm.limits import is_rate_limited, provider_limit
 from pxp.llm.pricing import cost_usd
 from pxp.llm.redact import redact, redact_data
 
@@ -57,6 +59,8 @@ class AnthropicProvider:
             self.client = anthropic.Anthropic(**kwargs)
         except anthropic.AnthropicError as e:
             raise LLMConfigError(f"anthropic: {e}") from None
+        #: the adaptive in-flight limit this provider's calls share (pxp.llm.limits; one per endpoint)
+        self.limit_key = f"{self.name}@{self.client.base_url}"
 
     # -- request ----------------------------------------------------------------------
     def request(
@@ -101,8 +105,14 @@ class AnthropicProvider:
     ) -> Completion:
         body = self.request(prompt, max_tokens=max_tokens, temperature=temperature, schema=schema)
         t0 = time.perf_counter()
+
+        def send() -> Any:
+            nonlocal t0
+            t0 = time.perf_counter()  # the latency of the call that answered, not of waiting for a slot
+            return self.client.messages.with_raw_response.create(**body)
+
         try:
-            raw = self.client.messages.with_raw_response.create(**body)
+            raw = provider_limit(self.limit_key).call(send, is_rate_limited)
         except anthropic.AnthropicError as e:
             status = getattr(e, "status_code", None)
             raise LLMError(describe_error(self.name, self.model, e, self.options),

@@ -16,6 +16,43 @@ from pxp.llm.base import is_llm_spec, parse_spec
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1"}
 DEFAULT_CHECKERS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4.1-mini"}
 
+#: context windows (input tokens) of the default models and their close relatives, checked 2026-11-23;
+#: a model not listed has an unknown window and gets no context warning
+CONTEXT_WINDOWS: dict[tuple[str, str], int] = {
+    ("anthropic", "claude-opus-4-6"): 200_000,
+    ("anthropic", "claude-opus-4-5"): 200_000,
+    ("anthropic", "claude-sonnet-4-6"): 200_000,
+    ("anthropic", "claude-sonnet-4-5"): 200_000,
+    ("anthropic", "claude-haiku-4-5"): 200_000,
+    ("openai", "gpt-4.1"): 1_047_576,
+    ("openai", "gpt-4.1-mini"): 1_047_576,
+    ("openai", "gpt-4.1-nano"): 1_047_576,
+    ("openai", "gpt-4o"): 128_000,
+    ("openai", "gpt-4o-mini"): 128_000,
+}
+#: a rough token count of one image (Anthropic: about width*height/750 for a 1092x1092 image)
+IMAGE_TOKENS = 1_600
+#: characters per token of the rough estimate (English text, both providers' tokenizers)
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count of `text` (characters / 4, rounded up): an estimate, not the tokenizer's."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def context_window(spec: str) -> int | None:
+    """The context window of a provider:model spec (a date suffix allowed), or None when unknown."""
+    if not is_llm_spec(spec):
+        return None
+    provider, model = parse_spec(spec)
+    if (provider, model) in CONTEXT_WINDOWS:
+        return CONTEXT_WINDOWS[(provider, model)]
+    for (p, m), window in CONTEXT_WINDOWS.items():
+        if p == provider and (model.startswith(m + "-2") or model == m + "-latest"):
+            return window
+    return None
+
 
 def _anthropic_deprecations() -> dict[str, str]:
     try:

@@ -5,7 +5,9 @@ server: Ollama, vLLM, llama.cpp, the private option for hospital data; such serv
 need no key. Images go as base64 data URLs. Structured output: `response_format`
 of type `json_schema` (strict); a server that refuses it gets the same prompt once
 without it and is then asked in text for the rest of the run. Prompt caching is the
-API's own automatic prefix caching; cached tokens are counted as cache reads.
+API's own automatic prefix caching; cached tokens are counted as cache reads. A 429 that
+survives the SDK's retries lowers this endpoint's in-flight limit (pxp.llm.limits) before it
+pauses anything.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pxp.llm.base import (
 )
 from pxp.llm.errors import bad_reply, describe_error
 from pxp.llm.keys import api_key
+from pxp.llm.limits import is_rate_limited, provider_limit
 from pxp.llm.pricing import cost_usd
 from pxp.llm.redact import redact, redact_data
 
@@ -63,6 +66,8 @@ class OpenAIProvider:
             self.client = openai.OpenAI(**kwargs)
         except openai.OpenAIError as e:
             raise LLMConfigError(f"openai: {e}") from None
+        #: the adaptive in-flight limit this provider's calls share (pxp.llm.limits; one per endpoint)
+        self.limit_key = f"{self.name}@{self.client.base_url}"
 
     def request(
         self, prompt: Prompt, *, max_tokens: int, temperature: float | None, schema: Schema | None
@@ -144,7 +149,8 @@ class OpenAIProvider:
 
     def _create(self, body: dict[str, Any]) -> ChatCompletion:
         """One Chat Completions call; a reply the SDK cannot read is an LLMError naming what came back."""
-        raw = self.client.chat.completions.with_raw_response.create(**body)
+        raw = provider_limit(self.limit_key).call(
+            lambda: self.client.chat.completions.with_raw_response.create(**body), is_rate_limited)
         try:
             resp = raw.parse()
             if not isinstance(resp, ChatCompletion):

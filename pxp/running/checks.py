@@ -70,6 +70,7 @@ def config_errors(cfg: RunConfig | Mapping[str, Any]) -> list[str]:
         errs.append(f"--temperature must not be negative (got {cfg.temperature})")
     if cfg.max_tokens is not None and cfg.max_tokens < 1:
         errs.append(f"--max-tokens must be at least 1 (got {cfg.max_tokens})")
+    errs += cfg.schedule_errors()
     return errs
 
 

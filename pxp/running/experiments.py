@@ -20,7 +20,7 @@ from sqlmodel import Session as DB
 from sqlmodel import col, select
 
 from pxp.running.checks import check_config
-from pxp.running.config import RunConfig, RunError, rep_seed
+from pxp.running.config import RunConfig, RunError, rep_seed, sample_ids
 from pxp.running.factory import dataset_task
 from pxp.storage.store import dataset_instances, db_session, find_dataset
 from pxp.storage.tables import Dataset, Experiment, Instance, Run, Session
@@ -64,8 +64,9 @@ def _default_name(engine: Engine, cfg: RunConfig, mode: Mode) -> str:
 
 def _controlled_config(db: DB, ds: Dataset, cfg: RunConfig, instances: list[Instance]) -> dict[str, Any]:
     """The stored config of a controlled run: the options, the task's prompts and the resolved splits."""
-    n_val = len(dataset_instances(db, dataset_id=ds.id or 0, split=cfg.val_split)) if cfg.val_split else 0
-    n_test = len(dataset_instances(db, dataset_id=ds.id or 0, split=cfg.test_split)) if cfg.test_split else 0
+    val_ids = _split_ids(db, ds, cfg.val_split)
+    test_ids = _split_ids(db, ds, cfg.test_split)
+    n_val, n_test = len(val_ids), len(test_ids)
     notes = []
     if cfg.learn and n_val == 0:
         notes.append(
@@ -81,8 +82,9 @@ def _controlled_config(db: DB, ds: Dataset, cfg: RunConfig, instances: list[Inst
     config["prompts"] = _prompt_templates(db, ds)
     config["resolved"] = {
         "interact": {"split": cfg.split, "instances": len(instances)},
-        "val": {"split": cfg.val_split, "instances": n_val, "used": bool(cfg.learn and n_val)},
-        "test": {"split": cfg.test_split, "instances": n_test},
+        "val": {"split": cfg.val_split, "instances": n_val, "used": bool(cfg.learn and n_val),
+                **_sample(val_ids, cfg.learn_sample, cfg.seed, "val")},
+        "test": {"split": cfg.test_split, "instances": n_test, **_sample(test_ids, cfg.eval_sample, cfg.seed, "test")},
         "notes": notes,
     }
     return config
@@ -115,6 +117,15 @@ def _case_lists(lists: Mapping[str, Sequence[str]], instances: list[Instance], o
         raise RunError(f"case {crowded[0]!r} is listed for {listed[by_key[crowded[0]]]} annotators, "
                        f"more than the overlap {overlap}")
     return out
+
+
+def _split_ids(db: DB, ds: Dataset, split: str | None) -> list[int]:
+    return [i.id or 0 for i in dataset_instances(db, dataset_id=ds.id or 0, split=split)] if split else []
+
+
+def _sample(ids: list[int], size: int | None, seed: int, which: str) -> dict[str, list[int]]:
+    """{"sample": the seeded sample of a split's instance ids} (issue 14 §2); {} for the whole split."""
+    return {"sample": sample_ids(ids, size, seed, which)} if size is not None and size < len(ids) else {}
 
 
 def create_experiment(

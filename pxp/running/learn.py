@@ -1,5 +1,9 @@
 """LEARN and the evaluations of a repetition (DESIGN §1; the follow-up paper's Method).
 
+Issue 14 §2: the validation and test sets may be fixed seeded samples of their splits
+(`eval_views`), and the carry policy (`select_carry`: all, last:M, tokens:T) picks which
+kept sessions go into a prompt; LEARN's state is still every kept session.
+
 After each session its context is kept only if the machine's validation accuracy with it
 does not drop (ties keep it); `learn=False` always keeps. The decision, both validation
 accuracies and a note are stored on the Session, so LEARN state is rebuilt from the
@@ -21,8 +25,9 @@ from sqlmodel import col
 
 from pxp.agents.base import Agent, AgentUnavailable, CallRecord, CarriedSession, InstanceView
 from pxp.llm.limits import call_limit
+from pxp.llm.models import IMAGE_TOKENS, estimate_tokens
 from pxp.running import journal
-from pxp.running.config import RunConfig, RunError
+from pxp.running.config import Carry, RunConfig, RunError, sample_ids
 from pxp.running.engine import call_rows, instance_view, record_calls
 from pxp.running.evaluate import Score, evaluate
 from pxp.storage.store import dataset_instances, db_session, find_dataset, run_sessions, session_msgs
@@ -42,6 +47,62 @@ def carried(engine: Engine, run_id: int, before_ordinal: int) -> list[CarriedSes
     return out
 
 
+#: per-message overhead of a carried session's rendering (tags, labels), in estimated tokens
+MESSAGE_OVERHEAD = 12
+_token_cache: dict[tuple[int, int], int] = {}
+
+
+def carried_tokens(c: CarriedSession) -> int:
+    """Estimated tokens of one carried session in a prompt (its instance, messages and image)."""
+    key = (c.session_id, len(c.messages))
+    if key not in _token_cache:
+        x = c.instance
+        n = estimate_tokens(x.payload) + (IMAGE_TOKENS if x.asset_sha256 else 0)
+        n += sum(estimate_tokens(f"{m.prediction or ''} {m.explanation or ''}") + MESSAGE_OVERHEAD
+                 for m in c.messages)
+        _token_cache[key] = n
+    return _token_cache[key]
+
+
+def select_carry(carry: Sequence[CarriedSession], policy: Carry) -> list[CarriedSession]:
+    """The kept sessions a prompt carries: all; the last M; or as many of the latest as fit T tokens.
+
+    Order is kept (oldest first), as the paper's prompt lists them.
+    """
+    kind, value = policy
+    if kind == "all" or value is None:
+        return list(carry)
+    if kind == "last":
+        return list(carry[-value:])
+    out: list[CarriedSession] = []
+    used = 0
+    for c in reversed(carry):
+        t = carried_tokens(c)
+        if used + t > value:
+            break
+        used += t
+        out.append(c)
+    return out[::-1]
+
+
+def eval_views(engine: Engine, cfg: RunConfig, stored: dict[str, Any], which: str) -> list[InstanceView]:
+    """The validation (`which`="val") or test set of a run: the split, or its fixed seeded sample.
+
+    The sample's instance ids are stored with the experiment (config["resolved"][which]["sample"]);
+    a config without them draws the same sample from the seed.
+    """
+    split = cfg.val_split if which == "val" else cfg.test_split
+    size = cfg.learn_sample if which == "val" else cfg.eval_sample
+    views = split_views(engine, cfg.dataset, split)
+    if size is None or size >= len(views):
+        return views
+    ids = ((stored.get("resolved") or {}).get(which) or {}).get("sample")
+    if ids is None:
+        ids = sample_ids([v.id for v in views], size, cfg.seed, which)
+    keep = set(ids)
+    return [v for v in views if v.id in keep]
+
+
 @dataclass
 class Rep:
     """What one repetition needs while it runs."""
@@ -57,6 +118,11 @@ class Rep:
     evals: dict[tuple[int, str], Score]
     stop: threading.Event
     pool: ThreadPoolExecutor | None = None
+    policy: Carry = ("all", None)
+
+    def context(self, carry: Sequence[CarriedSession]) -> list[CarriedSession]:
+        """What a prompt carries of the kept sessions `carry` (the run's carry policy)."""
+        return select_carry(carry, self.policy)
 
     def score(
         self, instances: list[InstanceView], carry: Sequence[CarriedSession], session_id: int | None
@@ -147,8 +213,8 @@ def learn(rep: Rep, s: Session, carry: list[CarriedSession], this: CarriedSessio
         metric = cfg.learn_metric
         base = rep.evals.get((last_kept, val_split))
         if base is None:  # first decision, or a crash before it was stored
-            base = rep.store_eval(last_kept, val_split, rep.score(rep.val, carry, None))
-        trial, trial_records = rep.score(rep.val, [*carry, this], s.id)
+            base = rep.store_eval(last_kept, val_split, rep.score(rep.val, rep.context(carry), None))
+        trial, trial_records = rep.score(rep.val, rep.context([*carry, this]), s.id)
         trial_calls = rep.rows(trial_records, s.id)
         before, after = base.metric(metric), trial.metric(metric)
         kept = after >= before
