@@ -50,6 +50,7 @@ class RunConfig:
     learn_metric: str = "both"
     simulated: dict[str, float] = field(default_factory=dict)
     agree_threshold: float = 0.5
+    probe: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -77,6 +78,7 @@ class RunConfig:
             "learn_metric": self.learn_metric,
             "simulated": dict(self.simulated),
             "agree_threshold": self.agree_threshold,
+            "probe": self.probe,
             "extra": dict(self.extra),
         }
         # derived, for people reading the stored config (ignored by from_dict)

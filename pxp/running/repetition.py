@@ -25,6 +25,7 @@ from pxp.running.config import RunConfig
 from pxp.running.engine import Interrupted, StepResult, instance_view, interact_session
 from pxp.running.evaluate import Score
 from pxp.running.learn import Rep, learn, split_views
+from pxp.running.probes import hook
 from pxp.storage.store import db_session, run_sessions, session_msgs
 from pxp.storage.tables import Evaluation, Experiment, Run, Session, utcnow
 
@@ -109,7 +110,8 @@ def run_repetition(
             assert s.id is not None
             if s.status == "open":
                 interact_session(engine, s.id, agents, carry=carry, stop=rep.stop,
-                                 on_message=_reporter(obs, run.repetition, s.ordinal))
+                                 on_message=hook(engine, cfg.probe, s.id, agents,
+                                                 _reporter(obs, run.repetition, s.ordinal)))
             with db_session(engine) as db:
                 row = db.get(Session, s.id)
                 assert row is not None
