@@ -12,6 +12,8 @@ from pxp.protocols.pxp.common_ground import truths
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
 from pxp.running.config import RunConfig
 from pxp.running.experiments import create_experiment
+from pxp.running.factory import make_agents
+from pxp.running.probes import probe_session
 from pxp.running.runner import run_experiment
 from pxp.storage.tables import Context, Experiment, LLMCall, Message, Probe, Run, Session
 from tests.factories import make_rad
@@ -47,7 +49,8 @@ def _contexts(engine: Engine, exp: Experiment) -> list[tuple[int, int, int]]:
     return [tuple(r) for r in rows]
 
 
-def test_a_probed_run_stores_probes_and_the_same_messages(engine: Engine) -> None:
+def test_a_probed_run_stores_probes_and_the_same_messages(any_engine: Engine) -> None:
+    engine = any_engine
     make_rad(engine, per_label=4)
     plain = _run(engine, "plain")
     probed = _run(engine, "probed", probe=True)
@@ -91,3 +94,25 @@ def test_simulated_probe_accuracy_is_settable(engine: Engine) -> None:
                                                probe=True), name="always-wrong")
     assert run_experiment(engine, exp3.id or 0).status == "finished"
     assert all(p.answer is not p.truth for p in _probes(engine, exp3))
+
+
+def test_probe_session_catches_up_on_unprobed_human_messages(engine: Engine) -> None:
+    """A resumed run (or a probe lost to an API error) is probed at the next human message: only what is missing."""
+    make_rad(engine, per_label=4)
+    exp = _run(engine, "probed", probe=True)
+    before = [(p.session_id, p.j, p.question, p.truth, p.answer) for p in _probes(engine, exp)]
+    sid, j = before[0][0], before[0][1]
+    with DB(engine) as db:
+        for p in db.exec(select(Probe).where(Probe.session_id == sid, Probe.j == j)).all():
+            db.delete(p)
+        db.commit()
+        run = db.exec(select(Run).where(Run.experiment_id == exp.id, Run.repetition == 1)).one()
+        n_calls = len(db.exec(select(LLMCall).where(LLMCall.purpose == "probe")).all())
+    machine = make_agents(engine, exp, run)[Sender.MACHINE]
+    again = probe_session(engine, sid, machine)
+    assert {(p.j, p.question) for p in again} == {(b[1], b[2]) for b in before if b[0] == sid and b[1] == j}
+    assert probe_session(engine, sid, machine) == []  # nothing left to probe
+    after = [(p.session_id, p.j, p.question, p.truth, p.answer) for p in _probes(engine, exp)]
+    assert after == before  # the same answers: the simulated probe is keyed by (seed, instance, j, question)
+    with DB(engine) as db:
+        assert len(db.exec(select(LLMCall).where(LLMCall.purpose == "probe")).all()) == n_calls + len(again)
