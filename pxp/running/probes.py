@@ -103,10 +103,13 @@ def hook(
     """interact_session's `on_message`: `then`, and when `enabled` the probes after a human message."""
     if not enabled:
         return then
+    machine = agents[Sender.MACHINE]
+    if not isinstance(machine, Prober):  # refused before the session's first step
+        raise ProbeError(f"machine {machine.label} cannot answer probes; run without --probe")
 
     def seen(r: StepResult) -> None:
         then(r)
         if r.message.sender is Sender.HUMAN:
-            probe_session(engine, session_id, agents[Sender.MACHINE])
+            probe_session(engine, session_id, machine)
 
     return seen

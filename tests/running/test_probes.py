@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import col, select
@@ -116,3 +117,13 @@ def test_probe_session_catches_up_on_unprobed_human_messages(engine: Engine) -> 
     assert after == before  # the same answers: the simulated probe is keyed by (seed, instance, j, question)
     with DB(engine) as db:
         assert len(db.exec(select(LLMCall).where(LLMCall.purpose == "probe")).all()) == n_calls + len(again)
+
+
+def test_a_machine_without_a_probe_path_is_refused_in_one_line(engine: Engine) -> None:
+    from pxp.agents.proxy import HumanProxy
+    from pxp.running.probes import ProbeError, hook
+
+    agents: dict[Sender, Any] = {Sender.MACHINE: HumanProxy(), Sender.HUMAN: HumanProxy()}
+    assert hook(engine, False, 1, agents, print) is print  # disabled: the reporter unchanged
+    with pytest.raises(ProbeError, match="^machine proxy cannot answer probes; run without --probe$"):
+        hook(engine, True, 1, agents, print)
