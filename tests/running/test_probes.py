@@ -125,5 +125,5 @@ def test_a_machine_without_a_probe_path_is_refused_in_one_line(engine: Engine) -
 
     agents: dict[Sender, Any] = {Sender.MACHINE: HumanProxy(), Sender.HUMAN: HumanProxy()}
     assert hook(engine, False, 1, agents, print) is print  # disabled: the reporter unchanged
-    with pytest.raises(ProbeError, match="^machine proxy cannot answer probes; run without --probe$"):
+    with pytest.raises(ProbeError, match=r"^machine proxy cannot answer probes; run without --probe$"):
         hook(engine, True, 1, agents, print)
