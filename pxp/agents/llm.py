@@ -28,7 +28,9 @@ from pxp.agents.base import (
 from pxp.agents.checker import MAX_ATTEMPTS, Checker, accounted_call
 from pxp.llm.base import Part, Prompt, Provider, TextPart, Turn
 from pxp.llm.images import ImageError, cached_image, prepare_image
+from pxp.protocols.pxp.common_ground import question_text
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
+from pxp.protocols.scorekeeping.rules import MAX_PROBE_ATTEMPTS, parse_probe, probe_prompt
 from pxp.tasks.base import lexical_agree
 from pxp.tasks.spec import FormatProblem, TaskSpec
 
@@ -76,6 +78,10 @@ def carried_text(n: int, c: CarriedSession, spec: TaskSpec) -> str:
 
 
 REPLY = "Reply with your current answer in the required format."
+ASIDE = ("Before you reply: a private question from the organiser follows (ME:). {who} will not "
+         "see it and it does not count as your reply. Answer it with ASIDE: yes or ASIDE: no on one "
+         "line and nothing else.")
+PROBE_MAX_TOKENS = 16
 
 
 class LLMMachine(AgentBase):
@@ -169,6 +175,32 @@ class LLMMachine(AgentBase):
         raise FormatFailure(
             f"{self.label} gave no usable answer in {self.max_attempts} attempts ({problem})"
         )
+
+    # PROBE (issue 12 §7) --------------------------------------------------------------
+    def probe(self, q: Query, question: str) -> bool | None:
+        """A private yes/no answer about the session so far (q.history), outside its context.
+
+        The prompt is this session's dialogue (no carried context) with the question put after the
+        human's last message; the reply `ASIDE: yes|no` is parsed and re-asked as the scorekeeping
+        game does (pxp.protocols.scorekeeping.rules), at most 5 attempts, then None (invalid).
+        Nothing is stored in the context; every call is a CallRecord with purpose "probe".
+        """
+        spec = self.spec
+        plain = dataclasses.replace(q, carry=(), calls=[])
+        prompt = self.assemble(plain)
+        last = q.history[-1]
+        text = question_text(question, spec.expert)
+        head = f"{phrase_other(last, spec)}\n\n{ASIDE.format(who=spec.expert[:1].upper() + spec.expert[1:])}"
+        base = prompt.turns[-1].parts[:-1]
+        for attempt in range(1, MAX_PROBE_ATTEMPTS + 1):
+            prompt.turns[-1] = Turn("user", [*base, TextPart(f"{head}\n{probe_prompt(text, attempt)}")])
+            record, out = accounted_call(self.provider, prompt, q.calls, purpose="probe", attempt=attempt,
+                                         max_tokens=PROBE_MAX_TOKENS, temperature=self.temperature)
+            value = parse_probe(out.text.strip())
+            if value is not None:
+                return value == 1
+            record.error = f"probe: not ASIDE: yes|no ({out.text.strip()[:40]!r})"
+        return None
 
     # MATCH / AGREE -------------------------------------------------------------------
     def match(self, y1: str, y2: str, q: Query) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pxp.agents.base import AgentBase, Answer, CallRecord, InstanceView, Query
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.llm.limits import call_slot
+from pxp.protocols.pxp.common_ground import truth
 from pxp.protocols.pxp.rules import Tag, stop_reason
 from pxp.tasks.base import (
     DEFAULT_AGREE_THRESHOLD,
@@ -43,6 +44,8 @@ class SimulatedConfig:
     mislead: float = 0.0
     #: seconds slept per ask, holding a shared call slot like an LLM call (benchmarks, tests)
     latency: float = 0.0
+    #: probability of answering a common-ground probe correctly (issue 12 §7)
+    probe_accuracy: float = 0.8
 
 
 def _rng(*parts: object) -> random.Random:
@@ -134,6 +137,20 @@ class SimulatedMachine(AgentBase):
             if rng.random() < self.config.adopt:
                 return Answer(other.prediction, other.explanation)
         return mine
+
+    # PROBE ----------------------------------------------------------------------------
+    def probe(self, q: Query, question: str) -> bool | None:
+        """A private yes/no answer about the session so far: right with probability `probe_accuracy`.
+
+        q.history holds the messages up to the human message q.j - 1 just probed.
+        """
+        q.calls.append(CallRecord(provider="simulated", model="simulated", purpose="probe"))
+        j = len(q.history)
+        t = truth(question, q.history, j, lambda a, b: self.match(a, b, q))
+        if t is None:
+            return None
+        rng = _rng(self.config.seed, q.instance.id, "probe", j, question)
+        return t if rng.random() < self.config.probe_accuracy else not t
 
     # MATCH / AGREE --------------------------------------------------------------------
     def match(self, y1: str, y2: str, q: Query | None) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from pxp.analysis.agreement import agreement_report
+from pxp.analysis.common_ground import probe_sessions, probe_summary, render_probes
 from pxp.analysis.queries import GROUP_BY, Selection
 from pxp.analysis.tables import table1, table1_by
 from pxp.protocols.errors import PxpError
@@ -50,6 +51,9 @@ def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
         for series in perf.values():  # which schedule produced each series (issue 14 §2)
             series["schedule"] = line
         rep["performance"] = perf
+    probes = probe_sessions(engine, [exp.id or 0])  # the common-ground probe (issue 12 §7), when run
+    if probes:
+        rep["probes"] = {"summary": probe_summary(probes), "sessions": probes}
     return rep
 
 
@@ -159,6 +163,7 @@ def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) 
             *["| " + " | ".join(_md(c) for c in row) + " |" for row in [*table, aborted]],
             "",
             *[f"_{_md(n)}_  " for n in notes],
+            *[ln for r in reports for ln in render_probes(r, fmt)],
             *_performance(reports, fmt, full),
         ]
         return "\n".join(lines).rstrip()
@@ -167,6 +172,7 @@ def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) 
                                                                                                strict=True))).rstrip()
              for row in [header, *table, aborted]]
     lines += notes
+    lines += [ln for r in reports for ln in render_probes(r, fmt)]
     lines += _performance(reports, fmt, full)
     return "\n".join(lines)
 

@@ -58,10 +58,12 @@ class RunOptions:
     eval_sample: int | None
     learn_sample: int | None
     carry: str
+    probe: bool = False
+    sim_probe_accuracy: float = 0.8
 
     def simulated(self) -> dict[str, float]:
         return {"accuracy": self.sim_accuracy, "adopt": self.sim_adopt, "mislead": self.sim_mislead,
-                "latency": self.sim_latency}
+                "latency": self.sim_latency, "probe_accuracy": self.sim_probe_accuracy}
 
     def new_config(self, dataset: str, split: str | None) -> RunConfig:
         """The config of a new run (`split` resolved by the caller)."""
@@ -72,6 +74,7 @@ class RunOptions:
             max_tokens=self.max_tokens, learn=self.learn, learn_metric=self.learn_metric,
             eval_at_start=self.eval_at_start, concurrency=self.concurrency, eval_every=self.eval_every,
             eval_sample=self.eval_sample, learn_sample=self.learn_sample, carry=self.carry,
+            probe=self.probe,
             simulated=self.simulated() if self.machine == "simulated" else {},
         )
 
@@ -179,6 +182,12 @@ def run_cmd(
     sim_latency: Annotated[
         float, typer.Option("--sim-latency", help="Simulated: seconds per call (holds a slot).")
     ] = 0.0,
+    probe: Annotated[bool, typer.Option(
+        "--probe", help="Common-ground probe: after each human message ask the machine private yes/no "
+        "questions the stored session decides (issue 12 §7).")] = False,
+    sim_probe_accuracy: Annotated[
+        float, typer.Option("--sim-probe-accuracy", help="Simulated: probability a probe is answered right.")
+    ] = 0.8,
     checker: Annotated[str, typer.Option("--checker", help="AGREE: lexical or provider:model.")] = "lexical",
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL.")] = None,
     temperature: Annotated[float | None, typer.Option("--temperature", help="Generator temperature.")] = None,
@@ -233,6 +242,7 @@ def run_cmd(
         learn_metric=learn_metric, eval_at_start=eval_at_start, concurrency=concurrency,
         sim_accuracy=sim_accuracy, sim_adopt=sim_adopt, sim_mislead=sim_mislead, sim_latency=sim_latency,
         eval_every=eval_every, eval_sample=eval_sample, learn_sample=learn_sample, carry=carry,
+        probe=probe, sim_probe_accuracy=sim_probe_accuracy,
     )
     engine = state.engine(must_exist=resume is not None or like is not None or estimate_only)
     given = [o for o in _CONFIG_OPTIONS if _given(ctx, o)]

@@ -57,6 +57,7 @@ class RunConfig:
     learn_sample: int | None = None
     #: which kept sessions are carried into the next prompt: all, last:M or tokens:T
     carry: str = "all"
+    probe: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -88,6 +89,7 @@ class RunConfig:
             "eval_sample": self.eval_sample,
             "learn_sample": self.learn_sample,
             "carry": self.carry,
+            "probe": self.probe,
             "extra": dict(self.extra),
         }
         # derived, for people reading the stored config (ignored by from_dict)

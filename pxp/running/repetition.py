@@ -32,6 +32,7 @@ from pxp.running.config import RunConfig, parse_carry
 from pxp.running.engine import Interrupted, StepResult, instance_view, interact_session
 from pxp.running.evaluate import Score
 from pxp.running.learn import Rep, carried_tokens, eval_views, learn
+from pxp.running.probes import hook
 from pxp.storage.store import db_session, run_sessions, session_msgs
 from pxp.storage.tables import Evaluation, Experiment, Run, Session, utcnow
 
@@ -126,7 +127,8 @@ def run_repetition(
                 if warned is None and window is not None:
                     warned = _context_warning(engine, rep, s, context, window)
                 interact_session(engine, s.id, agents, carry=context, stop=rep.stop,
-                                 on_message=_reporter(obs, run.repetition, s.ordinal))
+                                 on_message=hook(engine, cfg.probe, s.id, agents,
+                                                 _reporter(obs, run.repetition, s.ordinal)))
             with db_session(engine) as db:
                 row = db.get(Session, s.id)
                 assert row is not None

@@ -237,6 +237,25 @@ class Context(SQLModel, table=True):
     content: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
 
 
+class Probe(SQLModel, table=True):
+    """A common-ground probe after human message j (issue 12 §7): the machine's private yes/no answer.
+
+    `question` is a key of pxp.protocols.pxp.common_ground.QUESTIONS; `truth` is what the stored
+    session decides; `answer` is None and `valid` false when no reply could be parsed.
+    """
+
+    __table_args__ = (UniqueConstraint("session_id", "j", "question", name="uq_probe_session_j_question"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="session.id", index=True)
+    j: int
+    question: str = Field(max_length=32)
+    truth: bool
+    answer: bool | None = None
+    valid: bool = True
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class Evaluation(SQLModel, table=True):
     """Machine performance on a split after a session (0 = at the start)."""
 
@@ -314,4 +333,5 @@ ALL_TABLES = (
     Evaluation,
     TeamMember,
     AuditEvent,
+    Probe,
 )

@@ -223,7 +223,7 @@ def test_bad_case_lists_and_overlap_are_refused(engine: Engine) -> None:
     assert live_experiments(engine) == [], "nothing stored"
 
 
-def test_migration_0006_down_and_up_keeps_who_saw_what(any_engine: Engine) -> None:
+def test_migration_0007_down_and_up_keeps_who_saw_what(any_engine: Engine) -> None:
     make_drug(any_engine)
     eid = create_live_experiment(any_engine, dataset="toy-drug")
     me = ensure_annotator(any_engine, name="h1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
@@ -11,7 +12,15 @@ from sqlmodel import Session as DB
 from sqlmodel import SQLModel, select
 
 import pxp.storage.tables  # noqa: F401
-from pxp.storage.store import find_dataset, find_experiment, get_engine, is_empty, make_engine, upgrade
+from pxp.storage.store import (
+    alembic_config,
+    find_dataset,
+    find_experiment,
+    get_engine,
+    is_empty,
+    make_engine,
+    upgrade,
+)
 from pxp.storage.tables import Asset, Dataset, Experiment, Instance, Message, Run, Session
 
 
@@ -102,3 +111,16 @@ def test_postgresql_url_without_a_driver_uses_psycopg(pg_url: str) -> None:
     upgrade(e)
     assert is_empty(e)
     e.dispose()
+
+
+def test_migration_0008_probe_down_and_up(any_engine: Engine) -> None:
+    """The common-ground probe table (issue 12 §7) goes down to 0007 and back up to head."""
+    assert "probe" in set(inspect(any_engine).get_table_names())
+    cfg = alembic_config(any_engine)
+    with any_engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0007")
+    assert "probe" not in set(inspect(any_engine).get_table_names())
+    upgrade(any_engine)
+    cols = {c["name"] for c in inspect(any_engine).get_columns("probe")}
+    assert {"session_id", "j", "question", "truth", "answer", "valid"} <= cols

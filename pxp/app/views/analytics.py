@@ -17,6 +17,7 @@ import streamlit as st
 
 from pxp.analysis import figures
 from pxp.analysis.agreement import agreement, agreement_frame, agreement_report, disagreements
+from pxp.analysis.common_ground import probe_frame
 from pxp.analysis.costs import llm_costs, llm_summary
 from pxp.analysis.performance import evaluations, performance_median
 from pxp.analysis.queries import Options, Selection, options
@@ -41,7 +42,7 @@ from pxp.app.selection import format_ids, initial_experiments
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS, METRICS, Table1
 
 VIEWS = ("Table 1", "Figure 1", "Figure 2", "Transitions", "Session lengths", "Labels", "Annotators",
-         "LLM cost", "Per-session flags", "Compare")
+         "LLM cost", "Per-session flags", "Compare", "Common ground")
 COLUMNS = {
     "experiment": "one column per experiment",
     "annotator": "one column per annotator (h1 vs h2)",
@@ -342,6 +343,27 @@ def view_sessions(sel: Selection) -> None:
                            key="analytics_dl_flags_parquet", on_click="ignore", icon=":material/download:")
 
 
+def view_common_ground(sel: Selection, opts: Options) -> None:
+    """Probe accuracy against one-way intelligibility per session (the common-ground probe, issue 12 §7)."""
+    ids = list(sel.experiments) or [int(e["id"]) for e in opts.experiments]
+    df = probe_frame(resources.engine(), ids)
+    if df.empty:
+        st.info("No common-ground probes in this selection: run an experiment with `pxp run --probe`.")
+        return
+    import plotly.express as px
+
+    d = df.assign(one_way=df.one_way_human.map({True: "yes", False: "no"}))
+    st.plotly_chart(px.strip(d, x="one_way", y="accuracy", color="one_way", hover_data=["repetition", "ordinal",
+                                                                                          "kappa"],
+                             category_orders={"one_way": ["yes", "no"]},
+                             labels={"one_way": "1-way intelligible for the human", "accuracy": "probe accuracy"}),
+                    key="analytics_cg_fig")
+    st.caption("Each point a probed session: its probe accuracy (invalid replies count as wrong) against "
+               "whether the session is one-way intelligible for the human; κ per session in the table.")
+    st.dataframe(df, hide_index=True, key="analytics_cg")
+    download_csv("Common ground (CSV)", df, "common_ground.csv", "analytics_dl_cg")
+
+
 def render() -> None:
     st.title("Analytics")
     engine = resources.engine()
@@ -370,6 +392,7 @@ def render() -> None:
         "LLM cost": lambda: view_costs(sel),
         "Per-session flags": lambda: view_sessions(sel),
         "Compare": lambda: view_compare(opts, names),
+        "Common ground": lambda: view_common_ground(sel, opts),
     }
     views[view or "Table 1"]()
 
