@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from pxp.running.experiments import create_experiment
-from pxp.running.queue import enqueue, jobs
+from pxp.running.queue import _abort, enqueue, jobs
 from pxp.storage.store import get_engine
 from tests.app.test_app import app_db, new_app, ok, texts  # noqa: F401  (app_db is a fixture)
 from tests.factories import make_drug, make_rad
@@ -87,3 +87,18 @@ def test_queued_experiment_then_a_worker_alive_running_a_repetition(app_pg: tupl
     ok(at.run())  # the stopped worker paused its repetition: it goes back to the queue
     t = texts(at)
     assert "No worker alive" in t and "Traceback" not in t, t
+
+    _abort(engine, eid)  # QV's jobs leave the queue (its repetitions pause)
+    done = create_experiment(engine, _cfg(1), name="QD").id or 0
+    enqueue(engine, done)
+    worker = _worker(url, "w2")
+    try:
+        _wait_until(lambda: [st for _, st in jobs(engine, done).values()] == ["succeeded"])
+    finally:
+        _stop([worker])
+    ok(at.run())
+    captions = [str(c.value) for c in at.caption]
+    assert "Repetitions: 1: done" in captions, captions
+    assert any(c.startswith("Repetitions: 1: paused") for c in captions), captions
+    queue = at.dataframe[0].value
+    assert queue.to_dict("records")[-1] == {"experiment": "QD", "todo": 0, "doing": 0, "failed": 0, "succeeded": 1}
