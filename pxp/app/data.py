@@ -7,17 +7,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, func
+from sqlalchemy import Engine, func, text
 from sqlalchemy import select as sa_select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
 from pxp.protocols.pxp.intelligibility import session_flags
 from pxp.protocols.pxp.rules import Sender, Tag, conformance
 from pxp.running.checks import config_errors
+from pxp.running.queue import TASK, is_postgres
+from pxp.running.queue import workers as queue_workers
 from pxp.storage.tables import (
     Annotator,
     Dataset,
@@ -269,3 +273,60 @@ def session_calls(engine: Engine, session_id: int) -> pd.DataFrame:
     return pd.DataFrame(data, columns=["message", "provider", "model", "purpose", "attempt",
                                        "tokens in", "tokens out", "cached", "latency ms", "cost $",
                                        "error"])
+
+
+# --- the distributed queue of `pxp run --distributed` (issue 14 §3, pxp.running.queue) ----------
+
+_REPETITION_JOBS = text(
+    "SELECT DISTINCT ON (j.args->>'run_id') (j.args->>'experiment_id')::int, r.repetition, j.status::text, "
+    "j.worker_id FROM procrastinate_jobs j JOIN run r ON r.id = (j.args->>'run_id')::int "
+    "WHERE j.task_name = :task ORDER BY j.args->>'run_id', j.id DESC"
+)
+QUEUE_COLUMNS = ["experiment", "todo", "doing", "failed", "succeeded"]
+
+
+@dataclass(frozen=True)
+class QueueView:
+    """The workers alive, the queue per experiment and the worker of each queued repetition."""
+
+    workers: pd.DataFrame  # worker (id), last heartbeat, jobs (doing)
+    queue: pd.DataFrame  # QUEUE_COLUMNS: the newest job of each repetition, by status
+    repetitions: dict[int, dict[int, str]]  # experiment id -> repetition -> "worker 3" | "queued" | "done" | ...
+
+
+def _where(status: str, worker: int | None, alive: set[int]) -> str:
+    if status == "doing":
+        return f"worker {worker}" if worker in alive else "doing (its worker stopped beating)"
+    return {"todo": "queued", "succeeded": "done", "cancelled": "paused", "aborted": "paused"}.get(status, status)
+
+
+def queue_view(engine: Engine) -> QueueView | None:
+    """The queue's state, or None on SQLite, without procrastinate's tables, or with neither a job
+    nor a worker alive. Reads procrastinate's tables (procrastinate_jobs, procrastinate_workers)."""
+    if not is_postgres(engine):
+        return None
+    try:
+        with engine.connect() as conn:
+            if conn.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar() is None:
+                return None
+            rows = [(int(e), int(r), str(s), w) for e, r, s, w in conn.execute(_REPETITION_JOBS, {"task": TASK})]
+        alive = queue_workers(engine)
+        with DB(engine) as db:
+            names = {int(i or 0): n for i, n in db.exec(select(Experiment.id, Experiment.name)).all()}
+    except SQLAlchemyError:  # the tables went away meanwhile, or a busy database: say nothing
+        return None
+    if not rows and not alive:
+        return None
+    live = {int(w["id"]) for w in alive}
+    reps: dict[int, dict[int, str]] = defaultdict(dict)
+    counts: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(QUEUE_COLUMNS[1:], 0))
+    for eid, rep, status, worker in rows:
+        reps[eid][rep] = _where(status, worker, live)
+        if status in counts[eid]:
+            counts[eid][status] += 1
+    queue = pd.DataFrame([{"experiment": names.get(e, str(e)), **c} for e, c in sorted(counts.items())],
+                         columns=QUEUE_COLUMNS)
+    workers = pd.DataFrame(
+        [{"worker": int(w["id"]), "last heartbeat": w["last_heartbeat"].astimezone(UTC).strftime("%H:%M:%S UTC"),
+          "jobs": int(w["jobs"])} for w in alive], columns=["worker", "last heartbeat", "jobs"])
+    return QueueView(workers, queue, {e: dict(sorted(r.items())) for e, r in reps.items()})

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +45,7 @@ from pxp.storage.tables import Experiment, Run, utcnow
 QUEUE = "pxp"
 TASK = "pxp.repetition"
 STALLED_SECONDS = 30.0
+NO_WORKER_WARNING = "no pxp worker is running; start one with `pxp worker`"
 _SCHEMA_LOCK = 0x70787071  # pg_advisory_xact_lock key: one schema install at a time
 _FINAL = ("succeeded", "failed", "cancelled", "aborted")
 
@@ -215,7 +217,7 @@ def jobs(engine: Engine, experiment_id: int) -> dict[int, tuple[int, str]]:
 def workers(engine: Engine, *, alive_within: float = STALLED_SECONDS) -> list[dict[str, Any]]:
     """The queue's workers with a heartbeat younger than `alive_within` seconds."""
     q = text(
-        "SELECT w.id, w.name, w.last_heartbeat, count(j.id) AS jobs FROM procrastinate_workers w "
+        "SELECT w.id, w.last_heartbeat, count(j.id) AS jobs FROM procrastinate_workers w "
         "LEFT JOIN procrastinate_jobs j ON j.worker_id = w.id AND j.status = 'doing' "
         "WHERE w.last_heartbeat > now() - make_interval(secs => :s) GROUP BY w.id ORDER BY w.id"
     )
@@ -265,13 +267,16 @@ def run_distributed(
     observer: Observer | None = None,
     concurrency: int | None = None,
     poll: float = 0.5,
+    warn_after: float = 5.0,
+    warn: Callable[[str], None] | None = None,
 ) -> RunOutcome:
     """Queue the experiment's unfinished repetitions for `pxp worker`s and wait for them.
 
     The same contract as run_experiment (a RunOutcome; Ctrl-C raises KeyboardInterrupt):
     Ctrl-C asks the workers to pause every repetition (queued jobs are cancelled, running
     ones aborted) and returns once they have stopped. `concurrency` is the workers' business
-    (`pxp worker --concurrency`, the stored config's call limit) and is ignored here.
+    (`pxp worker --concurrency`, the stored config's call limit) and is ignored here. With no
+    worker alive after `warn_after` s, `warn` (stderr by default) gets NO_WORKER_WARNING once.
     """
     t0 = time.perf_counter()
     with db_session(engine) as db:
@@ -279,13 +284,16 @@ def run_distributed(
         name = exp.name if exp is not None else str(experiment_id)
     enqueue(engine, experiment_id)
     relay = _Relay(engine, experiment_id, observer or NullObserver())
-    interrupted = False
+    interrupted, warned = False, False
     while True:
         try:
             states = jobs(engine, experiment_id)
             relay.poll(states)
             if all(st in _FINAL for _, st in states.values()):
                 break
+            if not warned and time.perf_counter() - t0 > warn_after and not workers(engine):
+                warned = True
+                (warn or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True)))(NO_WORKER_WARNING)
             time.sleep(poll)
         except KeyboardInterrupt:
             if interrupted:

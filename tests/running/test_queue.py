@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -258,3 +259,29 @@ def test_ctrl_c_pauses_every_repetition_and_sigterm_hands_a_repetition_to_anothe
     assert _tables(engine, "C") == ref
     assert validate(engine, experiment_id=eid)[1] == []
     assert _most_attempts(engine, eid) >= 2  # the stopped worker's job was retried by the other
+
+
+@pytest.mark.postgres
+def test_distributed_run_without_a_worker_warns_once_and_keeps_waiting(pg: tuple[str, Engine]) -> None:
+    url, engine = pg
+    waiter = subprocess.Popen([*PXP, "--db", url, "run", *RUN_FLAGS, "--reps", "2", "--name", "W", "--distributed",
+                               "--no-progress"], env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(waiter.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    warning = "no pxp worker is running; start one with `pxp worker`"
+    try:
+        _wait_until(lambda: any(warning in ln for ln in lines) or waiter.poll() is not None, timeout=120)
+        time.sleep(3)  # a few more polls (0.5 s each): no second warning, still waiting
+        assert waiter.poll() is None, "".join(lines)
+        assert {st for _, st in jobs(engine, _exp_id(engine, "W")).values()} == {"todo"}
+        waiter.send_signal(signal.SIGINT)
+        waiter.wait(timeout=120)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+    reader.join(timeout=10)
+    assert waiter.returncode == 130, "".join(lines)
+    assert sum(warning in ln for ln in lines) == 1, "".join(lines)
+    assert "Traceback" not in "".join(lines)

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from pxp.app import resources, ui
-from pxp.app.data import dataset_choices, dataset_info, experiments_table
+from pxp.app.data import QueueView, dataset_choices, dataset_info, experiments_table, queue_view
 from pxp.app.prefs import load_prefs
 from pxp.llm.models import run_warnings
 from pxp.running import workers
@@ -21,6 +21,7 @@ from pxp.running.live.overlap import annotator_progress, overlap_summary
 S = st.session_state
 #: a real-LLM run estimated above this many US dollars needs the box ticked (`pxp run --max-usd`)
 MAX_USD = 20.0
+NO_QUEUE = "No distributed workers (PostgreSQL only)"
 
 
 def launch_form() -> str | None:
@@ -132,6 +133,7 @@ def progress_panel() -> None:
     if not len(table):
         st.caption("No controlled experiment yet.")
         return
+    queued = queue_view(eng)
     for row in table.itertuples():
         eid = int(row.id)
         p = workers.progress(eng, eid)
@@ -146,6 +148,9 @@ def progress_panel() -> None:
                         + (f" · {p.aborted} aborted" if p.aborted else ""))
             if p.error:
                 st.error(p.error)
+            where = (queued.repetitions if queued else {}).get(eid)
+            if where:
+                st.caption("Repetitions: " + " · ".join(f"{rep}: {w}" for rep, w in where.items()))
             b = st.container(horizontal=True)
             with b:
                 if p.running:
@@ -167,6 +172,22 @@ def progress_panel() -> None:
             note = S.get(f"experiments_error_{eid}")
             if note:
                 st.error(note)
+
+
+@st.fragment(run_every=2.0)
+def queue_panel() -> None:
+    """The `pxp worker`s alive and the queue of `pxp run --distributed` (issue 14 §3); one quiet line without."""
+    view: QueueView | None = queue_view(resources.engine())
+    if view is None:
+        st.caption(NO_QUEUE)
+        return
+    st.subheader("Distributed workers")
+    if len(view.workers):
+        st.dataframe(view.workers, hide_index=True)
+    else:
+        st.caption("No worker alive: start one with `pxp worker` on any machine that reaches the database.")
+    st.markdown("**Queue** (the newest job of each repetition)")
+    st.dataframe(view.queue, hide_index=True)
 
 
 # --- per-annotator progress of live experiments (issue 13 §2) ---------------------------------
@@ -212,6 +233,7 @@ def render() -> None:
         show_estimate(S["experiments_estimate"])
     st.subheader("Progress")
     progress_panel()
+    queue_panel()
     live = experiments_table(resources.engine(), mode="live")
     if len(live):
         st.subheader("Live experiments (annotated in the browser)")
