@@ -37,6 +37,7 @@ from pxp.storage.store import dataset_instances, db_session, find_dataset
 from pxp.storage.tables import Experiment
 
 CHARS_PER_TOKEN = 4.0
+KEYS = ("calls", "tokens_in", "tokens_out")
 
 
 @dataclass(frozen=True)
@@ -127,10 +128,9 @@ class Estimate:
         """Calls and tokens of all repetitions per LLMCall purpose (ask, agree, eval)."""
         out: dict[str, dict[str, float]] = {}
         for r in self.rows:
-            d = out.setdefault(r.purpose, {"calls": 0.0, "tokens_in": 0.0, "tokens_out": 0.0})
-            d["calls"] += r.calls * self.reps
-            d["tokens_in"] += r.tokens_in * self.reps
-            d["tokens_out"] += r.tokens_out * self.reps
+            d = out.setdefault(r.purpose, dict.fromkeys(KEYS, 0.0))
+            for k in KEYS:
+                d[k] += getattr(r, k) * self.reps
         return {p: {k: round(v) for k, v in d.items()} for p, d in out.items()}
 
     def as_json(self) -> dict[str, Any]:
@@ -142,14 +142,10 @@ class Estimate:
             "usd": self.usd,
             "assumptions": list(self.assumptions),
             "repetitions": self.reps,
-            "per_repetition": {
-                "calls": round(self._sum("calls")), "tokens_in": round(self._sum("tokens_in")),
-                "tokens_out": round(self._sum("tokens_out")),
-                "usd": None if rep_usd is None else round(rep_usd, 6),
-            },
+            "per_repetition": {k: round(self._sum(k)) for k in KEYS}
+            | {"usd": None if rep_usd is None else round(rep_usd, 6)},
             "by_purpose": self.by_purpose(),
-            "rows": [asdict(r) | {"calls": round(r.calls), "tokens_in": round(r.tokens_in),
-                                  "tokens_out": round(r.tokens_out)} for r in self.rows],
+            "rows": [asdict(r) | {k: round(getattr(r, k)) for k in KEYS} for r in self.rows],
         }
 
 
@@ -158,16 +154,9 @@ def _tokens(chars: float) -> float:
 
 
 def _cost(price: Price | None, tokens_in: float, tokens_out: float, free: bool) -> float | None:
-    if free:
-        return 0.0
-    if price is None:
-        return None
+    if free or price is None:
+        return 0.0 if free else None
     return (tokens_in * price.input + tokens_out * price.output) / 1_000_000
-
-
-def _price(spec: str) -> Price | None:
-    provider, model = parse_spec(spec)
-    return price_of(provider, model)
 
 
 def session_messages(n: int, a: Assumptions) -> list[tuple[float, int, int]]:
@@ -196,8 +185,8 @@ def estimate(cfg: RunConfig, facts: DatasetFacts, a: Assumptions | None = None) 
     a = a or Assumptions()
     llm = is_llm_spec(cfg.machine)
     checker = is_llm_spec(facts.checker)
-    m_price = _price(cfg.machine) if llm else None
-    c_price = _price(facts.checker) if checker else None
+    m_price = price_of(*parse_spec(cfg.machine)) if llm else None
+    c_price = price_of(*parse_spec(facts.checker)) if checker else None
     S, V, T = facts.interact, facts.val if cfg.learn else 0, facts.test if cfg.test_split else 0
     V, T = min(V, cfg.learn_sample or V), min(T, cfg.eval_sample or T)  # the seeded samples
     kinds = session_messages(cfg.n, a)
@@ -249,8 +238,9 @@ def estimate(cfg: RunConfig, facts: DatasetFacts, a: Assumptions | None = None) 
             evaluation("LEARN validation", V, carried_count(kept + 1, policy, select))
         kept += share
         if T and eval_due(s, S, cfg.eval_every):
-            # evaluated iff a session since the previous checkpoint was kept
-            evaluation("test evaluations", T * (1 - (1 - share) ** (s - prev)), carried_count(kept, policy, select))
+            # evaluated iff a session since the previous checkpoint was kept (pxp.running.repetition)
+            due = 1 - (1 - share) ** (s - prev)
+            evaluation("test evaluations", T * due, carried_count(kept, policy, select))
             prev = s
     purpose = {"session messages": "ask", "session checks": "agree"}
     rows = [Row(what, purpose.get(what, "eval"), float(c or 0), float(ti or 0), float(to or 0), usd)
