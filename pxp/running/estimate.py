@@ -6,14 +6,17 @@ Arithmetic over the config, the dataset's split sizes and prompt lengths, and th
 - each session: one ASK per machine message (the papers' INTERACT, j = 1, 3, 5, ... ≤ n);
   with a checker LLM, AGREE calls on the human's messages (pxp.agents.checker);
 - machine performance: one ASK per test instance (and one AGREE with a checker LLM) after every
-  kept session, and before session 1 with `eval_at_start`;
-- LEARN: the validation split once before the first decision, then once per session with that
-  session's context added (the follow-up paper's Method).
+  `eval_every`-th session and after the last, when a session kept since the previous checkpoint
+  changed the carried context (pxp.running.repetition), on the `eval_sample` sample when set;
+  before session 1 with `eval_at_start`;
+- LEARN: the validation set (`learn_sample` of it when set) once before the first decision,
+  then once per session with that session's context added (the follow-up paper's Method).
 
-Every kept session is carried into every later prompt (the papers' context policy), so input
-tokens grow with the session number. What is not known before the run (how long sessions are,
-how many are kept, how long answers are) is an assumption, listed with the estimate. For the
-simulated machine the call count is exact but for the session lengths.
+The carry policy (`all`, `last:M`, `tokens:T`, pxp.running.learn.select_carry) bounds the kept
+sessions in each prompt, so input tokens grow with the session number up to that bound. What is
+not known before the run (how long sessions are, how many are kept, how long answers are) is an
+assumption, listed with the estimate. For the simulated machine the evaluation calls are exact
+when every session is kept.
 """
 
 from __future__ import annotations
@@ -27,11 +30,14 @@ from sqlalchemy import Engine
 
 from pxp.llm.base import is_llm_spec, parse_spec
 from pxp.llm.pricing import CHECKED, Price, price_of
-from pxp.running.config import RunConfig, RunError
+from pxp.running.config import Carry, RunConfig, RunError, parse_carry
+from pxp.running.learn import MESSAGE_OVERHEAD
+from pxp.running.repetition import eval_due
 from pxp.storage.store import dataset_instances, db_session, find_dataset
 from pxp.storage.tables import Experiment
 
 CHARS_PER_TOKEN = 4.0
+KEYS = ("calls", "tokens_in", "tokens_out")
 
 
 @dataclass(frozen=True)
@@ -122,10 +128,9 @@ class Estimate:
         """Calls and tokens of all repetitions per LLMCall purpose (ask, agree, eval)."""
         out: dict[str, dict[str, float]] = {}
         for r in self.rows:
-            d = out.setdefault(r.purpose, {"calls": 0.0, "tokens_in": 0.0, "tokens_out": 0.0})
-            d["calls"] += r.calls * self.reps
-            d["tokens_in"] += r.tokens_in * self.reps
-            d["tokens_out"] += r.tokens_out * self.reps
+            d = out.setdefault(r.purpose, dict.fromkeys(KEYS, 0.0))
+            for k in KEYS:
+                d[k] += getattr(r, k) * self.reps
         return {p: {k: round(v) for k, v in d.items()} for p, d in out.items()}
 
     def as_json(self) -> dict[str, Any]:
@@ -137,14 +142,10 @@ class Estimate:
             "usd": self.usd,
             "assumptions": list(self.assumptions),
             "repetitions": self.reps,
-            "per_repetition": {
-                "calls": round(self._sum("calls")), "tokens_in": round(self._sum("tokens_in")),
-                "tokens_out": round(self._sum("tokens_out")),
-                "usd": None if rep_usd is None else round(rep_usd, 6),
-            },
+            "per_repetition": {k: round(self._sum(k)) for k in KEYS}
+            | {"usd": None if rep_usd is None else round(rep_usd, 6)},
             "by_purpose": self.by_purpose(),
-            "rows": [asdict(r) | {"calls": round(r.calls), "tokens_in": round(r.tokens_in),
-                                  "tokens_out": round(r.tokens_out)} for r in self.rows],
+            "rows": [asdict(r) | {k: round(getattr(r, k)) for k in KEYS} for r in self.rows],
         }
 
 
@@ -153,16 +154,9 @@ def _tokens(chars: float) -> float:
 
 
 def _cost(price: Price | None, tokens_in: float, tokens_out: float, free: bool) -> float | None:
-    if free:
-        return 0.0
-    if price is None:
-        return None
+    if free or price is None:
+        return 0.0 if free else None
     return (tokens_in * price.input + tokens_out * price.output) / 1_000_000
-
-
-def _price(spec: str) -> Price | None:
-    provider, model = parse_spec(spec)
-    return price_of(provider, model)
 
 
 def session_messages(n: int, a: Assumptions) -> list[tuple[float, int, int]]:
@@ -176,14 +170,25 @@ def session_messages(n: int, a: Assumptions) -> list[tuple[float, int, int]]:
     return [(p, math.ceil(x / 2), x // 2) for p, x in lengths if p]
 
 
+def carried_count(kept: float, policy: Carry, session_tokens: float) -> float:
+    """How many of `kept` sessions a prompt carries under the policy (select_carry, mean session size)."""
+    kind, value = policy
+    if kind == "last" and value:
+        return min(kept, float(value))
+    if kind == "tokens" and value and session_tokens > 0:
+        return min(kept, float(math.floor(value / session_tokens)))
+    return kept
+
+
 def estimate(cfg: RunConfig, facts: DatasetFacts, a: Assumptions | None = None) -> Estimate:
     """The expected calls, tokens and cost of the run `cfg` on a dataset described by `facts`."""
     a = a or Assumptions()
     llm = is_llm_spec(cfg.machine)
     checker = is_llm_spec(facts.checker)
-    m_price = _price(cfg.machine) if llm else None
-    c_price = _price(facts.checker) if checker else None
+    m_price = price_of(*parse_spec(cfg.machine)) if llm else None
+    c_price = price_of(*parse_spec(facts.checker)) if checker else None
     S, V, T = facts.interact, facts.val if cfg.learn else 0, facts.test if cfg.test_split else 0
+    V, T = min(V, cfg.learn_sample or V), min(T, cfg.eval_sample or T)  # the seeded samples
     kinds = session_messages(cfg.n, a)
     machine_msgs = sum(p * m for p, m, _ in kinds)
     human_msgs = sum(p * h for p, _, h in kinds)
@@ -214,22 +219,29 @@ def estimate(cfg: RunConfig, facts: DatasetFacts, a: Assumptions | None = None) 
             calls = instances * a.checker_per_message
             add(what, calls, calls * check_in, calls * check_out, check=True)
 
+    # what select_carry counts of one carried session (its case, image and messages), for tokens:T
+    select = (_tokens(facts.instance_chars) + (a.image_tokens if facts.image else 0)
+              + (machine_msgs + human_msgs) * (_tokens(facts.answer_chars) + MESSAGE_OVERHEAD))
+    policy = parse_carry(cfg.carry)
     if cfg.eval_at_start and T:
         evaluation("test evaluations", T, 0)
-    kept = 0.0
+    kept, prev = 0.0, 0
     share = a.keep_share if (cfg.learn and V) else 1.0
     for s in range(1, S + 1):
-        asks("session messages", machine_msgs, kept, history * msg)
+        asks("session messages", machine_msgs, carried_count(kept, policy, select), history * msg)
         if checker:
             calls = human_msgs * a.checker_per_message
             add("session checks", calls, calls * check_in, calls * check_out, check=True)
         if V:
             if s == 1:
                 evaluation("LEARN validation", V, 0)
-            evaluation("LEARN validation", V, kept + 1)
-        if T:
-            evaluation("test evaluations", share * T, kept + 1)
+            evaluation("LEARN validation", V, carried_count(kept + 1, policy, select))
         kept += share
+        if T and eval_due(s, S, cfg.eval_every):
+            # evaluated iff a session since the previous checkpoint was kept (pxp.running.repetition)
+            due = 1 - (1 - share) ** (s - prev)
+            evaluation("test evaluations", T * due, carried_count(kept, policy, select))
+            prev = s
     purpose = {"session messages": "ask", "session checks": "agree"}
     rows = [Row(what, purpose.get(what, "eval"), float(c or 0), float(ti or 0), float(to or 0), usd)
             for what, (c, ti, to, usd) in acc.items()]
@@ -245,15 +257,19 @@ def assumptions(cfg: RunConfig, facts: DatasetFacts, a: Assumptions, *, llm: boo
         "no session is aborted and no answer is re-asked for its format",
     ]
     if cfg.learn and facts.val:
-        out.append(f"LEARN keeps {a.keep_share:.0%} of the sessions' contexts (the test split is evaluated "
-                   "after each kept session)")
+        out.append(f"LEARN keeps {a.keep_share:.0%} of the sessions' contexts (the test set is evaluated at a "
+                   "checkpoint only when a session since the previous checkpoint was kept)")
+    out += schedule_lines(cfg)
     if llm:
         src = "measured on the dataset" if facts.measured else "defaults (the dataset was not measured)"
+        kind, value = parse_carry(cfg.carry)
+        bound = ("every kept session is carried in every later prompt (no limit)" if value is None else
+                 f"the last {value} kept sessions are carried in every later prompt" if kind == "last" else
+                 f"the latest kept sessions that fit {value:,} tokens (of the mean size) are carried")
         out += [
             f"{CHARS_PER_TOKEN:g} characters per token; prompt lengths {src}",
             "the machine's answers are as long as the reference answers",
-            "every kept session is carried in every later prompt (no limit), priced at the full input rate "
-            "(prompt caching only lowers it)",
+            f"{bound}, priced at the full input rate (prompt caching only lowers it)",
         ]
         if facts.image:
             out.append(f"{a.image_tokens} tokens per image")
@@ -265,6 +281,19 @@ def assumptions(cfg: RunConfig, facts: DatasetFacts, a: Assumptions, *, llm: boo
         out.append(f"list prices of {CHECKED} (pxp.llm.pricing)")
     else:
         out.append("the simulated machine and the lexical AGREE make no paid calls: tokens and cost are 0")
+    return out
+
+
+def schedule_lines(cfg: RunConfig) -> list[str]:
+    """The evaluation schedule and carry policy, in words, when they are not the paper's (issue 14 §2)."""
+    out = []
+    if cfg.test_split and (cfg.eval_every != 1 or cfg.eval_sample):
+        out.append(f"schedule (not the paper's): machine performance {cfg.schedule_text()}")
+    if cfg.learn and cfg.val_split and cfg.learn_sample:
+        out.append(f"schedule (not the paper's): LEARN validates on a seeded sample of {cfg.learn_sample} "
+                   f"{cfg.val_split} cases")
+    if parse_carry(cfg.carry)[0] != "all":
+        out.append(f"carried context (not the paper's): --carry {cfg.carry}")
     return out
 
 

@@ -98,3 +98,77 @@ def test_the_estimate_of_a_small_run_matches_the_calls_it_makes(any_engine: Engi
     with db_session(engine) as db:
         stored = db.get(Experiment, exp.id)
         assert stored is not None and stored.config["estimate"]["calls"] == est.calls
+
+
+# --- the evaluation schedule and the carry policy (issue 14 §2) -------------------------------------
+
+
+def test_the_schedule_by_hand() -> None:
+    """S = 10, --eval-every 4: checkpoints 4, 8 and 10 on a sample of 3 of the 7 test cases;
+    LEARN on a sample of 2 of the 5 validation cases, once before the first decision and after each session."""
+    facts = DatasetFacts(interact=10, val=5, test=7)
+    cfg = RunConfig(dataset="d", n=4, learn=True, eval_every=4, eval_sample=3, learn_sample=2, eval_at_start=True)
+    rows = {r.what: r for r in estimate(cfg, facts, Assumptions(reach_n=1.0)).rows}
+    assert rows["test evaluations"].calls == 3 * (1 + 3)
+    assert rows["LEARN validation"].calls == 2 * (1 + 10)
+    # a sample larger than the split is the split; LEARN dropping half the sessions: a checkpoint
+    # 4 sessions after the previous one is evaluated unless all 4 were dropped (1 - 0.5^4), the last 2 after (1 - 0.5^2)
+    big = RunConfig(dataset="d", n=4, learn=True, eval_every=4, eval_sample=70)
+    rows = {r.what: r for r in estimate(big, facts, Assumptions(reach_n=1.0, keep_share=0.5)).rows}
+    assert rows["test evaluations"].calls == pytest.approx(7 * (2 * (1 - 0.5**4) + (1 - 0.5**2)))
+    assert rows["LEARN validation"].calls == 5 * 11
+
+
+def test_the_carry_policy_bounds_the_carried_tokens() -> None:
+    """The tiny run of test_a_tiny_llm_run_by_hand, three sessions: a carried session is 210 tokens in a prompt
+    and 2 × (100 + 12) = 224 as select_carry counts it."""
+    facts = DatasetFacts(interact=3, val=0, test=1, system_chars=400, instance_chars=0, short_chars=0,
+                         answer_chars=400, explanation_chars=300)
+    a = Assumptions(reach_n=0.0, phrasing_tokens=0)
+
+    def tokens_in(carry: str) -> tuple[float, float]:
+        rows = {r.what: r for r in estimate(RunConfig(dataset="d", machine="anthropic:claude-sonnet-4-6", n=2,
+                                                      learn=False, carry=carry), facts, a).rows}
+        return rows["session messages"].tokens_in, rows["test evaluations"].tokens_in
+
+    # all: sessions carry 0, 1, 2; evaluations 1, 2, 3
+    assert tokens_in("all") == (3 * 100 + 210 * (0 + 1 + 2), 3 * 100 + 210 * (1 + 2 + 3))
+    assert tokens_in("last:1") == (3 * 100 + 210 * (0 + 1 + 1), 3 * 100 + 210 * 3)
+    assert tokens_in("tokens:500") == tokens_in("last:2")  # two sessions of 224 fit 500 tokens
+    assert tokens_in("tokens:100") == (300, 300)  # not one fits
+    est = estimate(RunConfig(dataset="d", machine="anthropic:claude-sonnet-4-6", n=2, carry="last:1"), facts, a)
+    assert any("the last 1 kept sessions are carried" in x for x in est.assumptions)
+    assert "carried context (not the paper's): --carry last:1" in est.assumptions
+
+
+def test_the_assumptions_name_a_schedule_that_is_not_the_papers() -> None:
+    facts = DatasetFacts(interact=10, val=5, test=7)
+    paper = estimate(RunConfig(dataset="d", learn=True), facts)
+    assert not any("not the paper's" in x for x in paper.assumptions)
+    sched = estimate(RunConfig(dataset="d", learn=True, eval_every=25, eval_sample=50, learn_sample=5), facts)
+    assert ("schedule (not the paper's): machine performance after every 25th session and after the last "
+            "on a seeded sample of 50 test cases") in sched.assumptions
+    assert "schedule (not the paper's): LEARN validates on a seeded sample of 5 val cases" in sched.assumptions
+
+
+@pytest.mark.parametrize(("learn", "every", "sample", "learn_sample", "carry"),
+                         [(False, 2, 2, None, "all"), (True, 3, 2, 2, "last:1"), (True, 5, None, 1, "tokens:300")])
+def test_the_estimate_of_a_scheduled_run_matches_its_calls(
+    engine: Engine, learn: bool, every: int, sample: int | None, learn_sample: int | None, carry: str
+) -> None:
+    """The simulated machine with mislead 0 keeps every session, so the evaluation calls are exact under
+    any schedule: the test sample at every m-th session and the last, LEARN's sample 1 + S times."""
+    make_rad(engine, per_label=4)
+    cfg = RunConfig(dataset="toy-rad", split="train", reps=2, n=10, k=3, seed=4, learn=learn, eval_every=every,
+                    eval_sample=sample, learn_sample=learn_sample, carry=carry,
+                    simulated={"accuracy": 0.6, "adopt": 0.7})
+    facts = dataset_facts(engine, cfg)
+    est = estimate(cfg, facts)
+    exp = create_experiment(engine, cfg)
+    run_experiment(engine, exp.id or 0)
+    actual = _calls(engine, exp.id or 0)
+    S, R = facts.interact, cfg.reps
+    T, V = min(sample or facts.test, facts.test), min(learn_sample or facts.val, facts.val)
+    expected = R * (T * math.ceil(S / every) + (V * (1 + S) if learn else 0))
+    assert est.as_json()["by_purpose"]["eval"]["calls"] == actual["eval"] == expected
+    assert abs(est.calls - sum(actual.values())) <= 0.15 * sum(actual.values())
