@@ -123,9 +123,9 @@ def simulated_badge() -> None:
 
 
 #: byte budgets of the drawing caches (issue 13 §4: a display X-ray is megabytes)
-DISPLAY_PNG_BYTES = 48 * MB
-MOLECULE_BYTES = 8 * MB
-REACTION_BYTES = 8 * MB
+DISPLAY_PNG_BYTES = 16 * MB  # the current cases of a few annotators; a miss costs ~0.1 s
+MOLECULE_BYTES = 4 * MB
+REACTION_BYTES = 4 * MB
 
 
 @byte_cached(MOLECULE_BYTES)

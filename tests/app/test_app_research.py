@@ -20,7 +20,7 @@ from pxp.running.config import RunConfig
 from pxp.running.live import create_live_experiment
 from pxp.running.runner import create_experiment, run_experiment
 from pxp.storage.tables import Experiment, Session
-from tests import test_app
+from tests.app import test_app
 from tests.app.test_app import APP, new_app, ok, texts
 from tests.factories import LABELS, make_drug, make_rad
 

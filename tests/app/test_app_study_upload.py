@@ -13,7 +13,7 @@ from sqlmodel import select
 
 from pxp.app import imports
 from pxp.storage.tables import Dataset, Instance
-from tests import test_app
+from tests.app import test_app
 from tests.app.test_app import new_app, ok
 from tests.app.test_app_imports import Up
 from tests.conftest import STUDY
