@@ -120,13 +120,18 @@ def submit_once(page: Any) -> None:
         page.get_by_label("My prediction").click()
         page.get_by_role("option").first.click()
         tagged.wait_for(timeout=60000)
-    page.wait_for_function(IDLE, timeout=60000)
-    page.keyboard.press("Control+Enter")
-    page.wait_for_function(
-        "(old) => { const f = document.querySelector(\"[class*='st-key-annotate_form_']\");"
-        " return f && !f.className.split(' ').includes('st-key-' + old)"
-        " && !document.querySelector('[data-testid=\"stSpinner\"]'); }",
-        arg=form, timeout=60000)
+    new_form = ("(old) => { const f = document.querySelector(\"[class*='st-key-annotate_form_']\");"
+                " return f && !f.className.split(' ').includes('st-key-' + old)"
+                " && !document.querySelector('[data-testid=\"stSpinner\"]'); }")
+    for _ in range(6):  # Send again if the key was lost: a message is stored once per (session, j)
+        page.wait_for_function(IDLE, timeout=60000)
+        page.keyboard.press("Control+Enter")
+        try:
+            page.wait_for_function(new_form, arg=form, timeout=20000)
+            return
+        except Exception:
+            continue
+    raise RuntimeError(f"Ctrl+Enter did not send {form}")
 
 
 def main(argv: list[str] | None = None) -> None:

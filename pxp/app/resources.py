@@ -17,7 +17,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pxp.agents.base import Agent
-from pxp.app.bytecache import MB, byte_cached
+from pxp.app.bytecache import MB, bound_native_heap, byte_cached
 from pxp.app.prefs import KEY_NAMES
 from pxp.llm.keys import add_key_source
 from pxp.protocols.errors import PxpError
@@ -41,6 +41,7 @@ def _key_secret(name: str) -> str | None:
 
 
 add_key_source(_key_secret)  # the LLM layer reads keys from Streamlit secrets when the app runs
+bound_native_heap()  # transient megabyte buffers of script runs are returned to the system
 
 
 def database_url() -> str:

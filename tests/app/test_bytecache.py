@@ -3,6 +3,7 @@ display-image and molecule caches of pxp.app.ui staying within their budgets."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 
 from pxp.app import resources, ui
-from pxp.app.bytecache import MB, ByteLRU, byte_cached, cache_of, nbytes
+from pxp.app.bytecache import MB, ByteLRU, bound_native_heap, byte_cached, cache_of, nbytes
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Instance
 from tests.factories import DRUGS, make_rad_images
@@ -138,3 +139,10 @@ def test_the_drawing_and_machine_caches_have_byte_budgets() -> None:
     assert cache_of(ui._molecule).nbytes >= len(svg)
     with pytest.raises(TypeError, match="not byte_cached"):
         cache_of(nbytes)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
+def test_the_native_heap_bound_applies_on_glibc() -> None:
+    assert bound_native_heap() is True
+    big = [bytes(4 * MB) for _ in range(4)]  # above the fixed mmap threshold: mapped, then unmapped
+    assert sum(map(len, big)) == 16 * MB
