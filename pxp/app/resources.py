@@ -1,7 +1,8 @@
 """Cached resources of the app: the database engine, first start, machine agents.
 
-The engine and the machine agents (which hold the LLM SDK clients) are Streamlit
-cached resources, shared by every browser session of the server process.
+The engine is a Streamlit cached resource (one per database URL); the machine agents (which
+hold the LLM SDK clients) sit in a byte-bounded LRU (pxp.app.bytecache). Both are shared by every
+browser session of the server process.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pxp.agents.base import Agent
+from pxp.app.bytecache import MB, bound_native_heap, byte_cached
 from pxp.app.prefs import KEY_NAMES
 from pxp.llm.keys import add_key_source
 from pxp.protocols.errors import PxpError
@@ -39,6 +41,7 @@ def _key_secret(name: str) -> str | None:
 
 
 add_key_source(_key_secret)  # the LLM layer reads keys from Streamlit secrets when the app runs
+bound_native_heap()  # transient megabyte buffers of script runs are returned to the system
 
 
 def database_url() -> str:
@@ -111,7 +114,13 @@ def engine() -> Engine:
     return start().engine
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)  # type: ignore[misc]
+#: an agent's memory (its SDK client, connection pool) cannot be sized cheaply: each counts as
+#: MACHINE_COST against the byte budget of the machine cache (issue 13 §4)
+MACHINE_COST = 1 * MB
+MACHINE_BYTES = 32 * MB
+
+
+@byte_cached(MACHINE_BYTES, size=lambda _agent: MACHINE_COST)
 def _machine(url: str, experiment_id: int) -> Agent:
     from pxp.running.live.turns import machine_for
 
@@ -120,7 +129,7 @@ def _machine(url: str, experiment_id: int) -> Agent:
 
 def machine(experiment_id: int) -> Agent:
     """The machine agent of a live experiment (simulated or an LLM), built once."""
-    return _machine(database_url(), experiment_id)  # type: ignore[no-any-return]
+    return _machine(database_url(), experiment_id)
 
 
 def key_status() -> dict[str, str | None]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import streamlit as st
 
+from pxp.app.bytecache import MB, byte_cached
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
 
@@ -121,14 +122,20 @@ def simulated_badge() -> None:
              help="An offline stand-in for an LLM: no API key, no network")
 
 
-@st.cache_data(max_entries=512, show_spinner=False)  # type: ignore[misc]
+#: byte budgets of the drawing caches (issue 13 §4: a display X-ray is megabytes)
+DISPLAY_PNG_BYTES = 16 * MB  # the current cases of a few annotators; a miss costs ~0.1 s
+MOLECULE_BYTES = 4 * MB
+REACTION_BYTES = 4 * MB
+
+
+@byte_cached(MOLECULE_BYTES)
 def _molecule(smiles: str, width: int, height: int) -> tuple[str, dict[str, Any]]:
     from pxp.data.render import molecule_properties, molecule_svg
 
     return molecule_svg(smiles, size=(width, height)).decode("utf-8"), molecule_properties(smiles)
 
 
-@st.cache_data(max_entries=512, show_spinner=False)  # type: ignore[misc]
+@byte_cached(REACTION_BYTES)
 def _reaction(reactants: str, target: str) -> tuple[str, int]:
     from pxp.data.render import reaction_svg, reaction_width
 
@@ -136,7 +143,7 @@ def _reaction(reactants: str, target: str) -> tuple[str, int]:
     return svg.decode("utf-8"), reaction_width(svg)
 
 
-@st.cache_data(max_entries=128, show_spinner=False)  # type: ignore[misc]
+@byte_cached(DISPLAY_PNG_BYTES)
 def _display_png(url: str, instance_id: int, window: float | None, level: float | None) -> bytes | None:
     from pxp.data.render import instance_display_png
     from pxp.storage.store import get_engine
@@ -148,7 +155,7 @@ def display_png(engine: Any, instance_id: int, *, window: float | None = None,
                 level: float | None = None) -> bytes | None:
     """The display PNG of an instance's image (cached: images do not change)."""
     url = engine.url.render_as_string(hide_password=False)
-    return _display_png(url, instance_id, window, level)  # type: ignore[no-any-return]
+    return _display_png(url, instance_id, window, level)
 
 
 def molecule(smiles: str, *, caption: str | None = None, properties: bool = True,

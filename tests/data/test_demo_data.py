@@ -17,7 +17,7 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 
 from pxp.analysis.validate import validate
-from pxp.data.make_demo import DATA_DIR, DRUGS, FEW_SHOT, demo_files
+from pxp.data.make_demo import DATA_DIR, DRUGS, FEW_SHOT, demo_files, main
 from pxp.data.phantoms import FINDINGS, draw_phantom
 from pxp.running.demo import DEMO_EXPERIMENTS, ensure_demo
 from pxp.storage.store import count_rows
@@ -41,6 +41,18 @@ def test_committed_demo_files_are_the_generator_output() -> None:
             assert committed == data, f"{rel} differs: run python -m pxp.data.make_demo"
     total = sum(len(d) for d in FILES.values())
     assert total < 1_500_000
+
+
+def test_make_demo_writes_the_committed_files_into_another_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m pxp.data.make_demo --out DIR` (RAD phantoms, DRUG rows, few-shot rows)."""
+    main(["--out", str(tmp_path)])
+    assert f"wrote {len(FILES)} files" in capsys.readouterr().out
+    written = {p.relative_to(tmp_path).as_posix(): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert written == FILES
+    for rel in ("demo-rad/cases.csv", "demo-drug/drugs.csv", "demo-drug/few_shot.csv"):
+        assert written[rel] == (DATA_DIR / rel).read_bytes(), rel
 
 
 def _heavy_atoms(smiles: str) -> Counter[str]:

@@ -1,0 +1,34 @@
+"""The Annotate case pane: the case on the left (X-ray with window/level, target molecule or
+text), as the human agent sees it (DESIGN §1).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pxp.app import resources, ui
+from pxp.running.live.turns import LiveSession
+
+
+def split(s: LiveSession) -> list[int]:
+    """Column widths: the case on the left, the conversation and reply (wide enough for the
+    tag row on one line) on the right."""
+    return [4, 7] if s.asset_sha256 else [5, 7]
+
+
+def instance_panel(s: LiveSession) -> None:
+    """The case: its number, key and image, molecule or text."""
+    eng = resources.engine()
+    head = st.container(horizontal=True, vertical_alignment="center", key=f"annotate_case_{s.id}")
+    with head:
+        st.markdown(f"**Case {s.ordinal} of {s.instances}** · {ui.escape_md(s.instance_key)}")
+        if s.synthetic:
+            ui.synthetic_badge()
+    if s.match_kind == "smiles":
+        name = s.meta.get("name")
+        st.markdown("**Target molecule**" + (f": {ui.escape_md(str(name))}" if name else ""))
+        ui.molecule(s.payload)
+    elif s.asset_sha256:
+        ui.xray(eng, s.instance_id, s.meta, key=f"annotate_img_{s.instance_id}")
+    else:
+        ui.show_text(s.payload, empty="(this case has no image)")

@@ -1,0 +1,103 @@
+"""The Annotate conversation pane: the messages so far, the machine's latest message, the
+machine's turn (with retry) and the note on the case just finished (DESIGN §1; the PXP
+protocol of Lagrange et al., messages tagged RATIFY/REFUTE/REVISE/REJECT).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pxp.agents.base import AgentUnavailable
+from pxp.app import resources, ui
+from pxp.app.annotate.keys import SUBMIT_KEY, S
+from pxp.protocols.pxp.rules import Sender
+from pxp.running.access import may_open
+from pxp.running.live.assignment import LiveError, claim_next
+from pxp.running.live.turns import LiveSession, load_session, machine_step
+
+
+def current_session(eid: int, annotator_id: int) -> int | None:
+    """The session on screen: kept across reruns; the next claim when it is done."""
+    sid = S.get("annotate_sid")
+    key = (eid, annotator_id)
+    if sid is not None and S.get("annotate_sid_for") == key and may_open(resources.engine(), int(sid), annotator_id):
+        s = load_session(resources.engine(), int(sid))
+        if s.experiment_id == eid and s.turn is not None:
+            return int(sid)
+        if s.experiment_id == eid:
+            S["annotate_last_finished"] = s.id
+    sid = claim_next(resources.engine(), experiment_id=eid, annotator_id=annotator_id)
+    S["annotate_sid"], S["annotate_sid_for"] = sid, key
+    return sid
+
+
+def machine_turn(s: LiveSession) -> bool:
+    """Produce the machine's message if it is its turn; False when it failed (retry shown)."""
+    err_key = f"annotate_machine_error_{s.id}_{s.j}"
+    if err_key in S:
+        st.error(f"The machine agent could not answer: {S[err_key]}")
+        st.button("Retry", key=f"annotate_retry_{s.id}_{s.j}", type="primary",
+                  on_click=lambda: S.pop(err_key, None), shortcut=SUBMIT_KEY)
+        return False
+    what = "The simulated agent is answering…" if s.is_simulated else "The machine is answering…"
+    try:
+        with st.spinner(what):
+            machine_step(resources.engine(), s.id, resources.machine(s.experiment_id))
+    except (AgentUnavailable, LiveError) as err:
+        S[err_key] = " ".join(str(err).split()) or "the service did not answer"
+        st.rerun()
+    return True
+
+
+def finished_note() -> None:
+    """The case just finished, as one line above the next case; its transcript one click away."""
+    last = S.get("annotate_last_finished")
+    if last is None:
+        return
+    try:
+        done = load_session(resources.engine(), int(last))
+    except LiveError:
+        return
+    why = {"ratified": "both agents ratified", "rejected": "it was rejected",
+           "bound": f"it reached n = {done.n} messages"}.get(done.stop_reason or "", done.status)
+    case = f"Case {done.ordinal} ({ui.escape_md(done.instance_key)})"
+    row = st.container(horizontal=True, vertical_alignment="center", key="annotate_finished")
+    with row:
+        if done.status == "aborted":
+            reason = " ".join((done.abort_reason or "no reason was recorded").split())
+            st.warning(f"{case} was aborted at message {len(done.messages) + 1}: "
+                       f"{ui.escape_md(reason)}. Your messages are kept; it counts as not "
+                       "intelligible.", icon=":material/block:")
+        else:
+            two_way = "yes" if done.flags().get("two_way") else "no"
+            st.markdown(f":green[:material/check_circle:] {case} is finished: {why} · "
+                        f"2-way intelligible: {two_way}.",
+                        width="content")
+        with st.popover("Transcript"):
+            ui.show_flags(done.flags())
+            for m in done.messages:
+                ui.show_message(m, machine_label=done.machine_label, task_kind=done.match_kind,
+                                annotator=done.annotator, target=done.payload)
+        st.button("Hide", key="annotate_hide_finished", type="tertiary",
+                  on_click=lambda: S.pop("annotate_last_finished", None))
+
+
+def transcript_panel(s: LiveSession) -> None:
+    """The conversation: earlier messages (scrolling when long), then what the machine now says."""
+    head = st.container(horizontal=True, vertical_alignment="center")
+    with head:
+        st.markdown(f"**Conversation** · message {min(s.j, s.n)} of at most {s.n}")
+        if s.is_simulated:
+            ui.simulated_badge()
+    earlier = s.messages[:-1]
+    if earlier:
+        box = st.container(height=420, border=False) if len(earlier) > 2 else st.container()
+        with box:
+            for m in earlier:
+                ui.show_message(m, machine_label=s.machine_label, task_kind=s.match_kind,
+                                annotator=s.annotator, target=s.payload)
+    last = s.last_from(Sender.MACHINE)
+    if last is not None:
+        st.markdown(f"**The machine now says** (message {last.j}):")
+        ui.show_message(last, machine_label=s.machine_label, task_kind=s.match_kind,
+                        target=s.payload)

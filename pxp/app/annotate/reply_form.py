@@ -1,0 +1,177 @@
+"""The Annotate reply form: the two questions of the AGENT rule (MATCH, AGREE), the expert's
+prediction and explanation, the tag picker with its live preview, and Send (DESIGN §1; the tag
+rules from pxp.agents.browser and pxp.protocols.pxp.rules).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pxp.agents.base import Answer
+from pxp.agents.browser import HumanTurn, answer_changed, human_turn, label_options, predictions_match
+from pxp.app import resources, ui
+from pxp.app.annotate.keys import AGREE_KEYS, MATCH_KEYS, NO_PREDICTION, SUBMIT_KEY, TAG_KEYS, S
+from pxp.data.chem import InvalidSmiles, smiles_set
+from pxp.protocols.pxp.rules import Sender, Tag
+from pxp.running.access import submit_as
+from pxp.running.live.turns import LiveSession
+
+
+def _yes_no(label: str, key: str, keys: tuple[str, str], fill: tuple[str, str]) -> bool | None:
+    """A Yes/No question as two buttons with keyboard shortcuts; the answer (None: not yet).
+
+    Yes pre-fills the field `fill` = (state key, machine's value) when it is empty: a
+    prediction that matches is the machine's, so RATIFY takes three keys (issue 17).
+    """
+    v: bool | None = S.get(key)
+    st.markdown(label)
+    with st.container(horizontal=True):
+        for text, value, sc in (("Yes", True, keys[0]), ("No", False, keys[1])):
+            st.button(text, key=f"{key}_{text.lower()}", shortcut=sc,
+                      type="primary" if v is value else "secondary",
+                      on_click=_answer, args=(key, value, fill))
+    return v
+
+
+def _answer(state_key: str, value: bool, fill: tuple[str, str]) -> None:
+    S[state_key] = value
+    field, machine_value = fill
+    if value and not str(S.get(field) or "").strip():
+        S[field] = machine_value
+
+
+def answer_form(s: LiveSession) -> None:
+    """The human's turn: facts, my answer, the live tag preview, Send."""
+    j = s.j
+    key = f"annotate_{s.id}_{j}"
+    machine = s.last_from(Sender.MACHINE)
+    mine = s.last_from(Sender.HUMAN)
+    assert machine is not None
+    st.markdown(f"**Your reply (message {j})**")
+    c1, c2 = st.columns(2)
+    with c1:
+        match = _yes_no("Its prediction matches mine?", f"{key}_match", MATCH_KEYS,
+                        (f"{key}_pred", machine.prediction))
+    with c2:
+        agree = _yes_no("Its explanation agrees with mine?", f"{key}_agree", AGREE_KEYS,
+                        (f"{key}_expl", machine.explanation))
+
+    prediction, invalid = prediction_input(s, key, mine.prediction if mine else "")
+    S.setdefault(f"{key}_expl", mine.explanation if mine else "")
+    explanation = st.text_area(
+        "My explanation", key=f"{key}_expl", height=80,
+        placeholder="What you see and why (your report or pathway)",
+    )
+    answer = Answer(prediction, explanation)
+    previous = Answer(mine.prediction, mine.explanation) if mine else None
+    changed = answer_changed(answer, previous, match_kind=s.match_kind)
+    auto = predictions_match(machine.prediction, prediction, match_kind=s.match_kind)
+    if auto is not None and match is not None and auto != match:
+        st.caption("Note: by the automatic check the two predictions are "
+                   f"{'the same' if auto else 'different'}.")
+
+    chosen_key = f"{key}_tag"
+    chosen: Tag | None = S.get(chosen_key)
+    row = st.container(horizontal=True)
+    with row:
+        for tag, sc in TAG_KEYS.items():
+            st.button(tag.value, key=f"{key}_pick_{tag.value}", shortcut=sc,
+                      type="primary" if chosen is tag else "secondary", help=ui.TAG_HELP[tag.value],
+                      on_click=_pick, args=(chosen_key, tag))
+        st.button("Auto", key=f"{key}_pick_auto", shortcut="Alt+0",
+                  type="primary" if chosen is None else "secondary",
+                  help="Let the AGENT rule choose the tag from your answers",
+                  on_click=_pick, args=(chosen_key, None))
+    turn = human_turn(j, s.k, match=match, agree=agree, changed=changed and mine is not None,
+                      chosen=chosen, new_prediction_matches=auto)
+    preview = st.container(key=f"{key}_preview")
+    with preview:
+        if chosen is None and (match is None or agree is None) and invalid in (None, NO_PREDICTION):
+            st.markdown(":blue[:material/touch_app:] Answer the two questions above, or pick a "
+                        "tag yourself.")
+        elif invalid is not None and not (chosen is not None and turn.refused):
+            st.error(f"Cannot send: {invalid}", icon=":material/error:")
+        elif turn.refused:
+            st.error(f"Not allowed: {turn.refused}")
+        elif turn.tag is not None:
+            line = st.container(horizontal=True, vertical_alignment="center")
+            with line:
+                st.markdown("Your message will be tagged")
+                ui.tag_badge(turn.tag)
+            st.caption(ui.escape_md(turn.reason))
+    send = st.button("Send", key=f"{key}_send", type="primary", shortcut=SUBMIT_KEY,
+                     icon=":material/send:")
+    if send:
+        submit(s, answer, turn, invalid)
+
+
+def _pick(state_key: str, tag: Tag | None) -> None:
+    S[state_key] = tag
+
+
+def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str | None]:
+    """The label picker (RAD) or SMILES field with live validation (DRUG).
+
+    (value, why it cannot be sent or None). The label picker lists the machine's
+    prediction first; typing filters it and Enter picks (issue 17).
+    """
+    pkey = f"{key}_pred"
+    if s.match_kind == "label":
+        machine = s.last_from(Sender.MACHINE)
+        first = machine.prediction if machine else ""
+        options = label_options([first] if first.strip() else [], *s.labels, previous)
+        if pkey not in S or S[pkey] not in options:
+            S[pkey] = previous if previous in options else None
+        value = st.selectbox("My prediction", options, index=None, key=pkey,
+                             placeholder="Type to filter the findings, Enter to pick")
+        return (value or ""), (None if value else NO_PREDICTION)
+    S.setdefault(pkey, previous)
+    if s.match_kind == "smiles":
+        value = st.text_input("My prediction: reactant SMILES (separate with a dot)",
+                              key=pkey, placeholder="e.g. CC(=O)OC(C)=O.Nc1ccc(O)cc1")
+        if not value.strip():
+            return "", NO_PREDICTION
+        try:
+            canon = ".".join(sorted(smiles_set(value)))
+        except InvalidSmiles as err:
+            st.error(str(err))
+            return value, str(err)
+        st.caption("Canonical form:")
+        st.code(canon, language=None, wrap_lines=True)
+        ui.reaction(value, s.payload)
+        return value, None
+    value = st.text_input("My prediction", key=pkey)
+    return value, (None if value.strip() else NO_PREDICTION)
+
+
+def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None) -> None:
+    """Store message j once (token: session and j), then the machine's reply once."""
+    token = (s.id, s.j)
+    sent = S.setdefault("annotate_sent", set())
+    if token in sent:
+        return
+    if invalid is not None:
+        st.error(f"Not sent: {invalid}.")
+        return
+    if not turn.ok or turn.facts is None:
+        st.error(f"Not sent: {turn.refused or 'the tag is not allowed'}")
+        return
+    out = submit_as(resources.engine(), s.id, annotator_id=S.get("annotate_me", -1), j=s.j, answer=answer,
+                    facts=turn.facts)
+    if out.status == "refused":
+        st.error(f"Not sent: {out.message}")
+        return
+    if out.status != "sent":
+        S["annotate_notice"] = f"Not sent again: {out.message} (perhaps from another tab)."
+    sent.add(token)
+    S.pop("annotate_last_finished", None)  # the previous case's note has been seen
+    S["annotate_scroll"] = True  # the next reply form is brought into view
+    st.rerun()
+
+
+def keyboard_help() -> None:
+    """One line listing the keyboard shortcuts of the form."""
+    st.caption(f"Keyboard: prediction matches {MATCH_KEYS[0]} Yes / {MATCH_KEYS[1]} No, "
+               f"explanation agrees {AGREE_KEYS[0]} Yes / {AGREE_KEYS[1]} No, "
+               f"{', '.join(f'{k} {t.value}' for t, k in TAG_KEYS.items())}, "
+               f"Alt+0 automatic tag, {SUBMIT_KEY} send.")
