@@ -1,4 +1,4 @@
-"""`pxp run` (controlled experiments: new, `--like`, `--resume`) and `pxp export`.
+"""`pxp run` (controlled experiments: new, `--like`, `--resume`).
 
 Exit codes of `pxp run`: 0 finished; 1 error (one line); 2 some repetition paused
 (a transient API failure: `pxp run --resume NAME` retries it); 130 interrupted (Ctrl-C,
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from pxp.cli.common import app, dump, err, fail, out, state
+from pxp.cli.common import app, dump, err, fail, state
 from pxp.running.config import RunConfig
 
 if TYPE_CHECKING:
@@ -115,12 +115,6 @@ _RUN_HELP = (
     "cost/latency summary. Exit 2 when a repetition paused on an API failure, 130 on Ctrl-C; "
     "`pxp run --resume NAME` continues from the database. `--like NAME` repeats an experiment's stored "
     "config (options given on the command line override it)."
-)
-_EXPORT_HELP = (
-    "Export an experiment's D, M and C tables, evaluations and calls into directory --out."
-    "\n\nFiles: experiment.json (config and column lists), sessions.EXT (D), messages.EXT (M), "
-    "contexts.EXT (C), evaluations.EXT and calls.EXT, EXT being the format. messages.jsonl is in the "
-    "transcripts format: `pxp import transcripts OUT/messages.jsonl --name NEW` reads it back."
 )
 
 
@@ -385,25 +379,3 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
             err.print(f"[yellow]paused:[/yellow] repetition {rep}: {why}", highlight=False, soft_wrap=True)
         err.print(hint, highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2)
-
-
-@app.command("export", help=_EXPORT_HELP)
-def export_cmd(
-    experiment: Annotated[str, typer.Option("--experiment", help="Experiment name or id.")],
-    out_dir: Annotated[Path, typer.Option("--out", help="Directory to write the tables into.")],
-    fmt: Annotated[str, typer.Option("--format", help="jsonl, csv or parquet.")] = "jsonl",
-) -> None:
-    """Export an experiment's D, M and C tables, evaluations and calls into directory --out.
-
-    Files: experiment.json (config and column lists), sessions.EXT (D), messages.EXT (M),
-    contexts.EXT (C), evaluations.EXT, calls.EXT, with EXT the format. messages.jsonl is in
-    the transcripts format: `pxp import transcripts OUT/messages.jsonl --name NEW` reads it back.
-    """
-    from pxp.analysis.export import ExportError, export_experiment
-
-    try:
-        res = export_experiment(state.reader(), experiment, out_dir, fmt)
-    except ExportError as e:
-        fail(str(e))
-    rows = ", ".join(f"{k} {v}" for k, v in res.rows.items())
-    out.print(f"exported {experiment!r} to {res.directory} ({rows})", highlight=False, markup=False)
