@@ -7,7 +7,6 @@ not stop the others (exit 2 at the end, each resumable with `pxp run --resume NA
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -77,33 +76,10 @@ def run_grid(path: Path, *, given: list[str], concurrency: int, fmt: str, progre
 
 def _run_one(engine: Any, experiment_id: int, name: str, show_progress: bool, concurrency: int | None) -> bool:
     """Run one experiment of the study as `pxp run` does; False when a repetition paused."""
-    from pxp.running.config import RunError
-    from pxp.running.progress import make_progress
-    from pxp.running.repetition import NullObserver
-    from pxp.running.runner import run_experiment
-    from pxp.running.workers import WorkerError, hold
+    from pxp.cli.held import run_held
 
-    hint = f"resume with `pxp run --resume {name}`"
-    observer: Any = make_progress(engine, experiment_id, err) if show_progress else NullObserver()
-    held = hold(engine, experiment_id, on_cancel=signal.SIGINT)
-    try:
-        with held:
-            if show_progress:
-                with observer:
-                    outcome = run_experiment(engine, experiment_id, observer=observer, concurrency=concurrency)
-            else:
-                outcome = run_experiment(engine, experiment_id, concurrency=concurrency)
-    except WorkerError as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        why = "cancelled from another worker" if held.cancelled else "interrupted"
-        err.print(f"{why}: {name} is paused; {hint} (the study's later experiments are stored, not run)",
-                  highlight=False, markup=False, soft_wrap=True)
-        raise typer.Exit(130) from None
-    except (RunError, ValueError) as e:
-        fail(f"{e}; the experiment {name!r} is stored, {hint} once fixed")
-    except Exception as e:  # a failed repetition: stored and resumable; one line, never a trace
-        fail(f"a repetition of {name} failed ({type(e).__name__}: {e}); {hint}")
+    outcome = run_held(engine, experiment_id, name, show_progress=show_progress, concurrency=concurrency,
+                       paused_note=f"{name} is paused (the study's later experiments are stored, not run)")
     return not outcome.paused
 
 

@@ -332,40 +332,15 @@ def _default_split(engine: Any, dataset: str) -> str | None:
 
 def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool, concurrency: int | None,
                     *, full: bool = False, distributed: bool = False) -> None:
-    import signal
-
     from pxp.analysis.report import render, report_json
-    from pxp.running.config import RunError
-    from pxp.running.progress import make_progress, render_usage
-    from pxp.running.queue import runner
-    from pxp.running.repetition import NullObserver
+    from pxp.cli.held import run_held
+    from pxp.running.progress import render_usage
     from pxp.running.runner import usage_summary
-    from pxp.running.workers import WorkerError, hold
 
     engine = state.engine()
     hint = f"resume with `pxp run --resume {name}`"
-    observer: Any = make_progress(engine, experiment_id, err) if show_progress else NullObserver()
-    # the same claim and heartbeat as the app's workers: one worker per experiment, the app
-    # shows this run as running, and its Cancel pauses it as Ctrl-C does
-    held = hold(engine, experiment_id, on_cancel=signal.SIGINT)
-    try:
-        with held:
-            run = runner(engine, distributed)
-            if show_progress:
-                with observer:
-                    outcome = run(engine, experiment_id, observer=observer, concurrency=concurrency)
-            else:
-                outcome = run(engine, experiment_id, concurrency=concurrency)
-    except WorkerError as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        why = "cancelled from another worker" if held.cancelled else "interrupted"
-        err.print(f"{why}: every repetition is paused; {hint}", highlight=False, markup=False, soft_wrap=True)
-        raise typer.Exit(130) from None
-    except (RunError, ValueError) as e:
-        fail(f"{e}; the experiment {name!r} is stored, {hint} once fixed")
-    except Exception as e:  # a failed repetition: stored and resumable; one line, never a trace
-        fail(f"a repetition failed ({type(e).__name__}: {e}); {hint}")
+    outcome = run_held(engine, experiment_id, name, show_progress=show_progress, concurrency=concurrency,
+                       distributed=distributed)
     # csv and json carry the whole performance series; table and markdown a summary unless --full
     typer.echo(render(report_json(engine, name), fmt, full=full or fmt == "csv"))
     summary = render_usage(usage_summary(engine, experiment_id), outcome.seconds)
