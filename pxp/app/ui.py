@@ -337,3 +337,14 @@ def transcript_papers(
             show_text(m.explanation, empty="(no explanation)")
             if m.match is not None:
                 st.caption(f"match={m.match} · agree={m.agree} · changed={m.changed}")
+
+
+def session_links(df: Any, columns: Sequence[str]) -> tuple[Any, dict[str, Any]]:
+    """`df` with its session-id columns as links to the Sessions page (`sessions?session=N`), and the
+    column config that shows each link as its session id."""
+    out = df.copy()
+    config: dict[str, Any] = {}
+    for col in columns:
+        out[col] = [f"sessions?session={int(v)}" for v in out[col]]
+        config[col] = st.column_config.LinkColumn(col, display_text=r"session=(\d+)")
+    return out, config

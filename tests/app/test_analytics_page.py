@@ -260,6 +260,9 @@ def test_annotators_view_shows_agreement_and_disagreements(app_db: tuple[str, En
         assert (np.isnan(r[4]) if k is None else r[4] == pytest.approx(k))
         assert r[5] == pytest.approx(alpha)
     assert len(dis) == 8 and {"session_a", "session_b"} <= set(dis.columns)
+    # each session id links to that session on the Sessions page (the router checks the user may open it)
+    assert all(str(v).startswith("sessions?session=") and str(v).removeprefix("sessions?session=").isdigit()
+               for v in [*dis["session_a"], *dis["session_b"]])
     assert "Disagreements (8)" in [h.value for h in at.subheader]
 
 

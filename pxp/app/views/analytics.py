@@ -281,16 +281,16 @@ def view_agreement(sel: Selection) -> None:
     engine = resources.engine()
     df = agreement_frame(agreement_report(engine, sel))
     st.dataframe(df, hide_index=True, key="analytics_agreement")
-    st.caption("tag: the first human tag; match, agree: the human's judgements in that first reply; prediction: "
-               "the human's final prediction. Cohen's κ per pair over the cases both saw; Krippendorff's α "
-               "(nominal) over all annotators. Empty when undefined (a single value throughout). Same numbers: "
-               "`pxp report --experiment X --agreement`.")
+    st.caption("tag: the first human tag; match, agree: the human's judgements in that first reply; prediction: the "
+               "human's final prediction. Cohen's κ per pair over the cases both saw; Krippendorff's α (nominal) over "
+               "all annotators; empty when undefined. Same numbers: `pxp report --experiment X --agreement`.")
     dis = disagreements(engine, sel)
     st.subheader(f"Disagreements ({len(dis)})")
     if dis.empty:
         return
-    st.dataframe(dis, hide_index=True, key="analytics_disagreements")
-    st.caption("Both sessions' ids: open them on the Sessions page (Open session).")
+    shown, links = ui.session_links(dis, ("session_a", "session_b"))
+    st.dataframe(shown, hide_index=True, column_config=links, key="analytics_disagreements")
+    st.caption("Each session id opens that session on the Sessions page.")
     download_csv("Disagreements (CSV)", dis, "disagreements.csv", "analytics_dl_disagreements")
 
 
