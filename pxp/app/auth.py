@@ -15,6 +15,7 @@ from typing import Any
 import streamlit as st
 
 from pxp.app import resources, ui
+from pxp.running import audit
 from pxp.running.access import at_least, role_for
 from pxp.running.live.assignment import LiveError, ensure_annotator
 
@@ -110,6 +111,20 @@ def own_sessions_only() -> str | None:
     if user is None or allowed(user.role or "", "researcher"):
         return None
     return user.annotator_name
+
+
+def actor() -> str:
+    """Who is acting, for the audit trail: the logged-in user, else the name typed on Annotate."""
+    user = current_user()
+    if user is not None:
+        return user.annotator_name
+    name = " ".join(str(S.get("annotate_name") or "").split())
+    return name or "anonymous (no login)"
+
+
+def audited(action: str, detail: str = "") -> None:
+    """Record one of the app's writes (experiment, import, settings) in the audit trail."""
+    audit.record(resources.engine(), action, actor=actor(), detail=detail)
 
 
 def annotator_id() -> int | None:

@@ -1,5 +1,6 @@
-"""The audit trail of live sessions (issue 13 §1): who opened, answered, took over or abandoned
-which session, and when, as rows of the audit_event table.
+"""The audit trail (issue 13 §1): who opened, answered, took over or abandoned which session, and
+who created, started or cancelled an experiment, imported data or saved settings, and when, as rows
+of the audit_event table.
 
 pxp.running.live calls these at each write (one line each); the admins' Audit page reads them.
 An audit row is written after the write it records, in its own transaction: a failed audit
@@ -17,7 +18,9 @@ from sqlmodel import col, select
 
 from pxp.storage.tables import Annotator, AuditEvent, Session, utcnow
 
-ACTIONS = ("opened", "answered", "took over", "abandoned", "refused")
+#: session events (pxp.running.live) and the app's other writes: experiments, imports, settings
+ACTIONS = ("opened", "answered", "took over", "abandoned", "refused", "created", "started", "cancelled",
+           "imported", "saved settings")
 
 
 def _annotator(db: DB, annotator_id: int | None, session_id: int | None) -> tuple[int | None, str]:

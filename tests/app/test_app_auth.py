@@ -179,3 +179,19 @@ def test_the_audit_page_lists_who_did_what(app_db: Engine) -> None:
     at.text_input(key="audit_session").input("abc").run()
     assert [e.value for e in at.error] == ["'abc' is not a session id (a whole number)."]
     del engine
+
+
+def test_every_write_of_the_app_names_who_did_it(app_db: Engine) -> None:
+    """Creating a live experiment (Annotate's first start on a dataset) and saving the settings are
+    in the audit trail with the logged-in user who did them (issue 13 §1: every write records who)."""
+    at = app("annotate", user=ANN)
+    assert at.session_state["annotate_sid"] is not None  # the experiment was created, a case claimed
+    at = app("settings", user=ADA)
+    next(b for b in at.button if b.label == "Save").click().run()
+    assert not at.exception
+    at = app("audit", user=ADA)
+    table = at.dataframe[0].value
+    pairs = set(zip(table["who"], table["did"], strict=True))
+    assert ("ann@example.org", "created") in pairs
+    assert ("ada@example.org", "saved settings") in pairs
+    assert ("ann@example.org", "opened") in pairs

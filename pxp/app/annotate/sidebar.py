@@ -90,6 +90,7 @@ def choose_experiment() -> tuple[int, DeltaGenerator] | None:
             except LiveError as err:
                 st.error(str(err))
                 return None
+            auth.audited("created", f"a live experiment on {ds}")
             exps = live_experiments(eng, dataset=ds)
         by_id = {e.id: e for e in exps}
         pending = S.pop("annotate_select_experiment", None)
@@ -144,6 +145,7 @@ def new_experiment_form(dataset: str) -> None:
             except LiveError as err:
                 st.error(str(err))
                 return
+            auth.audited("created", f"live experiment {eid} on {dataset}")
             S["annotate_select_experiment"] = (dataset, eid)  # selected on the next run
             S.pop("annotate_sid", None)
             st.rerun()

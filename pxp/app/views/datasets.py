@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pxp.app import imports, resources, ui
+from pxp.app import auth, imports, resources, ui
 from pxp.app.data import dataset_choices, dataset_info, datasets_table, instances_page
 
 PAGE = 12
@@ -72,6 +72,7 @@ def import_panel() -> None:
             S["datasets_attempt"] = attempt + 1  # the next try starts from empty uploaders
             S["datasets_failed"] = out.messages
             st.rerun()
+        auth.audited("imported", out.messages[0])
         st.success(out.messages[0])
         for w in out.messages[1:]:
             st.warning(w)

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pxp.app import resources, ui
+from pxp.app import auth, resources, ui
 from pxp.app.data import QueueView, dataset_choices, dataset_info, experiments_table, queue_view
 from pxp.app.prefs import load_prefs
 from pxp.llm.models import run_warnings
@@ -99,10 +99,12 @@ def launch_form() -> str | None:
     except (RunError, ValueError) as err:
         return f"error:Not started, nothing stored: {err}"
     store_estimate(eng, exp.id or 0, est)
+    auth.audited("created", f"experiment {exp.name}")
     try:
         workers.start(eng, exp.id or 0, secrets=resources.secret_keys())
     except workers.WorkerError as err:
         return f"error:Experiment {exp.name!r} was created but did not start: {err}"
+    auth.audited("started", f"experiment {exp.name}")
     return "ok:" + launch_summary(exp.name, exp.config)
 
 
@@ -157,6 +159,7 @@ def progress_panel() -> None:
                     if st.button("Cancel", key=f"experiments_cancel_{eid}", icon=":material/stop:"):
                         S.pop(f"experiments_error_{eid}", None)
                         workers.cancel(eng, eid)
+                        auth.audited("cancelled", f"experiment {eid}")
                         st.rerun(scope="fragment")
                 elif row.problem:
                     st.caption(f"Cannot be resumed: {ui.escape_md(row.problem)}")
@@ -166,6 +169,7 @@ def progress_panel() -> None:
                     S.pop(f"experiments_error_{eid}", None)
                     try:
                         workers.start(eng, eid, secrets=resources.secret_keys())
+                        auth.audited("started", f"experiment {eid} (resumed)")
                     except workers.WorkerError as err:
                         S[f"experiments_error_{eid}"] = str(err)  # shown after the rerun
                     st.rerun(scope="fragment")

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from pxp.app import resources
+from pxp.app import auth, resources
 from pxp.app.prefs import load_prefs, save_prefs
 from pxp.llm.models import model_checks
 
@@ -64,6 +64,7 @@ def render() -> None:
             except ValueError as err:
                 st.error(str(err))
             else:
+                auth.audited("saved settings", f"generator {new.generator}, checker {new.checker}, n={new.n} k={new.k}")
                 st.success("Saved. New experiments use these settings.")
                 for warning in model_checks([new.generator, new.checker], new.base_url):
                     st.warning(warning)
