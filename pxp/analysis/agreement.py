@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, and_, func, select
 
-from pxp.analysis.queries import IN, A, M, S, Selection, cached, sessions_from, where
+from pxp.analysis.queries import IN, A, AnalysisError, M, S, Selection, cached, sessions_from, where
 from pxp.protocols.pxp.intelligibility import cohen_kappa
 
 #: The fields agreement is measured on, in report order.
@@ -86,7 +86,7 @@ def agreement(engine: Engine, sel: Selection, which: str = "first") -> list[Agre
     """Cohen's κ on the human tags ("first": the reply to INIT; "last": the final verdict)
     for every pair of annotators, over the instances both annotated."""
     if which not in ("first", "last"):
-        raise ValueError("which must be 'first' or 'last'")
+        raise AnalysisError("which must be 'first' or 'last'")
     per = annotator_tags(engine, sel)
     out: list[Agreement] = []
     names = sorted(per["annotator"].unique()) if not per.empty else []

@@ -25,6 +25,7 @@ from sqlalchemy import BigInteger, Engine, Integer, Table, and_, case, func, lit
 from sqlalchemy import cast as cast_
 from sqlalchemy.sql.elements import ColumnElement
 
+from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.rules import Sender, Tag
 from pxp.storage.tables import (
     Annotator,
@@ -51,6 +52,10 @@ GROUP_BY = ("experiment", "annotator", "label", "dataset")
 
 
 # --- Selection (the page's filters) --------------------------------------------------------
+
+
+class AnalysisError(PxpError, ValueError):
+    """An analysis asked for something pxp does not compute (a grouping, a format); one line."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ def _key_col(by: str | None) -> ColumnElement[Any]:
         return IN.c.label.label("grp")
     if by == "dataset":
         return D.c.name.label("grp")
-    raise ValueError(f"unknown grouping {by!r} (one of {', '.join(GROUP_BY)})")
+    raise AnalysisError(f"unknown grouping {by!r} (one of {', '.join(GROUP_BY)})")
 
 
 def sessions_from(sel: Selection, by: str | None = None, *, instance: bool = False) -> Any:

@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from pxp.analysis.agreement import agreement_report
 from pxp.analysis.common_ground import probe_sessions, probe_summary, render_probes
-from pxp.analysis.queries import GROUP_BY, Selection
+from pxp.analysis.queries import GROUP_BY, AnalysisError, Selection
 from pxp.analysis.tables import table1, table1_by
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.intelligibility import Table1, table1_rows
@@ -123,7 +123,7 @@ def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) 
     its own column when a report has more than one repetition. Aborted sessions are apart.
     """
     if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+        raise AnalysisError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if fmt == "json":
         return json.dumps(reports if len(reports) != 1 else reports[0], indent=2)
     bodies = [table1_rows(r) for r in reports]

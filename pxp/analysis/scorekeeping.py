@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from pxp.analysis.queries import AnalysisError
 from pxp.protocols.scorekeeping.scores import ACCURACY, EPISODE_SCORE_NAMES, PLAYED, QUALITY, QUALITY_STD, leaderboard
 from pxp.running.scorekeeping_games import StoredScores, stored_scores
 
@@ -56,7 +57,7 @@ def render(rep: dict[str, Any], fmt: str) -> str:
             w.writerow([key, *("" if scores.get(n) is None else scores[n] for n in EPISODE_SCORE_NAMES)])
         return buf.getvalue().rstrip("\n")
     if fmt != "table":
-        raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+        raise AnalysisError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     header = ["model", "episodes", PLAYED, QUALITY, QUALITY_STD]
     body = [[m, str(rep["counts"].get(m, 0)), _fmt(v[PLAYED], 1), _fmt(v[QUALITY]), _fmt(v[QUALITY_STD])]
             for m, v in sorted(rep["models"].items(), key=lambda kv: -(kv[1][QUALITY] or -1.0))]

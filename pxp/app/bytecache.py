@@ -17,6 +17,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from pxp.protocols.errors import PxpError
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 P = ParamSpec("P")
@@ -41,12 +43,16 @@ def nbytes(value: object) -> int:
     return sys.getsizeof(value)
 
 
+class CacheError(PxpError, ValueError):
+    """A cache that cannot be made (a budget that is not positive)."""
+
+
 class ByteLRU(Generic[K, V]):
     """A least-recently-used cache holding at most `max_bytes` of values (as sized by `size`)."""
 
     def __init__(self, max_bytes: int, *, size: Callable[[V], int] = nbytes, name: str = "cache") -> None:
         if max_bytes <= 0:
-            raise ValueError(f"{name}: the byte budget must be positive, not {max_bytes}")
+            raise CacheError(f"{name}: the byte budget must be positive, not {max_bytes}")
         self.max_bytes = max_bytes
         self.name = name
         self._size = size

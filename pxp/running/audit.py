@@ -16,11 +16,16 @@ from sqlalchemy import Engine, insert
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
+from pxp.protocols.errors import PxpError
 from pxp.storage.tables import Annotator, AuditEvent, Session, utcnow
 
 #: session events (pxp.running.live) and the app's other writes: experiments, imports, settings
 ACTIONS = ("opened", "answered", "took over", "abandoned", "refused", "created", "started", "cancelled",
            "imported", "saved settings")
+
+
+class AuditError(PxpError, ValueError):
+    """An audit action pxp does not record."""
 
 
 def _annotator(db: DB, annotator_id: int | None, session_id: int | None) -> tuple[int | None, str]:
@@ -38,7 +43,7 @@ def record(
 ) -> None:
     """One audit row; the actor is the given annotator (else the session's annotator)."""
     if action not in ACTIONS:
-        raise ValueError(f"unknown audit action {action!r}")
+        raise AuditError(f"unknown audit action {action!r}")
     with DB(engine) as db:
         aid, name = _annotator(db, annotator_id, session_id)
     with engine.begin() as conn:

@@ -20,12 +20,17 @@ from sqlalchemy import Engine
 from sqlmodel import col, select
 
 from pxp.agents.base import Agent, AgentUnavailable, CallRecord, CarriedSession, FormatFailure, InstanceView, Query
+from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.rules import Sender
 from pxp.storage.store import db_session, experiment_runs
 from pxp.storage.tables import Evaluation
 
 METRIC_NAMES = ("prediction", "explanation", "both")
 EVAL_PURPOSE = "eval"
+
+
+class EvaluationError(PxpError, ValueError):
+    """An accuracy pxp does not measure; one line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +45,7 @@ class Score:
     def metric(self, name: str) -> float:
         """One of prediction, explanation, both."""
         if name not in METRIC_NAMES:
-            raise ValueError(f"unknown accuracy {name!r} (one of {', '.join(METRIC_NAMES)})")
+            raise EvaluationError(f"unknown accuracy {name!r} (one of {', '.join(METRIC_NAMES)})")
         return float(getattr(self, name))
 
     @classmethod

@@ -12,7 +12,7 @@ from pxp.protocols.pxp.common_ground import (
     truth,
     truths,
 )
-from pxp.protocols.pxp.rules import Msg, Sender, Tag
+from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag
 
 M, H = Sender.MACHINE, Sender.HUMAN
 
@@ -53,7 +53,7 @@ def test_reject_and_missing_facts_fall_back_to_the_tag() -> None:
     # REFUTE with no stored facts: acceptance is undecided and not asked
     assert truths(s, 2) == {"proposed_other": True}
     assert truth("accept_prediction", s, 2) is None
-    with pytest.raises(KeyError):
+    with pytest.raises(ProtocolError, match="unknown common-ground question 'nonsense'"):
         truth("nonsense", s, 2)
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from pxp.protocols.pxp.intelligibility import cohen_kappa
-from pxp.protocols.pxp.rules import Msg, Sender, Tag
+from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag
 
 QUESTIONS: dict[str, str] = {
     "accept_prediction": "Does {who} accept your current prediction?",
@@ -79,7 +79,7 @@ def truth(key: str, history: Sequence[Msg], j: int, match: Matcher = normalised_
         if human.changed is False and human.match is not None:
             return not human.match
         return not match(human.prediction, machine.prediction)
-    raise KeyError(key)
+    raise ProtocolError(f"unknown common-ground question {key!r}")
 
 
 def truths(history: Sequence[Msg], j: int, match: Matcher = normalised_equal) -> dict[str, bool]:
