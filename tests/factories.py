@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from sqlalchemy import Engine
 
 from pxp.storage.store import db_session
@@ -111,3 +113,25 @@ def make_text(engine: Engine, name: str = "toy-text", per_split: int = 3) -> int
                     label=lab, reference_prediction=lab, reference_explanation=f"Case {o}: {FINDINGS[lab]}.",
                 ))
         return ds.id or 0
+
+
+def race(n: int, fn):  # type: ignore[no-untyped-def]
+    """Run fn(0..n-1) in n threads released at once; their results (any exception fails the test)."""
+    barrier = threading.Barrier(n)
+    out: list[object] = [None] * n
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait()
+            out[i] = fn(i)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return out

@@ -3,7 +3,6 @@ PostgreSQL), and the browser human's tag rule (DESIGN §1, "The human in the bro
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -18,35 +17,14 @@ from pxp.running.live.abandonment import abandoned_sessions, take_over
 from pxp.running.live.assignment import LiveError, claim_next, create_live_experiment, ensure_annotator
 from pxp.running.live.turns import load_session, machine_for, machine_step, submit_human
 from pxp.storage.tables import Session, utcnow
-from tests.factories import make_drug, make_rad
-
-
-def _race(n: int, fn):  # type: ignore[no-untyped-def]
-    barrier = threading.Barrier(n)
-    out: list[object] = [None] * n
-    errors: list[BaseException] = []
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait()
-            out[i] = fn(i)
-        except BaseException as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    return out
+from tests.factories import make_drug, make_rad, race
 
 
 def test_concurrent_claims_never_share_a_session(any_engine: Engine) -> None:
     make_rad(any_engine, per_label=2)  # 10 instances
     eid = create_live_experiment(any_engine, dataset="toy-rad")
     people = [ensure_annotator(any_engine, name=f"annotator {i}") for i in range(12)]
-    got = _race(12, lambda i: claim_next(any_engine, experiment_id=eid, annotator_id=people[i]))
+    got = race(12, lambda i: claim_next(any_engine, experiment_id=eid, annotator_id=people[i]))
     claimed = [g for g in got if g is not None]
     assert len(claimed) == 10 and len(set(claimed)) == 10, got
     with DB(any_engine) as db:
@@ -71,7 +49,7 @@ def test_take_over_an_abandoned_session_once(any_engine: Engine) -> None:
     idle = abandoned_sessions(any_engine, experiment_id=eid, idle_minutes=30)
     assert [a.session_id for a in idle] == [sid] and idle[0].annotator == "left early"
     takers = [ensure_annotator(any_engine, name=f"taker {i}") for i in range(6)]
-    won = _race(6, lambda i: take_over(any_engine, session_id=sid, annotator_id=takers[i]))
+    won = race(6, lambda i: take_over(any_engine, session_id=sid, annotator_id=takers[i]))
     assert sum(bool(w) for w in won) == 1
     who = takers[[bool(w) for w in won].index(True)]
     assert claim_next(any_engine, experiment_id=eid, annotator_id=who) == sid
@@ -89,7 +67,7 @@ def test_concurrent_submissions_store_one_message(any_engine: Engine) -> None:
     s = load_session(any_engine, sid)
     answer = Answer(s.messages[0].prediction, s.messages[0].explanation)
     facts = Facts(True, True, False)
-    outs = _race(6, lambda i: submit_human(any_engine, sid, j=2, answer=answer, facts=facts))
+    outs = race(6, lambda i: submit_human(any_engine, sid, j=2, answer=answer, facts=facts))
     statuses = sorted(o.status for o in outs)  # type: ignore[attr-defined]
     assert statuses.count("sent") == 1 and statuses.count("already") == 5
     assert len(load_session(any_engine, sid).messages) == 2
@@ -166,7 +144,7 @@ def test_concurrent_machine_steps_store_one_reply(any_engine: Engine) -> None:
     sid = claim_next(any_engine, experiment_id=eid, annotator_id=ensure_annotator(any_engine, name="r"))
     assert sid is not None
     machine = machine_for(any_engine, eid)
-    got = _race(6, lambda i: machine_step(any_engine, sid, machine))
+    got = race(6, lambda i: machine_step(any_engine, sid, machine))
     assert sum(g is not None for g in got) == 1
     msgs = load_session(any_engine, sid).messages
     assert [m.j for m in msgs] == [1], "no human message was invented"

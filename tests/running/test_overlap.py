@@ -5,7 +5,6 @@ experiment with overlap 2 and its Table 1 by annotator."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter, defaultdict
 from datetime import timedelta
@@ -32,28 +31,7 @@ from pxp.running.live.turns import load_session, machine_for, machine_step, subm
 from pxp.storage.store import alembic_config, upgrade
 from pxp.storage.tables import Claim, Dataset, Message, Session, utcnow
 from tests.analysis.test_report import cli
-from tests.factories import LABELS, make_drug, make_rad
-
-
-def _race(n: int, fn):  # type: ignore[no-untyped-def]
-    barrier = threading.Barrier(n)
-    out: list[object] = [None] * n
-    errors: list[BaseException] = []
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait()
-            out[i] = fn(i)
-        except BaseException as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    return out
+from tests.factories import LABELS, make_drug, make_rad, race
 
 
 def _sessions(engine: Engine) -> list[Session]:
@@ -129,7 +107,7 @@ def test_concurrent_claims_respect_the_overlap(any_engine: Engine) -> None:
     make_drug(any_engine)  # 3 cases × overlap 2 = 6 slots
     eid = create_live_experiment(any_engine, dataset="toy-drug", overlap=2)
     people = [ensure_annotator(any_engine, name=f"annotator {i}") for i in range(12)]
-    got = _race(12, lambda i: claim_next(any_engine, experiment_id=eid, annotator_id=people[i]))
+    got = race(12, lambda i: claim_next(any_engine, experiment_id=eid, annotator_id=people[i]))
     claimed = [g for g in got if g is not None]
     assert len(claimed) == 6 and len(set(claimed)) == 6, got
     assert Counter(s.instance_id for s in _sessions(any_engine)).most_common()[0][1] == 2
@@ -140,7 +118,7 @@ def test_one_annotator_in_several_tabs_never_gets_a_case_twice(any_engine: Engin
     make_drug(any_engine)
     eid = create_live_experiment(any_engine, dataset="toy-drug", overlap=3)
     me = ensure_annotator(any_engine, name="two tabs")
-    got = _race(8, lambda i: claim_next(any_engine, experiment_id=eid, annotator_id=me))
+    got = race(8, lambda i: claim_next(any_engine, experiment_id=eid, annotator_id=me))
     rows = _sessions(any_engine)
     assert {g for g in got if g is not None} == {s.id for s in rows} and 1 <= len(rows) <= 3, got
     assert len({s.instance_id for s in rows}) == len(rows), "one session per case for this annotator"
@@ -263,7 +241,7 @@ def _annotate_concurrently(engine: Engine, *, annotators: int, submits: int) -> 
             assert out.status == "sent", out
             sent[i].append((sid, s.j))
 
-    _race(annotators, work)
+    race(annotators, work)
     assert all(len(x) == submits for x in sent)
     with DB(engine) as db:
         msgs = db.exec(select(Message.session_id, Message.j, Message.sender)).all()
