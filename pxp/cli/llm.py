@@ -50,7 +50,7 @@ def calls_cmd(
         return
     rows = call_totals(engine, exp.id)
     total = grand_total(rows)
-    from pxp.running.estimate import versus_actual
+    from pxp.running.estimate_text import versus_actual
 
     versus = versus_actual(exp.config["estimate"], rows) if exp.config.get("estimate") else None
     if fmt == "json":

@@ -292,7 +292,7 @@ def run_cmd(
 
 def _print_estimate(est: Estimate, fmt: str) -> None:
     """`--estimate`: the figures as JSON (`--format json`) or a table; nothing is started."""
-    from pxp.running.estimate import estimate_lines
+    from pxp.running.estimate_text import estimate_lines
 
     if fmt == "json":
         dump(est.as_json())
@@ -307,7 +307,7 @@ def _confirm_cost(est: Estimate, max_usd: float, yes: bool) -> None:
     over = f"the estimated cost is ${est.usd:,.2f}, over --max-usd {max_usd:g}"
     if not sys.stdin.isatty():
         fail(f"{over}; pass --yes to run it anyway (`--estimate` shows the figures)")
-    from pxp.running.estimate import estimate_lines
+    from pxp.running.estimate_text import estimate_lines
 
     err.print("\n".join(estimate_lines(est)), highlight=False, markup=False, soft_wrap=True)
     if not typer.confirm(f"{over}. Start the run?", default=False, err=True):
