@@ -10,7 +10,10 @@ Arithmetic over the config, the dataset's split sizes and prompt lengths, and th
   changed the carried context (pxp.running.repetition), on the `eval_sample` sample when set;
   before session 1 with `eval_at_start`;
 - LEARN: the validation set (`learn_sample` of it when set) once before the first decision,
-  then once per session with that session's context added (the follow-up paper's Method).
+  then once per session with that session's context added (the follow-up paper's Method);
+- with `--probe` (pxp.running.probes): after each human message, one call per common-ground
+  question decidable there (all three of QUESTIONS for the protocol's human messages), its prompt
+  the session so far and the question, with no carried context.
 
 The carry policy (`all`, `last:M`, `tokens:T`, pxp.running.learn.select_carry) bounds the kept
 sessions in each prompt, so input tokens grow with the session number up to that bound. What is
@@ -22,14 +25,17 @@ when every session is kept.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
 
+from pxp.agents.llm import ASIDE
 from pxp.llm.base import is_llm_spec, parse_spec
 from pxp.llm.pricing import CHECKED, Price, price_of
+from pxp.protocols.pxp.common_ground import QUESTIONS, question_text
+from pxp.protocols.scorekeeping.rules import MAX_PROBE_ATTEMPTS, probe_prompt
 from pxp.running.config import Carry, RunConfig, RunError, parse_carry
 from pxp.running.learn import MESSAGE_OVERHEAD
 from pxp.running.repetition import eval_due
@@ -38,6 +44,8 @@ from pxp.storage.tables import Experiment
 
 CHARS_PER_TOKEN = 4.0
 KEYS = ("calls", "tokens_in", "tokens_out")
+#: the row of the common-ground probe's calls (LLMCall purpose "probe")
+PROBES = "common-ground probes"
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,10 @@ class Assumptions:
     image_tokens: int = 1600
     #: output tokens of one checker verdict (Yes or No)
     checker_out_tokens: int = 3
+    #: attempts per common-ground probe (an invalid reply is asked again, up to MAX_PROBE_ATTEMPTS)
+    probe_attempts: float = 1.0
+    #: output tokens of one probe reply (ASIDE: yes)
+    probe_out_tokens: int = 4
 
 
 @dataclass(frozen=True)
@@ -125,7 +137,7 @@ class Estimate:
         return None if rep is None else round(rep * self.reps, 6)
 
     def by_purpose(self) -> dict[str, dict[str, float]]:
-        """Calls and tokens of all repetitions per LLMCall purpose (ask, agree, eval)."""
+        """Calls and tokens of all repetitions per LLMCall purpose (ask, agree, eval, probe)."""
         out: dict[str, dict[str, float]] = {}
         for r in self.rows:
             d = out.setdefault(r.purpose, dict.fromkeys(KEYS, 0.0))
@@ -242,10 +254,24 @@ def estimate(cfg: RunConfig, facts: DatasetFacts, a: Assumptions | None = None) 
             due = 1 - (1 - share) ** (s - prev)
             evaluation("test evaluations", T * due, carried_count(kept, policy, select))
             prev = s
-    purpose = {"session messages": "ask", "session checks": "agree"}
+    if cfg.probe:
+        probes(add, S, kinds, fixed, msg, a, llm=llm)
+    purpose = {"session messages": "ask", "session checks": "agree", PROBES: "probe"}
     rows = [Row(what, purpose.get(what, "eval"), float(c or 0), float(ti or 0), float(to or 0), usd)
             for what, (c, ti, to, usd) in acc.items()]
     return Estimate(cfg.reps, rows, assumptions(cfg, facts, a, llm=llm, checker=checker))
+
+
+def probes(add: Callable[[str, float, float, float], None], sessions: int, kinds: list[tuple[float, int, int]],
+           fixed: float, msg: float, a: Assumptions, *, llm: bool) -> None:
+    """The common-ground probe's calls (`--probe`, pxp.running.probes): per human message, one call per
+    question; the probe after human message j = 2i carries the session's first j messages, no carried context."""
+    q = len(QUESTIONS) * a.probe_attempts
+    asked = _tokens(len(ASIDE) + sum(len(probe_prompt(question_text(k), 1)) for k in QUESTIONS) / len(QUESTIONS))
+    calls = sessions * q * sum(p * h for p, _, h in kinds)
+    history = sum(p * h * (h + 1) for p, _, h in kinds) * msg  # Σ_i 2i messages over the h human ones
+    tin = sessions * q * (sum(p * h for p, _, h in kinds) * (fixed + asked) + history) if llm else 0.0
+    add(PROBES, calls, tin, calls * a.probe_out_tokens if llm else 0.0)
 
 
 def assumptions(cfg: RunConfig, facts: DatasetFacts, a: Assumptions, *, llm: bool, checker: bool) -> list[str]:
@@ -275,6 +301,10 @@ def assumptions(cfg: RunConfig, facts: DatasetFacts, a: Assumptions, *, llm: boo
             out.append(f"{a.image_tokens} tokens per image")
         if price_of(*parse_spec(cfg.machine)) is None:
             out.append(f"no price is known for {cfg.machine}: the cost is unknown (null)")
+    if cfg.probe:
+        out.append(f"--probe: {len(QUESTIONS)} private questions after each human message, {a.probe_attempts:g} "
+                   f"attempt each (an invalid reply is asked again, up to {MAX_PROBE_ATTEMPTS}); the prompt is the "
+                   "session so far, no carried context" + (f", {a.probe_out_tokens} output tokens" if llm else ""))
     if checker:
         out.append(f"{a.checker_per_message:g} checker call per human message and per evaluated instance")
     if llm or checker:

@@ -5,15 +5,24 @@ from __future__ import annotations
 import math
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
 from pxp.analysis.calls import call_totals
 from pxp.running.config import RunConfig
-from pxp.running.estimate import Assumptions, DatasetFacts, dataset_facts, estimate, session_messages, store_estimate
+from pxp.running.estimate import (
+    PROBES,
+    Assumptions,
+    DatasetFacts,
+    dataset_facts,
+    estimate,
+    session_messages,
+    store_estimate,
+)
+from pxp.running.estimate_text import versus_actual
 from pxp.running.experiments import create_experiment
 from pxp.running.runner import run_experiment
 from pxp.storage.store import db_session
-from pxp.storage.tables import Experiment
+from pxp.storage.tables import Experiment, Message, Probe, Run, Session
 from tests.factories import make_rad
 
 
@@ -172,3 +181,71 @@ def test_the_estimate_of_a_scheduled_run_matches_its_calls(
     expected = R * (T * math.ceil(S / every) + (V * (1 + S) if learn else 0))
     assert est.as_json()["by_purpose"]["eval"]["calls"] == actual["eval"] == expected
     assert abs(est.calls - sum(actual.values())) <= 0.15 * sum(actual.values())
+
+
+# --- the common-ground probe (issue 12 §7, `--probe`) --------------------------------------------------
+
+
+def test_probe_calls_by_hand() -> None:
+    """n = 2: one human message per session, three questions after it; the probe's prompt is the session so far
+    (two messages of 100 tokens) on top of the system prompt (100) and the aside, with no carried context."""
+    facts = DatasetFacts(interact=2, val=0, test=1, system_chars=400, instance_chars=0, short_chars=0,
+                         answer_chars=400, explanation_chars=300)
+    cfg = RunConfig(dataset="d", machine="anthropic:claude-sonnet-4-6", n=2, k=1, reps=2, learn=False, probe=True)
+    a = Assumptions(reach_n=0.0, phrasing_tokens=0)
+    est = estimate(cfg, facts, a)
+    rows = {r.what: r for r in est.rows}
+    probe = rows[PROBES]
+    assert probe.purpose == "probe" and probe.calls == 2 * 3 and probe.tokens_out == 6 * a.probe_out_tokens
+    aside = probe.tokens_in / 6 - (100 + 200)
+    assert 40 < aside < 120  # the aside instruction and one question, about 75 tokens
+    assert probe.usd == pytest.approx((probe.tokens_in * 3 + probe.tokens_out * 15) / 1e6)
+    without = estimate(RunConfig(dataset="d", machine="anthropic:claude-sonnet-4-6", n=2, k=1, reps=2,
+                                 learn=False), facts, a)
+    assert PROBES not in {r.what for r in without.rows}
+    assert est.calls == without.calls + 2 * 6 and est.as_json()["by_purpose"]["probe"]["calls"] == 12
+    assert any(x.startswith("--probe: 3 private questions after each human message") for x in est.assumptions)
+    assert not any(x.startswith("--probe") for x in without.assumptions)
+    # a re-asked reply counts as a call of its own
+    assert {r.what: r for r in estimate(cfg, facts, Assumptions(reach_n=0.0, probe_attempts=1.5)).rows}[
+        PROBES].calls == 2 * 3 * 1.5
+
+
+@pytest.mark.parametrize("learn", [False, True])
+def test_the_estimated_probe_calls_equal_the_stored_ones(any_engine: Engine, learn: bool) -> None:
+    """n = 3: every session is machine, human, machine (a ratify or a reject ends it at 3 at the latest), so one
+    human message and three probes per session, as the estimate counts; the simulated machine answers each
+    probe with one call (an LLMCall with purpose "probe") and one `probe` row."""
+    engine = any_engine
+    make_rad(engine, per_label=4)
+    cfg = RunConfig(dataset="toy-rad", split="train", reps=2, n=3, k=2, seed=4, learn=learn, probe=True,
+                    simulated={"accuracy": 0.6, "adopt": 0.7})
+    facts = dataset_facts(engine, cfg)
+    est = estimate(cfg, facts)
+    exp = create_experiment(engine, cfg)
+    store_estimate(engine, exp.id or 0, est)
+    run_experiment(engine, exp.id or 0)
+    actual = _calls(engine, exp.id or 0)
+    with engine.connect() as conn:
+        stored = conn.execute(select(func.count()).select_from(Probe).join(Session).join(Run)
+                              .where(Run.experiment_id == exp.id)).scalar_one()
+    assert est.as_json()["by_purpose"]["probe"]["calls"] == actual["probe"] == stored == cfg.reps * facts.interact * 3
+    versus = {r["purpose"]: r for r in versus_actual(est.as_json(), call_totals(engine, exp.id or 0))}
+    assert versus["probe"]["calls_estimated"] == versus["probe"]["calls_actual"] == stored
+    assert versus["all"]["calls_actual"] == sum(actual.values())
+
+
+def test_longer_sessions_are_probed_after_every_human_message(engine: Engine) -> None:
+    """n = 10: how sessions end is the estimate's assumption, the rule it counts with is not: the stored probe
+    calls are three per stored human message."""
+    make_rad(engine, per_label=4)
+    cfg = RunConfig(dataset="toy-rad", split="train", n=10, k=3, seed=4, learn=False, probe=True,
+                    simulated={"accuracy": 0.6, "adopt": 0.7})
+    exp = create_experiment(engine, cfg)
+    run_experiment(engine, exp.id or 0)
+    with engine.connect() as conn:
+        human = conn.execute(select(func.count()).select_from(Message).join(Session).join(Run)
+                             .where(Run.experiment_id == exp.id, Message.sender == "human")).scalar_one()
+    sessions = dataset_facts(engine, cfg).interact
+    assert human > sessions  # some sessions had two human messages or more
+    assert _calls(engine, exp.id or 0)["probe"] == 3 * human
