@@ -38,3 +38,19 @@ def test_estimate_before_launch(app_db: tuple[str, Engine]) -> None:  # noqa: F8
         exp = db.exec(select(Experiment).where(Experiment.name == "est-run")).one()
     assert exp.config["estimate"]["calls"] > 0 and exp.config["estimate"]["usd"] == 0.0
     assert workers.wait(engine, exp.id or 0, timeout=60) == 0
+
+
+def test_the_estimate_counts_probe_calls(app_db: tuple[str, Engine]) -> None:  # noqa: F811
+    """With "Common-ground probe" on, the page's estimate has the probe row (the same Estimate as `pxp run`)."""
+    _, engine = app_db
+    make_drug(engine)
+    at = new_app("experiments")
+    at.toggle(key="experiments_probe").set_value(True)
+    [estimate] = [b for b in at.get("form_submit_button") if "Estimate" in str(b.label)]
+    ok(estimate.click().run())
+    rows = at.dataframe[0].value
+    assert "common-ground probes" in rows["per repetition"].tolist()
+    assert int(rows.loc[rows["per repetition"] == "common-ground probes", "calls"].iloc[0]) > 0
+    assert "3 private questions after each human message" in texts(at)
+    with DB(engine) as db:
+        assert db.exec(select(Experiment)).all() == []

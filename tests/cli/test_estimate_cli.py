@@ -117,3 +117,20 @@ def test_over_max_usd_on_a_terminal_asks(db_url: str) -> None:
         code, stderr = _on_a_terminal([*args, "--base-url", s.openai_url], "y", env)
     assert code == 0, stderr
     assert [e.name for e in _experiments(db_url)] == ["T"]
+
+
+def test_probe_calls_estimated_and_compared(url: str) -> None:
+    """`--probe`: the estimate has the probe calls (json and table), and `pxp calls` sets them beside the stored
+    ones; n = 3 gives one human message per session, so with the simulated machine they are equal."""
+    run = ["run", "--dataset", "toy-rad", "--split", "train", "--n", "3", "--k", "2", "--reps", "2", "--probe"]
+    est = json.loads(pxp(url, *run, "--estimate", "--format", "json").stdout)
+    assert est["by_purpose"]["probe"]["calls"] > 0
+    assert any(a.startswith("--probe: 3 private questions") for a in est["assumptions"])
+    assert "common-ground probes" in pxp(url, *run, "--estimate").stdout
+    res = pxp(url, *run, "--no-progress", "--name", "P")
+    assert res.exit_code == 0, res.output
+    calls = json.loads(pxp(url, "calls", "--experiment", "P", "--format", "json").stdout)
+    [probe] = [r for r in calls["estimate"] if r["purpose"] == "probe"]
+    stored = sum(r["calls"] for r in calls["rows"] if r["purpose"] == "probe")
+    assert probe["calls_estimated"] == probe["calls_actual"] == stored == est["by_purpose"]["probe"]["calls"]
+    assert "probe" in pxp(url, "calls", "--experiment", "P").stdout

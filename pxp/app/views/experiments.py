@@ -63,6 +63,9 @@ def launch_form() -> str | None:
         learn = c[4].toggle("LEARN", value=True, key="experiments_learn",
                             help="Keep a session's context only if validation accuracy does not drop")
         name = st.text_input("Name (optional)", key="experiments_name")
+        probe = st.toggle("Common-ground probe", value=False, key="experiments_probe",
+                          help="After each human message, ask the machine three private yes/no questions "
+                               "(`pxp run --probe`); the estimate counts these calls")
         st.caption(f"Starts on dataset **{ui.escape_md(ds or '')}**, split **{ui.escape_md(split)}** "
                    "(Task, Dataset and Split above apply at once).")
         over = st.checkbox(f"Allow an estimated cost over ${MAX_USD:g}", key="experiments_over")
@@ -76,7 +79,7 @@ def launch_form() -> str | None:
     cfg = RunConfig(
         dataset=ds, split=None if split == "all" else split, machine=m,
         checker=checker.strip() or "lexical", base_url=prefs.base_url or None, n=int(n), k=int(k),
-        reps=int(reps), seed=int(seed), learn=bool(learn),
+        reps=int(reps), seed=int(seed), learn=bool(learn), probe=bool(probe),
         temperature=prefs.generator_temperature if m != "simulated" else None,
         max_tokens=prefs.generator_max_tokens or None,
     )
