@@ -1,4 +1,4 @@
-"""`pxp export`: an experiment's blackboard Δ = {D, M, C}, its evaluations and calls, as files.
+"""`pxp export`: an experiment's blackboard Δ = {D, M, C}, its evaluations, calls and probes, as files.
 
 Layout (one directory, `--out PATH`; EXT is jsonl, csv or parquet):
 
@@ -16,11 +16,15 @@ Layout (one directory, `--out PATH`; EXT is jsonl, csv or parquet):
     calls.EXT           LLM call accounting — repetition, session, j, provider, model, purpose,
                         attempt, tokens_in, tokens_out, cache_read, cache_write, latency_ms,
                         cost_usd, error
+    probes.EXT          the common-ground probe (`pxp run --probe`, issue 12 §7) — repetition,
+                        session, j (the human message after which it was asked), question, truth,
+                        answer, valid, created_at; written with no rows for an unprobed run
 
-Rows are ordered by repetition, session ordinal and j. `messages.jsonl` is in the
-transcripts format (DESIGN §6), so `pxp import transcripts messages.jsonl` reads it back,
-aborted sessions included (open sessions of a paused run are refused there). A session
-aborted before its first message has one row with j, sender and tag empty and status
+Rows are ordered by repetition, session ordinal and j (probes then by question, in the order of
+pxp.protocols.pxp.common_ground.QUESTIONS). `messages.jsonl` is in the transcripts format
+(DESIGN §6), so `pxp import transcripts messages.jsonl` reads it back, aborted sessions included
+(open sessions of a paused run are refused there); it reads the M table only (no probes). A
+session aborted before its first message has one row with j, sender and tag empty and status
 "aborted".
 """
 
@@ -37,6 +41,7 @@ from sqlmodel import col, select
 from pxp import __version__
 from pxp.agents.base import call_fields
 from pxp.protocols.errors import PxpError
+from pxp.protocols.pxp.common_ground import QUESTIONS
 from pxp.storage.store import db_session, find_experiment
 from pxp.storage.tables import (
     Annotator,
@@ -46,13 +51,14 @@ from pxp.storage.tables import (
     Instance,
     LLMCall,
     Message,
+    Probe,
     Run,
     Session,
     utcnow,
 )
 
 FORMATS = ("jsonl", "csv", "parquet")
-TABLES = ("sessions", "messages", "contexts", "evaluations", "calls")
+TABLES = ("sessions", "messages", "contexts", "evaluations", "calls", "probes")
 
 
 class ExportError(PxpError, ValueError):
@@ -71,7 +77,7 @@ def _iso(v: Any) -> Any:
 
 
 def experiment_tables(engine: Engine, exp: Experiment) -> dict[str, list[dict[str, Any]]]:
-    """The D, M, C, evaluation and call rows of one experiment, as plain dicts."""
+    """The D, M, C, evaluation, call and probe rows of one experiment, as plain dicts."""
     with db_session(engine) as db:
         runs = {r.id: r for r in db.exec(select(Run).where(Run.experiment_id == exp.id)).all()}
         rep = {rid: r.repetition for rid, r in runs.items()}
@@ -99,6 +105,11 @@ def experiment_tables(engine: Engine, exp: Experiment) -> dict[str, list[dict[st
         )
         calls = list(
             db.exec(select(LLMCall).where(LLMCall.experiment_id == exp.id).order_by(col(LLMCall.id))).all()
+        )
+        rank = {q: i for i, q in enumerate(QUESTIONS)}
+        probes = sorted(
+            db.exec(select(Probe).where(col(Probe.session_id).in_(sids))).all(),
+            key=lambda p: (order[p.session_id], p.j, rank.get(p.question, len(rank)), p.question),
         )
     by_id = {s.id: s for s in sessions}
     counts: dict[int | None, int] = {}
@@ -186,7 +197,13 @@ def experiment_tables(engine: Engine, exp: Experiment) -> dict[str, list[dict[st
         }
         for c in calls
     ]
-    return {"sessions": d, "messages": m_rows, "contexts": c_rows, "evaluations": e_rows, "calls": k_rows}
+    p_rows = [
+        {"repetition": rep[by_id[p.session_id].run_id], "session": p.session_id, "j": p.j, "question": p.question,
+         "truth": p.truth, "answer": p.answer, "valid": p.valid, "created_at": _iso(p.created_at)}
+        for p in probes
+    ]
+    return {"sessions": d, "messages": m_rows, "contexts": c_rows, "evaluations": e_rows, "calls": k_rows,
+            "probes": p_rows}
 
 
 def _write(path: Path, rows: list[dict[str, Any]], fmt: str, columns: list[str]) -> None:
@@ -221,6 +238,7 @@ _COLUMNS = {
                     "both_accuracy", "instances"],
     "calls": ["repetition", "session", "j", "provider", "model", "purpose", "attempt", "tokens_in", "tokens_out",
               "cache_read", "cache_write", "latency_ms", "cost_usd", "error"],
+    "probes": ["repetition", "session", "j", "question", "truth", "answer", "valid", "created_at"],
 }
 
 

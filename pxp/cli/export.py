@@ -1,4 +1,4 @@
-"""`pxp export`: an experiment's D, M and C tables, evaluations and calls (DESIGN §4, §8)."""
+"""`pxp export`: an experiment's D, M and C tables, evaluations, calls and probes (DESIGN §4, §8)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import typer
 from pxp.cli.common import app, fail, out, state
 
 _EXPORT_HELP = (
-    "Export an experiment's D, M and C tables, evaluations and calls into directory --out."
+    "Export an experiment's D, M and C tables, evaluations, calls and probes into directory --out."
     "\n\nFiles: experiment.json (config and column lists), sessions.EXT (D), messages.EXT (M), "
-    "contexts.EXT (C), evaluations.EXT and calls.EXT, EXT being the format. messages.jsonl is in the "
+    "contexts.EXT (C), evaluations.EXT, calls.EXT and probes.EXT (the common-ground probe of "
+    "`pxp run --probe`; no rows without it), EXT being the format. messages.jsonl is in the "
     "transcripts format: `pxp import transcripts OUT/messages.jsonl --name NEW` reads it back."
 )
 
@@ -23,10 +24,10 @@ def export_cmd(
     out_dir: Annotated[Path, typer.Option("--out", help="Directory to write the tables into.")],
     fmt: Annotated[str, typer.Option("--format", help="jsonl, csv or parquet.")] = "jsonl",
 ) -> None:
-    """Export an experiment's D, M and C tables, evaluations and calls into directory --out.
+    """Export an experiment's D, M and C tables, evaluations, calls and probes into directory --out.
 
     Files: experiment.json (config and column lists), sessions.EXT (D), messages.EXT (M),
-    contexts.EXT (C), evaluations.EXT, calls.EXT, with EXT the format. messages.jsonl is in
+    contexts.EXT (C), evaluations.EXT, calls.EXT, probes.EXT, with EXT the format. messages.jsonl is in
     the transcripts format: `pxp import transcripts OUT/messages.jsonl --name NEW` reads it back.
     """
     from pxp.analysis.export import ExportError, export_experiment

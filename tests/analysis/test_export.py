@@ -1,4 +1,4 @@
-"""`pxp export`: D, M, C, evaluations and calls in jsonl, csv and parquet; JSONL round-trips."""
+"""`pxp export`: D, M, C, evaluations, calls and probes in jsonl, csv and parquet; JSONL round-trips."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pxp.running.config import RunConfig
 from pxp.running.experiments import create_experiment
 from pxp.running.runner import run_experiment
 from pxp.storage.store import find_experiment, get_engine
-from pxp.storage.tables import Context, Evaluation, Experiment, LLMCall, Message, Session
+from pxp.storage.tables import Context, Evaluation, Experiment, LLMCall, Message, Probe, Run, Session
 from tests.factories import make_rad
 from tests.running.test_runner import HARSH, m_table
 
@@ -46,8 +46,9 @@ def test_jsonl_layout_and_round_trip_through_import_transcripts(engine: Engine, 
     res = export_experiment(engine, "X", tmp_path / "out", "jsonl")
     assert res.rows == {
         "sessions": _count(engine, Session), "messages": _count(engine, Message), "contexts": _count(engine, Context),
-        "evaluations": _count(engine, Evaluation), "calls": _count(engine, LLMCall),
+        "evaluations": _count(engine, Evaluation), "calls": _count(engine, LLMCall), "probes": 0,
     }
+    assert (tmp_path / "out" / "probes.jsonl").read_text() == ""  # unprobed: the file, with no rows
     meta = json.loads((tmp_path / "out" / "experiment.json").read_text())
     assert meta["name"] == "X" and meta["config"]["learn"] is True and meta["n"] == 10
     assert set(meta["files"]) == set(TABLES)
@@ -91,6 +92,47 @@ def test_csv_and_parquet_hold_the_same_rows(engine: Engine, done: Experiment, tm
     assert isinstance(json.loads(c["content"].iloc[0]), dict)
     e = read(tmp_path / fmt / f"evaluations.{fmt}")
     assert set(e["split"]) == {"val", "test"}
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_a_probed_run_exports_its_probes(engine: Engine, tmp_path: Path, fmt: str) -> None:
+    """`--probe` (issue 12 §7): probes.EXT holds every stored probe row, with its repetition and session;
+    an unprobed experiment in the same database exports a probes file with the columns and no rows."""
+    make_rad(engine, per_label=4)
+
+    def cfg(probe: bool) -> RunConfig:
+        return RunConfig(dataset="toy-rad", split="train", reps=2, seed=2, learn=False, probe=probe,
+                         simulated={"accuracy": 0.6, "adopt": 0.7})
+
+    probed, plain = create_experiment(engine, cfg(True), name="P"), create_experiment(engine, cfg(False), name="U")
+    for exp in (probed, plain):
+        assert run_experiment(engine, exp.id or 0).status == "finished"
+    with DB(engine) as db:
+        stored = db.exec(select(Probe).join(Session).join(Run).where(Run.experiment_id == probed.id)).all()
+        assert db.exec(select(func.count()).select_from(Probe)).one() == len(stored) > 0  # U has none
+    res = export_experiment(engine, "P", tmp_path / "p", fmt)
+    meta = json.loads((tmp_path / "p" / "experiment.json").read_text())
+    assert meta["files"]["probes"] == f"probes.{fmt}"
+    assert meta["columns"]["probes"] == ["repetition", "session", "j", "question", "truth", "answer", "valid",
+                                         "created_at"]
+    path = tmp_path / "p" / f"probes.{fmt}"
+    if fmt == "jsonl":
+        rows = pd.DataFrame([json.loads(x) for x in path.read_text().splitlines()])
+    else:
+        rows = pd.read_csv(path) if fmt == "csv" else pd.read_parquet(path)
+    assert res.rows["probes"] == len(rows) == len(stored)
+    got = sorted((int(r.session), int(r.j), str(r.question), bool(r.truth), str(r.answer), bool(r.valid))
+                 for r in rows.itertuples())
+    assert got == sorted((p.session_id, p.j, p.question, p.truth, str(p.answer), p.valid) for p in stored)
+    assert set(rows["repetition"]) == {1, 2}
+    calls = pd.read_csv(tmp_path / "p" / "calls.csv") if fmt == "csv" else None
+    assert calls is None or (calls["purpose"] == "probe").sum() == len(stored)  # one accounted call per probe
+    res = export_experiment(engine, "U", tmp_path / "u", fmt)
+    assert res.rows["probes"] == 0 and (tmp_path / "u" / f"probes.{fmt}").exists()
+    if fmt != "jsonl":
+        empty = pd.read_csv(tmp_path / "u" / "probes.csv") if fmt == "csv" else pd.read_parquet(
+            tmp_path / "u" / f"probes.{fmt}")
+        assert len(empty) == 0 and list(empty.columns) == meta["columns"]["probes"]
 
 
 def test_export_command_and_its_errors(db_url: str, tmp_path: Path) -> None:
