@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import select
 
+from pxp.app.views.experiments import launch_summary
 from pxp.storage.tables import Experiment
 from tests.app.test_app import app_db, new_app, ok, texts  # noqa: F401  (app_db is a fixture)
 from tests.factories import make_drug
@@ -54,3 +55,5 @@ def test_the_estimate_counts_probe_calls(app_db: tuple[str, Engine]) -> None:  #
     assert "3 private questions after each human message" in texts(at)
     with DB(engine) as db:
         assert db.exec(select(Experiment)).all() == []
+    assert launch_summary("P", {"dataset": "d", "n": 3, "k": 2, "reps": 1, "probe": True}).endswith(
+        "R=1, with the common-ground probe.")

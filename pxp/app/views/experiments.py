@@ -128,7 +128,8 @@ def launch_summary(name: str, config: dict[str, object]) -> str:
     """The run that started, named from its stored configuration."""
     split = config.get("split") or "all"
     return (f"Started {name!r}: dataset {config.get('dataset')}, split {split}, machine {config.get('machine')}, "
-            f"n={config.get('n')}, k={config.get('k')}, R={config.get('reps')}.")
+            f"n={config.get('n')}, k={config.get('k')}, R={config.get('reps')}"
+            + (", with the common-ground probe." if config.get("probe") else "."))
 
 
 @st.fragment(run_every=2.0)
