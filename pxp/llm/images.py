@@ -84,10 +84,11 @@ def _prepare(data: bytes, provider: str) -> tuple[bytes, str, int, int]:
     return buf.getvalue(), "image/jpeg", w, h
 
 
-#: byte budget of the prepared images (issue 13 §4): a prepared X-ray is up to 3.75 MB for Claude
-#: (20 MB for OpenAI), so a count bound of 32 could hold hundreds of MB; 64 MB keeps the current
-#: image of each of a run's concurrent sessions (4 by default) many times over
-IMAGE_CACHE_BYTES = 64 * MB
+#: byte budget of the prepared images (issue 13 §4). A prepared image is ~1.1 MB for a grey X-ray
+#: at Claude's 1.15 megapixels, up to 3.75 MB (colour) for Claude and ~6 MB for OpenAI, so the old
+#: bound of 32 entries held 35-200 MB; 32 MB keeps the images of a run's concurrent sessions
+#: (4 by default) many times over, and a miss costs ~0.1-0.3 s of re-encoding, not a call
+IMAGE_CACHE_BYTES = 32 * MB
 
 Prepared = tuple[bytes, str, int, int]
 #: the prepared images by (sha256, provider), least recently used evicted first

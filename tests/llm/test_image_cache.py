@@ -39,7 +39,7 @@ def budget() -> Iterator[None]:
 
 
 def test_the_default_budget_is_bytes() -> None:
-    assert CACHE.max_bytes == IMAGE_CACHE_BYTES == 64 * MB
+    assert CACHE.max_bytes == IMAGE_CACHE_BYTES == 32 * MB
 
 
 def test_demo_phantoms_fill_the_cache_past_its_budget_and_stay_under_it(
