@@ -1,7 +1,7 @@
 """Cached resources of the app: the database engine, first start, machine agents.
 
 The engine is a Streamlit cached resource (one per database URL); the machine agents (which
-hold the LLM SDK clients) sit in a byte-bounded LRU (pxp.app.bytecache). Both are shared by every
+hold the LLM SDK clients) sit in a byte-bounded LRU (pxp.llm.bytecache). Both are shared by every
 browser session of the server process.
 """
 
@@ -17,8 +17,9 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pxp.agents.base import Agent
-from pxp.app.bytecache import MB, bound_native_heap, byte_cached
+from pxp.app.heap import bound_native_heap
 from pxp.app.prefs import KEY_NAMES
+from pxp.llm.bytecache import MB, byte_cached
 from pxp.llm.keys import add_key_source
 from pxp.protocols.errors import PxpError
 from pxp.storage.settings import get_settings

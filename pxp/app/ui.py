@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from pxp.app.bytecache import MB, byte_cached
+from pxp.llm.bytecache import MB, byte_cached
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
 

@@ -2,21 +2,21 @@
 
 Claude: long edge at most 1568 px (and about 1.15 megapixels), at most 5 MB per
 image. OpenAI vision: fits 2048 px, short side 768 px at high detail. An image
-already within the limits and in an accepted format is sent unchanged.
+already within the limits and in an accepted format is sent unchanged. Prepared images are
+cached within a byte budget (IMAGE_CACHE_BYTES, issue 13 §4).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import cast
 
 from PIL import Image
 
 from pxp.llm.base import ImagePart
+from pxp.llm.bytecache import MB, ByteLRU
 from pxp.protocols.errors import PxpError
 
 
@@ -84,37 +84,33 @@ def _prepare(data: bytes, provider: str) -> tuple[bytes, str, int, int]:
     return buf.getvalue(), "image/jpeg", w, h
 
 
-_CACHE: OrderedDict[tuple[str, str], tuple[bytes, str, int, int]] = OrderedDict()
-_CACHE_SIZE = 32
-_LOCK = threading.Lock()
+#: byte budget of the prepared images (issue 13 §4). A prepared image is ~1.1 MB for a grey X-ray
+#: at Claude's 1.15 megapixels, up to 3.75 MB (colour) for Claude and ~6 MB for OpenAI, so the old
+#: bound of 32 entries held 35-200 MB; 32 MB keeps the images of a run's concurrent sessions
+#: (4 by default) many times over, and a miss costs ~0.1-0.3 s of re-encoding, not a call
+IMAGE_CACHE_BYTES = 32 * MB
+
+Prepared = tuple[bytes, str, int, int]
+#: the prepared images by (sha256, provider), least recently used evicted first
+CACHE: ByteLRU[tuple[str, str], Prepared] = ByteLRU(IMAGE_CACHE_BYTES, name="prepared LLM images")
+
+
+def _part(hit: Prepared, sha: str) -> ImagePart:
+    out, mime, w, h = hit
+    return ImagePart(out, mime, sha256=sha, width=w, height=h)
 
 
 def prepare_image(data: bytes, provider: str, *, sha256: str | None = None) -> ImagePart:
-    """The image as an ImagePart within `provider`'s limits (the last few are cached by sha256,
-    so a session's later messages and repeated evaluations do not re-encode it)."""
+    """The image as an ImagePart within `provider`'s limits (the recent ones are cached by sha256
+    within IMAGE_CACHE_BYTES, so a session's later messages and repeated evaluations do not
+    re-encode it)."""
     sha = sha256 or hashlib.sha256(data).hexdigest()
-    key = (sha, provider)
-    with _LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-    if hit is None:
-        hit = _prepare(data, provider)
-        with _LOCK:
-            _CACHE[key] = hit
-            while len(_CACHE) > _CACHE_SIZE:
-                _CACHE.popitem(last=False)
-    out, mime, w, h = hit
-    return ImagePart(out, mime, sha256=sha, width=w, height=h)
+    return _part(CACHE.get_or_make((sha, provider), lambda: _prepare(data, provider)), sha)
 
 
 def cached_image(sha256: str | None, provider: str) -> ImagePart | None:
     """The prepared image for `provider` if it is still cached (saves loading the bytes)."""
     if sha256 is None:
         return None
-    with _LOCK:
-        hit = _CACHE.get((sha256, provider))
-    if hit is None:
-        return None
-    out, mime, w, h = hit
-    return ImagePart(out, mime, sha256=sha256, width=w, height=h)
+    hit: Prepared | None = CACHE.get((sha256, provider))
+    return None if hit is None else _part(hit, sha256)

@@ -4,12 +4,12 @@ Each step loads the session's messages, decides whose turn it is, asks that agen
 (AGENT, Procedure 2), computes the tag with the AGENT rule, and inserts the message
 and its context row in one transaction. The unique (session_id, j) key makes a
 concurrent duplicate step lose cleanly: it raises StepConflict and writes nothing.
+The refusals are in pxp.running.errors, the instance views in pxp.running.instances.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +17,6 @@ from typing import Any
 from sqlalchemy import Engine, bindparam, insert, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session as DB
 from sqlmodel import col
 
 from pxp.agents.base import (
@@ -27,11 +26,9 @@ from pxp.agents.base import (
     CallRecord,
     CarriedSession,
     FormatFailure,
-    InstanceView,
     Query,
     call_fields,
 )
-from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.rules import (
     Msg,
     ProtocolError,
@@ -43,27 +40,13 @@ from pxp.protocols.pxp.rules import (
     stop_reason,
 )
 from pxp.running import journal
-from pxp.storage.tables import Asset, Context, Dataset, Instance, LLMCall, Message, Run, Session, utcnow
-
-
-class StepError(PxpError, RuntimeError):
-    """Base of the engine's refusals."""
-
-
-class SessionClosed(StepError):
-    """The session has finished or was aborted: it takes no further steps."""
-
-
-class StepConflict(StepError):
-    """Another process took this step first (the unique (session_id, j) key)."""
-
-
-class TagRefused(StepError):
-    """The agent chose a tag the AGENT rule forbids for its facts."""
-
-
-class Interrupted(PxpError):
-    """The user asked the run to stop (Ctrl-C); the session stays open, resumable."""
+from pxp.running.errors import Interrupted as Interrupted  # the engine's refusals, re-exported
+from pxp.running.errors import SessionClosed as SessionClosed
+from pxp.running.errors import StepConflict as StepConflict
+from pxp.running.errors import StepError as StepError
+from pxp.running.errors import TagRefused as TagRefused
+from pxp.running.instances import instance_view as instance_view
+from pxp.storage.tables import Context, LLMCall, Message, Run, Session, utcnow
 
 
 @dataclass(frozen=True)
@@ -78,53 +61,6 @@ class StepResult:
     @property
     def finished(self) -> bool:
         return self.stopped is not None or self.aborted is not None
-
-
-_instance_cache: weakref.WeakKeyDictionary[Engine, dict[int, InstanceView]] = weakref.WeakKeyDictionary()
-
-
-def _asset_loader(engine: Engine, sha: str | None) -> Any:
-    def load() -> bytes | None:
-        if sha is None:
-            return None
-        with DB(engine) as db:
-            asset = db.get(Asset, sha)
-            return asset.data if asset is not None else None
-
-    return load
-
-
-def instance_view(engine: Engine, instance_id: int, db: DB | None = None) -> InstanceView:
-    """The agent-facing view of an instance (cached: instances do not change)."""
-    cache = _instance_cache.setdefault(engine, {})
-    view = cache.get(instance_id)
-    if view is not None:
-        return view
-    own = db is None
-    db = db or DB(engine)
-    try:
-        inst = db.get(Instance, instance_id)
-        if inst is None:
-            raise StepError(f"instance {instance_id} does not exist")
-        ds = db.get(Dataset, inst.dataset_id)
-        task = ds.task if ds is not None else "text"
-        view = InstanceView(
-            id=instance_id,
-            key=inst.key,
-            task=task,
-            payload=inst.payload,
-            label=inst.label,
-            reference=Answer(inst.reference_prediction, inst.reference_explanation),
-            split=inst.split,
-            asset_sha256=inst.asset_sha256,
-            meta=dict(inst.meta or {}),
-            load_image=_asset_loader(engine, inst.asset_sha256),
-        )
-    finally:
-        if own:
-            db.close()
-    cache[instance_id] = view
-    return view
 
 
 def call_rows(

@@ -1,11 +1,15 @@
-"""The app's one cache: a least-recently-used map bounded by bytes, not entries (issue 13 §4).
+"""pxp's one cache: a least-recently-used map bounded by bytes, not entries (issue 13 §4).
 
 A real X-ray display image is megabytes, so a cache of "128 entries" can hold hundreds of
-megabytes; every cache of the app server is a ByteLRU with a byte budget instead. Values are
-sized by `nbytes` (bytes and str by length, containers by their items) or by the `size`
-function given; a value larger than the whole budget is returned but not kept. Thread-safe:
-Streamlit runs each browser session's script in its own thread, and these caches are shared by
-every session of the server process. Eviction is plain LRU (least recently used first).
+megabytes; every cache of pxp is a ByteLRU with a byte budget instead: the app's drawings and
+machines, the prepared LLM images (pxp.llm.images) and the engine's instances
+(pxp.running.instances). It lives in the llm layer, the lowest that uses it.
+
+Values are sized by `nbytes` (bytes and str by length, containers by their items) or by the
+`size` function given; a value larger than the whole budget is returned but not kept.
+Thread-safe: Streamlit runs each browser session's script in its own thread and the runner
+steps sessions in threads; a cache is shared by every thread of the process. Eviction is plain
+LRU (least recently used first).
 """
 
 from __future__ import annotations
@@ -133,32 +137,3 @@ def cache_of(fn: Callable[..., Any]) -> ByteLRU[Any, Any]:
     if not isinstance(cache, ByteLRU):
         raise TypeError(f"{getattr(fn, '__qualname__', fn)!r} is not byte_cached")
     return cache
-
-
-#: glibc mallopt parameters (malloc.h): large blocks always mmapped, few thread arenas
-_M_MMAP_THRESHOLD, _M_ARENA_MAX = -3, -8
-MMAP_THRESHOLD = 256 * 1024
-ARENA_MAX = 2
-
-
-def bound_native_heap() -> bool:
-    """Keep the server's C heap from growing with transient megabyte buffers (issue 13 §4).
-
-    Streamlit runs every script run in a new thread; glibc gives threads their own arenas
-    (up to 8 per core) and, after the first large free, raises its mmap threshold to 32 MB, so
-    each run's display PNG, its base64 copy and the serialised message (megabytes each) land in
-    arenas that are fragmented and never returned: measured, RSS grew ~1 MB per submit. A fixed
-    threshold of 256 KB (blocks above it are mmapped and unmapped on free) and 2 arenas stop
-    that (as MALLOC_MMAP_THRESHOLD_=262144 MALLOC_ARENA_MAX=2 would). True when applied; a no-op
-    off glibc.
-    """
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_ARENA_MAX, ARENA_MAX))
