@@ -318,7 +318,7 @@ def _probe_round(rnd: Any, r: int, played: bool) -> list[Probe]:
         answer: Any = p.get("answer")
         if value is not None and not isinstance(answer, str):
             raise RecordError(f"{where}.answer: missing or not a string")
-        if value in (0, 1) and rules.parse_probe(answer) != value:
+        if value in (0, 1) and rules.tagged_probe_value(answer) != value:
             raise RecordError(f"{where}.answer: reply {answer[:40]!r} is not a valid "
                               f"'{rules.ASIDE_TAG} {rules.YES if value else rules.NO}' reply (unknown tag?)")
         tries: Any = p.get("tries")
@@ -344,7 +344,7 @@ def _check_turns(turns: list[list[Any]]) -> None:
             nxt = turn[e + 1] if e + 1 < len(turn) else None
             parsed = nxt.get("action", {}) if isinstance(nxt, dict) else {}
             if parsed.get("type") == "parse" and parsed.get("content") != rules.INVALID \
-                    and rules.parse_answer(reply) is None:
+                    and not rules.tagged_answer(reply):
                 raise RecordError(f"turns[{t}][{e}].action.content: reply {reply[:40]!r} recorded as parsed "
                                   f"but lacks the {rules.ANSWER_TAG} tag (unknown tag?)")
 
