@@ -84,7 +84,7 @@ def _episode_dirs(root: Path) -> Iterable[tuple[str, str, int, Path]]:
                 if m and ep_dir.is_dir():
                     eps.append((int(m.group(1)), ep_dir))
             for k, ep_dir in sorted(eps):
-                yield model_dir.name, exp_dir.name, k, ep_dir
+                yield model, exp_dir.name, k, ep_dir
 
 
 def read_episode(path: Path) -> tuple[EpisodeRecord, dict[str, Any]]:
