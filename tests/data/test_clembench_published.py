@@ -299,3 +299,55 @@ def test_scores_json_that_differs_is_one_warning_line(tmp_path: Path) -> None:
         f"{ep / 'scores.json'}: episode 'Main Score' is 80.0 there, 74.99999999999999 re-scored"]
     kept = next(e for e in result.episodes if e.path == ep / "interactions.json")
     assert kept.scores["episode scores"]["Main Score"] == 74.99999999999999
+
+
+def _clemcore(inter: dict[str, Any], labelled: bool) -> dict[str, Any]:
+    """The same record as clemcore's GameInteractionsRecorder writes it (clembench on clemcore): a `meta`
+    block, `player_models`, players as {game_role, model_name}, the answerer named "Player 1 (Answerer)"
+    and its probe exchanges logged as messages kept out of its dialogue ("(forget)" types, or a label)."""
+    kinds = {"probe question": "send message", "probe answer": "get message"}
+    turns = []
+    for turn in inter["turns"]:
+        events = []
+        for ev in turn:
+            ev = json.loads(json.dumps(ev))
+            kind = ev["action"]["type"]
+            if kind in kinds:
+                ev["action"]["type"] = kinds[kind] if labelled else f"{kinds[kind]} (forget)"
+                if labelled:
+                    ev["action"]["label"] = "forget"
+            for end in ("from", "to"):
+                if ev[end] == "Player 1":
+                    ev[end] = "Player 1 (Answerer)"
+            events.append(ev)
+        turns.append(events)
+    return {"meta": {"game_name": GAME, "experiment_name": "travel-booking", "game_id": 0,
+                     "results_folder": "results", "clem_version": "3.0.0", "round_count": 6, "completed": True},
+            "player_models": {"Player 1": {"model_name": "some-model"}},
+            **inter, "turns": turns,
+            "players": {"GM": {"game_role": "Game Master", "model_name": "programmatic"},
+                        "Player 1 (Answerer)": {"game_role": "Answerer", "model_name": "some-model"},
+                        "Player 2 (Questioner)": {"game_role": "Questioner", "model_name": "programmatic"}}}
+
+
+@pytest.mark.parametrize("labelled", [False, True], ids=["forget-types", "forget-labels"])
+def test_clemcore_style_record_reads_alike(tmp_path: Path, labelled: bool) -> None:
+    inter, scores = v20_played()
+    ep = tmp_path / "pair" / GAME / "0_travel-booking" / "episode_0"
+    ep.mkdir(parents=True)
+    (ep / "interactions.json").write_text(json.dumps(_clemcore(inter, labelled)))
+    (ep / "scores.json").write_text(json.dumps(scores))
+    result = read_results(tmp_path)
+    assert result.errors == [] and result.warnings == []
+    [got] = result.episodes
+    assert same(got.scores, scores)
+    said = [m["content"] for m in got.record.dialogue if m["role"] == "assistant"]
+    assert said == ["Ok."] + ["ANSWER: Lisbon."] * 5  # no probe reply in the answerer's dialogue
+    # a probe reply recorded as parsed "yes" still needs its ASIDE: tag
+    bad = _clemcore(inter, labelled)
+    k = next(i for i, e in enumerate(bad["turns"][1]) if e["action"]["content"] == "ASIDE: Yes.")
+    bad["turns"][1][k]["action"]["content"] = "MAYBE: Yes."
+    (ep / "interactions.json").write_text(json.dumps(bad))
+    assert read_results(tmp_path).errors == [
+        f"{ep / 'interactions.json'}: turns[1][{k}].action.content: reply 'MAYBE: Yes.' recorded as parsed "
+        "but lacks the ANSWER: tag (unknown tag?)"]
