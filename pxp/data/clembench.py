@@ -127,7 +127,9 @@ def read_results(root: Path | str) -> ReadResult:
             continue
         published = _published(ep_dir / "scores.json", result.warnings)
         if published is not None:
-            result.warnings += [f"{ep_dir / 'scores.json'}: {d}" for d in score_differences(published, scores)]
+            diffs = score_differences(published, scores)
+            if diffs:  # one line per file; the episode keeps pxp's scores
+                result.warnings.append(f"{ep_dir / 'scores.json'}: differs from pxp's re-scoring: {'; '.join(diffs)}")
         result.episodes.append(ClembenchEpisode(model, experiment, k, record, scores, path, published))
     if not found:
         result.errors.append(f"{root}: no {GAME} episodes found (expected [<version>/]<model>/{GAME}/"
@@ -159,20 +161,24 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def score_differences(published: dict[str, Any], scores: dict[str, Any]) -> list[str]:
-    """Where clembench's scores.json and pxp's re-scoring differ: one phrase per score (episode, then turns)."""
+    """Where clembench's scores.json and pxp's re-scoring differ: one short phrase per score."""
     out = []
     mine, theirs = scores["episode scores"], published.get("episode scores", {})
     for key in sorted(set(mine) | set(theirs)):
         if key not in theirs or key not in mine or not _same(theirs[key], mine[key]):
-            out.append(f"episode {key!r} is {theirs.get(key, 'absent')!r} there, {mine.get(key, 'absent')!r} re-scored")
+            out.append(f"{key!r} {theirs.get(key, 'absent')!r} there, {mine.get(key, 'absent')!r} re-scored")
     turns = published.get("turn scores")
     if isinstance(turns, dict):
         my_turns = {str(t): v for t, v in scores["turn scores"].items()}
         for t in sorted(set(turns) | set(my_turns), key=lambda x: (len(x), x)):
             a, b = turns.get(t), my_turns.get(t)
-            if not isinstance(a, dict) or not isinstance(b, dict) or set(a) != set(b) \
-                    or not all(_same(a[x], b[x]) for x in a):
-                out.append(f"turn {t} scores are {a!r} there, {b!r} re-scored")
+            if not isinstance(a, dict) or not isinstance(b, dict):
+                out.append(f"turn {t} {'absent' if a is None else 'present'} there, "
+                           f"{'absent' if b is None else 'present'} re-scored")
+                continue
+            for key in sorted(set(a) | set(b)):
+                if key not in a or key not in b or not _same(a[key], b[key]):
+                    out.append(f"turn {t} {key!r} {a.get(key, 'absent')!r} there, {b.get(key, 'absent')!r} re-scored")
     return out
 
 

@@ -35,14 +35,15 @@ def test_cli_import_runs_root_with_a_disagreeing_scores_file(db_url: str, tmp_pa
         "4_letter-number" / "episode_1"
     scores = json.loads((ep / "scores.json").read_text())
     scores["turn scores"]["4"]["Accuracy"] = 0.5
+    scores["episode scores"]["Aborted"] = 0
     (ep / "scores.json").write_text(json.dumps(scores))
     res = runner.invoke(app, ["--db", db_url, "scorekeeping", "import-clembench", str(tmp_path), "--name", "runs"])
     assert res.exit_code == 0, res.stderr
     assert res.stdout.strip() == \
         f"game 'runs': {len(FIXTURES)} episodes imported, 0 already there, 0 skipped for errors"
     lines = [ln for ln in res.stderr.strip().splitlines() if not ln.startswith("created database")]
-    assert len(lines) == 1 and lines[0].startswith(f"warning: {ep / 'scores.json'}: turn 4 scores are ")
-    assert "'Accuracy': 0.5" in lines[0] and "'Accuracy': 0.3" in lines[0] and "Traceback" not in res.stderr
+    assert lines == [f"warning: {ep / 'scores.json'}: differs from pxp's re-scoring: 'Aborted' 0 there, 1 "
+                     "re-scored; turn 4 'Accuracy' 0.5 there, 0.3 re-scored"]
     empty = tmp_path / "nothing"
     empty.mkdir()
     res = runner.invoke(app, ["--db", db_url, "scorekeeping", "import-clembench", str(empty), "--name", "runs"])

@@ -296,7 +296,7 @@ def test_scores_json_that_differs_is_one_warning_line(tmp_path: Path) -> None:
     assert result.warnings == [
         f"{bad / 'scores.json'}: unreadable, ignored: Expecting property name enclosed in double quotes: "
         "line 1 column 18 (char 17)",
-        f"{ep / 'scores.json'}: episode 'Main Score' is 80.0 there, 74.99999999999999 re-scored"]
+        f"{ep / 'scores.json'}: differs from pxp's re-scoring: 'Main Score' 80.0 there, 74.99999999999999 re-scored"]
     kept = next(e for e in result.episodes if e.path == ep / "interactions.json")
     assert kept.scores["episode scores"]["Main Score"] == 74.99999999999999
 
