@@ -122,7 +122,8 @@ def run_cmd(
 
 @sk_app.command("import-clembench")
 def import_cmd(
-    folder: Annotated[Path, typer.Argument(help="A clembench results folder (<model>/privateshared/...).")],
+    folder: Annotated[Path, typer.Argument(help="A clembench results folder: a model pair, a clembench-runs version "
+                                               "(v1.0/<pair>/privateshared/...) or the runs root.")],
     name: Annotated[str, typer.Option("--name", help="The game to import into.")],
 ) -> None:
     """Read, validate and score every episode; a bad one is one error line (file and field) and is skipped."""
@@ -134,6 +135,8 @@ def import_cmd(
         fail(str(e))
     for line in res.errors:
         err.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
+    for line in res.warnings:
+        err.print(f"[yellow]warning:[/yellow] {escape(line)}", highlight=False, soft_wrap=True)
     typer.echo(f"game {name!r}: {res.stored} episodes imported, {res.skipped} already there, "
                f"{len(res.errors)} skipped for errors")
     if res.errors:

@@ -4,11 +4,17 @@ Layout (as clembench's GameRecorder/GameScorer store it):
 `<root>/<model>/privateshared/<experiment>/episode_<k>/interactions.json` and `scores.json`.
 Reading never stops at a bad episode: a malformed file, a missing field or an unknown tag in a reply
 gives one line naming the file and the field, that episode is skipped and the others are read.
+The root may be one model-pair folder (`<pair>/privateshared/...`), a version folder of
+clembench/clembench-runs (`v1.0/<pair>/privateshared/...`), or the runs root itself
+(`<version>/<pair>/privateshared/...`; the model is then `<version>/<pair>`). Every published layout
+v0.9 ... v2.0 has the same interactions.json keys; a scores.json beside it is compared with pxp's
+re-scoring and a difference is one warning line (the episode is kept, scored by pxp).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -39,6 +45,8 @@ class ClembenchEpisode:
     record: EpisodeRecord
     scores: dict[str, Any]
     path: Path | None = None
+    published: dict[str, Any] | None = None
+    """The scores.json found beside interactions.json (clembench's own scoring), if any."""
 
     @property
     def key(self) -> str:
@@ -49,21 +57,34 @@ class ClembenchEpisode:
 class ReadResult:
     episodes: list[ClembenchEpisode] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _subdirs(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.is_dir())
+
+
+def _model_dirs(root: Path) -> list[tuple[str, Path]]:
+    """(model, folder holding privateshared/) for a pair folder, a version folder or the runs root."""
+    if (root / GAME).is_dir():
+        return [(root.name, root)]
+    pairs = [(d.name, d) for d in _subdirs(root) if (d / GAME).is_dir()]
+    if pairs:
+        return pairs
+    return [(f"{v.name}/{d.name}", d) for v in _subdirs(root) for d in _subdirs(v) if (d / GAME).is_dir()]
 
 
 def _episode_dirs(root: Path) -> Iterable[tuple[str, str, int, Path]]:
-    for model_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+    for model, model_dir in _model_dirs(root):
         game_dir = model_dir / GAME
-        if not game_dir.is_dir():
-            continue
-        for exp_dir in sorted(p for p in game_dir.iterdir() if p.is_dir()):
+        for exp_dir in _subdirs(game_dir):
             eps = []
             for ep_dir in exp_dir.iterdir():
                 m = _EPISODE.match(ep_dir.name)
                 if m and ep_dir.is_dir():
                     eps.append((int(m.group(1)), ep_dir))
             for k, ep_dir in sorted(eps):
-                yield model_dir.name, exp_dir.name, k, ep_dir
+                yield model, exp_dir.name, k, ep_dir
 
 
 def read_episode(path: Path) -> tuple[EpisodeRecord, dict[str, Any]]:
@@ -92,7 +113,9 @@ def read_results(root: Path | str) -> ReadResult:
     if not root.is_dir():
         result.errors.append(f"{root}: not a folder")
         return result
+    found = False
     for model, experiment, k, ep_dir in _episode_dirs(root):
+        found = True
         path = ep_dir / "interactions.json"
         if not path.is_file():
             result.errors.append(f"{path}: missing file")
@@ -102,8 +125,61 @@ def read_results(root: Path | str) -> ReadResult:
         except ValueError as exc:
             result.errors.append(str(exc))
             continue
-        result.episodes.append(ClembenchEpisode(model, experiment, k, record, scores, path))
+        published = _published(ep_dir / "scores.json", result.warnings)
+        if published is not None:
+            diffs = score_differences(published, scores)
+            if diffs:  # one line per file; the episode keeps pxp's scores
+                result.warnings.append(f"{ep_dir / 'scores.json'}: differs from pxp's re-scoring: {'; '.join(diffs)}")
+        result.episodes.append(ClembenchEpisode(model, experiment, k, record, scores, path, published))
+    if not found:
+        result.errors.append(f"{root}: no {GAME} episodes found (expected [<version>/]<model>/{GAME}/"
+                             f"<experiment>/episode_<k>/interactions.json)")
     return result
+
+
+def _published(path: Path, warnings: list[str]) -> dict[str, Any] | None:
+    """clembench's scores.json (NaN literals allowed), or None with a warning line if unreadable."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        warnings.append(f"{path}: unreadable, ignored: {str(exc).splitlines()[0]}")
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("episode scores"), dict):
+        warnings.append(f"{path}: no \"episode scores\" object, ignored")
+        return None
+    return data
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, int | float) or not isinstance(b, int | float):
+        return bool(a == b)
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def score_differences(published: dict[str, Any], scores: dict[str, Any]) -> list[str]:
+    """Where clembench's scores.json and pxp's re-scoring differ: one short phrase per score."""
+    out = []
+    mine, theirs = scores["episode scores"], published.get("episode scores", {})
+    for key in sorted(set(mine) | set(theirs)):
+        if key not in theirs or key not in mine or not _same(theirs[key], mine[key]):
+            out.append(f"{key!r} {theirs.get(key, 'absent')!r} there, {mine.get(key, 'absent')!r} re-scored")
+    turns = published.get("turn scores")
+    if isinstance(turns, dict):
+        my_turns = {str(t): v for t, v in scores["turn scores"].items()}
+        for t in sorted(set(turns) | set(my_turns), key=lambda x: (len(x), x)):
+            a, b = turns.get(t), my_turns.get(t)
+            if not isinstance(a, dict) or not isinstance(b, dict):
+                out.append(f"turn {t} {'absent' if a is None else 'present'} there, "
+                           f"{'absent' if b is None else 'present'} re-scored")
+                continue
+            for key in sorted(set(a) | set(b)):
+                if key not in a or key not in b or not _same(a[key], b[key]):
+                    out.append(f"turn {t} {key!r} {a.get(key, 'absent')!r} there, {b.get(key, 'absent')!r} re-scored")
+    return out
 
 
 def _stamped(turns: list[list[dict[str, Any]]], timestamp: str) -> list[list[dict[str, Any]]]:

@@ -119,6 +119,7 @@ class ImportResult:
     stored: int = 0
     skipped: int = 0
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _instance_beside(path: Path | None, experiment: str) -> Instance | None:
@@ -138,7 +139,7 @@ def import_clembench(engine: Engine, root: Path | str, name: str) -> ImportResul
     one transaction; episodes already in the game are skipped.
     """
     read = read_results(root)
-    result = ImportResult(name, errors=list(read.errors))
+    result = ImportResult(name, errors=list(read.errors), warnings=list(read.warnings))
     if not read.episodes:
         return result
     game = find_game(engine, name) or create_game(engine, name, source="clembench",

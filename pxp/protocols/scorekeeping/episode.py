@@ -318,7 +318,7 @@ def _probe_round(rnd: Any, r: int, played: bool) -> list[Probe]:
         answer: Any = p.get("answer")
         if value is not None and not isinstance(answer, str):
             raise RecordError(f"{where}.answer: missing or not a string")
-        if value in (0, 1) and rules.parse_probe(answer) != value:
+        if value in (0, 1) and rules.tagged_probe_value(answer) != value:
             raise RecordError(f"{where}.answer: reply {answer[:40]!r} is not a valid "
                               f"'{rules.ASIDE_TAG} {rules.YES if value else rules.NO}' reply (unknown tag?)")
         tries: Any = p.get("tries")
@@ -329,24 +329,38 @@ def _probe_round(rnd: Any, r: int, played: bool) -> list[Probe]:
     return out
 
 
+def _is_answerer(name: Any) -> bool:
+    # clembench logs "Player 1"; clemcore-based versions name the player, e.g. "Player 1 (Answerer)"
+    return isinstance(name, str) and (name == "Player 1" or name.startswith("Player 1 "))
+
+
+def _forgotten(action: Mapping[str, Any]) -> bool:
+    """A probe exchange clemcore logs apart from the dialogue ("... (forget)" type or label "forget")."""
+    return str(action.get("type", "")).endswith("(forget)") or action.get("label") == "forget"
+
+
 def _check_turns(turns: list[list[Any]]) -> None:
-    """An answer to the questioner that the record parsed as valid must carry the ANSWER: tag."""
+    """A reply the record parsed as valid must carry its tag: ANSWER: (or ASIDE: for a yes/no probe reply,
+    which clemcore-based versions log as a "get message" too)."""
     for t, turn in enumerate(turns):
         for e, event in enumerate(turn):
             if not isinstance(event, dict) or not isinstance(event.get("action"), dict):
                 raise RecordError(f"turns[{t}][{e}].action: missing or not an object")
             action = event["action"]
-            if action.get("type") != "get message" or event.get("from") != "Player 1":
+            if not str(action.get("type", "")).startswith("get message") or not _is_answerer(event.get("from")):
                 continue
             reply = action.get("content")
             if not isinstance(reply, str):
                 raise RecordError(f"turns[{t}][{e}].action.content: expected a string")
             nxt = turn[e + 1] if e + 1 < len(turn) else None
             parsed = nxt.get("action", {}) if isinstance(nxt, dict) else {}
-            if parsed.get("type") == "parse" and parsed.get("content") != rules.INVALID \
-                    and rules.parse_answer(reply) is None:
-                raise RecordError(f"turns[{t}][{e}].action.content: reply {reply[:40]!r} recorded as parsed "
-                                  f"but lacks the {rules.ANSWER_TAG} tag (unknown tag?)")
+            label = parsed.get("content")
+            if parsed.get("type") != "parse" or label == rules.INVALID or rules.tagged_answer(reply):
+                continue
+            if label in (rules.YES, rules.NO) and rules.tagged_probe_value(reply) == int(label == rules.YES):
+                continue
+            raise RecordError(f"turns[{t}][{e}].action.content: reply {reply[:40]!r} recorded as parsed "
+                              f"but lacks the {rules.ANSWER_TAG} tag (unknown tag?)")
 
 
 def dialogue_from_turns(turns: Sequence[Sequence[Any]]) -> list[dict[str, str]]:
@@ -360,10 +374,12 @@ def dialogue_from_turns(turns: Sequence[Sequence[Any]]) -> list[dict[str, str]]:
             content = action.get("content")
             if not isinstance(content, str):
                 continue
-            if action.get("type") == "send message" and event.get("to") == "Player 1":
+            if _forgotten(action):
+                continue
+            if action.get("type") == "send message" and _is_answerer(event.get("to")):
                 out.append({"role": "user", "content": content})
                 if len(out) == 1:
                     out.append({"role": "assistant", "content": OK_REPLY})
-            elif action.get("type") == "get message" and event.get("from") == "Player 1":
+            elif action.get("type") == "get message" and _is_answerer(event.get("from")):
                 out.append({"role": "assistant", "content": content})
     return out

@@ -89,6 +89,29 @@ def parse_probe(reply: str) -> int | None:
     return None
 
 
+def tagged_probe_value(reply: str) -> int | None:
+    """1/0 if the reply carries the `ASIDE:` tag and then yes/no, continuation allowed; else None.
+
+    What any published clembench version could have recorded as a valid probe: the v1.0 runs
+    (clembench-runs v1.0/.../privateshared) record e.g. "ASIDE: No, ...\\n\\nANSWER: No." as "no",
+    which `parse_probe` (the current rule, no continuation) rejects. Used to check imported records only.
+    """
+    text = reply.lstrip()
+    if not text.startswith(ASIDE_TAG):
+        return None
+    clean = _filter_tag(text, ASIDE_TAG).lower()
+    if clean.startswith(YES):
+        return 1
+    if clean.startswith(NO):
+        return 0
+    return None
+
+
+def tagged_answer(reply: str) -> bool:
+    """True if the reply carries the `ANSWER:` tag (continuation allowed, as old clembench versions parsed)."""
+    return reply.lstrip().startswith(ANSWER_TAG)
+
+
 def probe_text(question: str) -> str:
     """The probe as posed on attempt 1 before the rephrasing is inserted."""
     return PROBE_TEMPLATE.format(question)
