@@ -4,20 +4,20 @@ Each step loads the session's messages, decides whose turn it is, asks that agen
 (AGENT, Procedure 2), computes the tag with the AGENT rule, and inserts the message
 and its context row in one transaction. The unique (session_id, j) key makes a
 concurrent duplicate step lose cleanly: it raises StepConflict and writes nothing.
+A `guard` (e.g. "this annotator still holds the session", pxp.running.access) runs as the
+first statement of that same transaction, so the database decides it together with the write.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, bindparam, insert, update
+from sqlalchemy import Connection, Engine, bindparam, insert, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session as DB
 from sqlmodel import col
 
 from pxp.agents.base import (
@@ -27,7 +27,6 @@ from pxp.agents.base import (
     CallRecord,
     CarriedSession,
     FormatFailure,
-    InstanceView,
     Query,
     call_fields,
 )
@@ -43,7 +42,8 @@ from pxp.protocols.pxp.rules import (
     stop_reason,
 )
 from pxp.running import journal
-from pxp.storage.tables import Asset, Context, Dataset, Instance, LLMCall, Message, Run, Session, utcnow
+from pxp.running.instances import instance_view as instance_view  # re-exported: the runner's callers use it
+from pxp.storage.tables import Context, LLMCall, Message, Run, Session, utcnow
 
 
 class StepError(PxpError, RuntimeError):
@@ -56,6 +56,14 @@ class SessionClosed(StepError):
 
 class StepConflict(StepError):
     """Another process took this step first (the unique (session_id, j) key)."""
+
+
+class StepRefused(StepError):
+    """The step's guard refused the write inside its transaction (nothing written)."""
+
+
+#: run first in the step's write transaction; returns why the write is refused, or None to go on
+Guard = Callable[[Connection], str | None]
 
 
 class TagRefused(StepError):
@@ -78,53 +86,6 @@ class StepResult:
     @property
     def finished(self) -> bool:
         return self.stopped is not None or self.aborted is not None
-
-
-_instance_cache: weakref.WeakKeyDictionary[Engine, dict[int, InstanceView]] = weakref.WeakKeyDictionary()
-
-
-def _asset_loader(engine: Engine, sha: str | None) -> Any:
-    def load() -> bytes | None:
-        if sha is None:
-            return None
-        with DB(engine) as db:
-            asset = db.get(Asset, sha)
-            return asset.data if asset is not None else None
-
-    return load
-
-
-def instance_view(engine: Engine, instance_id: int, db: DB | None = None) -> InstanceView:
-    """The agent-facing view of an instance (cached: instances do not change)."""
-    cache = _instance_cache.setdefault(engine, {})
-    view = cache.get(instance_id)
-    if view is not None:
-        return view
-    own = db is None
-    db = db or DB(engine)
-    try:
-        inst = db.get(Instance, instance_id)
-        if inst is None:
-            raise StepError(f"instance {instance_id} does not exist")
-        ds = db.get(Dataset, inst.dataset_id)
-        task = ds.task if ds is not None else "text"
-        view = InstanceView(
-            id=instance_id,
-            key=inst.key,
-            task=task,
-            payload=inst.payload,
-            label=inst.label,
-            reference=Answer(inst.reference_prediction, inst.reference_explanation),
-            split=inst.split,
-            asset_sha256=inst.asset_sha256,
-            meta=dict(inst.meta or {}),
-            load_image=_asset_loader(engine, inst.asset_sha256),
-        )
-    finally:
-        if own:
-            db.close()
-    cache[instance_id] = view
-    return view
 
 
 def call_rows(
@@ -250,12 +211,15 @@ def step(
     agents: Mapping[Sender, Agent],
     *,
     carry: Sequence[CarriedSession] = (),
+    guard: Guard | None = None,
 ) -> StepResult:
     """Take the next step of a session: one message, stored atomically.
 
     Raises SessionClosed for a finished/aborted session, StepConflict when another
-    process stored message j first, AgentUnavailable (nothing written, resumable), and
-    TagRefused for a forbidden tag chosen directly. A FormatFailure aborts the session.
+    process stored message j first, AgentUnavailable (nothing written, resumable),
+    TagRefused for a forbidden tag chosen directly, and StepRefused when `guard`, run first
+    in the write transaction, refuses (its row locks hold until the commit). A FormatFailure
+    aborts the session.
     """
     s = load(engine, session_id)
     if s.status != "open":
@@ -296,6 +260,9 @@ def step(
     now = utcnow()
     try:
         with engine.begin() as conn:
+            why = guard(conn) if guard is not None else None
+            if why is not None:
+                raise StepRefused(why)
             call_id = None
             if q.calls:
                 rows = call_rows(q.calls, j=j, **ids)
@@ -329,6 +296,9 @@ def step(
     except IntegrityError as err:
         record_calls(engine, q.calls, j=j, **ids)
         raise StepConflict(f"message {j} of session {session_id} was stored by another step") from err
+    except StepRefused:
+        record_calls(engine, q.calls, j=j, **ids)
+        raise
     return StepResult(session_id, msg, stopped)
 
 

@@ -21,7 +21,7 @@ from pxp.protocols.pxp.intelligibility import session_flags
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, conformance, next_sender
 from pxp.running import audit
 from pxp.running.config import RunError
-from pxp.running.engine import SessionClosed, StepConflict, StepResult, TagRefused, step
+from pxp.running.engine import Guard, SessionClosed, StepConflict, StepResult, TagRefused, step
 from pxp.running.factory import dataset_task, make_agents
 from pxp.running.live.assignment import LiveError, case_number, live_run, machine_name, overlap_of
 from pxp.storage.store import session_msgs
@@ -187,12 +187,13 @@ class SubmitOutcome:
 
 
 def submit_human(
-    engine: Engine, session_id: int, *, j: int, answer: Answer, facts: Facts,
+    engine: Engine, session_id: int, *, j: int, answer: Answer, facts: Facts, guard: Guard | None = None,
 ) -> SubmitOutcome:
     """Store the human's message j exactly once.
 
     `j` is the message number the form was rendered for (the submission token): if the
     session has moved on (a double click, a second tab, a rerun) nothing is written.
+    `guard` runs in the write's transaction (engine.step); its refusal (StepRefused) propagates.
     """
     s = load_session(engine, session_id)
     if s.status != "open":
@@ -204,7 +205,7 @@ def submit_human(
     # machine's turn: that is the same conflict, and nothing is written
     agents: dict[Sender, Agent] = {Sender.HUMAN: human, Sender.MACHINE: _NotYourTurn()}
     try:
-        result = step(engine, session_id, agents)
+        result = step(engine, session_id, agents, guard=guard)
     except StepConflict:
         return SubmitOutcome("already", f"message {j} was already sent")
     except (TagRefused, ProtocolError) as err:
