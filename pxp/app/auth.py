@@ -17,6 +17,7 @@ import streamlit as st
 from pxp.app import resources, ui
 from pxp.running import audit
 from pxp.running.access import at_least, role_for
+from pxp.running.access import may as role_may
 from pxp.running.live.assignment import LiveError, ensure_annotator
 
 S = st.session_state
@@ -73,6 +74,11 @@ def current_role() -> str:
 
 def allowed(role: str, needed: str) -> bool:
     return at_least(role or None, needed)
+
+
+def may(action: str) -> bool:
+    """Whether the current user's role may do `action` (pxp.running.access.MAY; everyone without login)."""
+    return role_may(current_role() or None, action)
 
 
 def gate() -> User | None:
@@ -139,5 +145,5 @@ def annotator_id() -> int | None:
 
 
 __all__ = ["LOCAL_ROLE", "OPEN_NOTE", "User", "allowed", "annotator_id", "current_role", "current_user",
-           "gate", "login_on", "own_sessions_only",
+           "gate", "login_on", "may", "own_sessions_only",
            "sidebar"]

@@ -41,6 +41,11 @@ NEEDS = {"home.py": "annotator", "annotate.py": "annotator", "sessions.py": "ann
          "scorekeeping.py": "researcher", "settings.py": "admin", "audit.py": "admin"}
 
 
+def can_open(name: str) -> bool:
+    """Whether the current user's role may open the page `name` (a file in views/, NEEDS)."""
+    return auth.allowed(auth.current_role(), NEEDS[name])
+
+
 @cache
 def page_icon() -> Image.Image:
     """The tab icon, drawn locally: a material/emoji icon would be fetched from an external host."""

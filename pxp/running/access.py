@@ -7,7 +7,12 @@ admin is added with `pxp users add EMAIL --role admin`.
 An annotator may load and write only the sessions they hold: `check_session` is the one
 place that decides it, and `submit_as` (the Annotate page's submit path) calls it on every
 submission, so a forged session id, a query parameter or a stale tab cannot write into
-another annotator's session.
+another annotator's session. The holder is checked again inside the write's transaction (a
+conditional UPDATE of the session row, which locks it until the commit), so a take-over landing
+between the check and the write cannot slip through, on SQLite and PostgreSQL alike.
+
+What a role may do beyond opening pages is in MAY (the router's NEEDS holds the pages):
+`create_live_as` refuses an experiment created by a role below researcher.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DB
 from sqlmodel import col, select
@@ -24,13 +30,17 @@ from sqlmodel import col, select
 from pxp.agents.base import Answer, Facts
 from pxp.protocols.errors import PxpError
 from pxp.running import audit
+from pxp.running.engine import Guard, StepRefused
+from pxp.running.live.assignment import create_live_experiment
 from pxp.running.live.turns import SubmitOutcome, submit_human
 from pxp.storage.store import db_session
-from pxp.storage.tables import Session, TeamMember
+from pxp.storage.tables import Session, TeamMember, utcnow
 
 ROLES = ("annotator", "researcher", "admin")
 RANK = {r: i for i, r in enumerate(ROLES)}
 KINDS = ("email", "group")
+#: the least role that may do each action beyond opening a page (the pages: pxp.app.router.NEEDS)
+MAY = {"create experiments": "researcher"}
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
 
 
@@ -152,24 +162,64 @@ def may_open(engine: Engine, session_id: int, annotator_id: int) -> bool:
     return True
 
 
+def holds(session_id: int, annotator_id: int) -> Guard:
+    """The engine guard of a human step: touch the session only if this annotator holds it.
+
+    A conditional UPDATE, first in the write's transaction: it locks the row (PostgreSQL) or the
+    database (SQLite) until the commit, so a take-over either lands before it (the update finds
+    another holder and nothing is written) or waits for the commit (and finds the session active).
+    """
+    def guard(conn: Connection) -> str | None:
+        done = conn.execute(
+            update(Session).where(col(Session.id) == session_id, col(Session.annotator_id) == annotator_id)
+            .values(updated_at=utcnow())
+        )
+        return None if done.rowcount == 1 else f"session {session_id} belongs to another annotator"
+    return guard
+
+
 def submit_as(
     engine: Engine, session_id: int, *, annotator_id: int, j: int, answer: Answer, facts: Facts,
 ) -> SubmitOutcome:
     """The human's message j, stored only if this annotator holds the session.
 
-    A refusal writes nothing to the session and leaves a "refused" row in the audit trail.
+    Checked before the step (a clear line for an unknown or plainly foreign session) and again in
+    the write's transaction (`holds`). A refusal writes nothing to the session and leaves a
+    "refused" row in the audit trail.
     """
     try:
         check_session(engine, session_id, annotator_id)
-    except AccessDenied as err:
+        return submit_human(engine, session_id, j=j, answer=answer, facts=facts,
+                            guard=holds(session_id, annotator_id))
+    except (AccessDenied, StepRefused) as err:
         audit.record(engine, "refused", session_id=session_id, annotator_id=annotator_id, j=j,
                      detail=str(err))
         return SubmitOutcome("refused", str(err))
-    return submit_human(engine, session_id, j=j, answer=answer, facts=facts)
+
+
+def may(role: str | None, action: str) -> bool:
+    """Whether `role` may do `action` (a key of MAY)."""
+    return at_least(role, MAY[action])
+
+
+def create_live_as(engine: Engine, *, role: str | None, actor: str, dataset: str, **config: Any) -> int:
+    """A live experiment created by `actor` with `role` (pxp.running.live.assignment.create_live_experiment).
+
+    Refused (AccessDenied, one line, an audit "refused" row, nothing stored) below researcher;
+    a creation leaves a "created" row naming the actor.
+    """
+    if not may(role, "create experiments"):
+        err = AccessDenied(f"Your role ({role or 'none'}) may not create experiments: ask a researcher or an admin.")
+        audit.record(engine, "refused", actor=actor, detail=f"create a live experiment on {dataset}")
+        raise err
+    eid = create_live_experiment(engine, dataset=dataset, **config)
+    audit.record(engine, "created", actor=actor, detail=f"live experiment {eid} on {dataset}")
+    return eid
 
 
 __all__ = [
     "KINDS",
+    "MAY",
     "RANK",
     "ROLES",
     "AccessDenied",
@@ -178,6 +228,9 @@ __all__ = [
     "add_member",
     "at_least",
     "check_session",
+    "create_live_as",
+    "holds",
+    "may",
     "may_open",
     "members",
     "remove_member",

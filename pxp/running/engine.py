@@ -5,6 +5,8 @@ Each step loads the session's messages, decides whose turn it is, asks that agen
 and its context row in one transaction. The unique (session_id, j) key makes a
 concurrent duplicate step lose cleanly: it raises StepConflict and writes nothing.
 The refusals are in pxp.running.errors, the instance views in pxp.running.instances.
+A `guard` (e.g. "this annotator still holds the session", pxp.running.access) runs as the
+first statement of that same transaction, so the database decides it together with the write.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, bindparam, insert, update
+from sqlalchemy import Connection, Engine, bindparam, insert, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
@@ -44,9 +46,14 @@ from pxp.running.errors import Interrupted as Interrupted  # the engine's refusa
 from pxp.running.errors import SessionClosed as SessionClosed
 from pxp.running.errors import StepConflict as StepConflict
 from pxp.running.errors import StepError as StepError
+from pxp.running.errors import StepRefused as StepRefused
 from pxp.running.errors import TagRefused as TagRefused
 from pxp.running.instances import instance_view as instance_view
 from pxp.storage.tables import Context, LLMCall, Message, Run, Session, utcnow
+
+
+#: run first in the step's write transaction; returns why the write is refused, or None to go on
+Guard = Callable[[Connection], str | None]
 
 
 @dataclass(frozen=True)
@@ -186,12 +193,15 @@ def step(
     agents: Mapping[Sender, Agent],
     *,
     carry: Sequence[CarriedSession] = (),
+    guard: Guard | None = None,
 ) -> StepResult:
     """Take the next step of a session: one message, stored atomically.
 
     Raises SessionClosed for a finished/aborted session, StepConflict when another
-    process stored message j first, AgentUnavailable (nothing written, resumable), and
-    TagRefused for a forbidden tag chosen directly. A FormatFailure aborts the session.
+    process stored message j first, AgentUnavailable (nothing written, resumable),
+    TagRefused for a forbidden tag chosen directly, and StepRefused when `guard`, run first
+    in the write transaction, refuses (its row locks hold until the commit). A FormatFailure
+    aborts the session.
     """
     s = load(engine, session_id)
     if s.status != "open":
@@ -232,6 +242,9 @@ def step(
     now = utcnow()
     try:
         with engine.begin() as conn:
+            why = guard(conn) if guard is not None else None
+            if why is not None:
+                raise StepRefused(why)
             call_id = None
             if q.calls:
                 rows = call_rows(q.calls, j=j, **ids)
@@ -265,6 +278,9 @@ def step(
     except IntegrityError as err:
         record_calls(engine, q.calls, j=j, **ids)
         raise StepConflict(f"message {j} of session {session_id} was stored by another step") from err
+    except StepRefused:
+        record_calls(engine, q.calls, j=j, **ids)
+        raise
     return StepResult(session_id, msg, stopped)
 
 

@@ -27,3 +27,7 @@ class TagRefused(StepError):
 
 class Interrupted(PxpError):
     """The user asked the run to stop (Ctrl-C); the session stays open, resumable."""
+
+
+class StepRefused(StepError):
+    """The step's guard refused the write inside its transaction (nothing written)."""

@@ -29,7 +29,7 @@ from pxp.running.live.abandonment import take_over
 from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
 from pxp.running.live.turns import load_session, machine_for, machine_step
 from pxp.storage.tables import Message, Session, TeamMember, utcnow
-from tests.factories import make_drug
+from tests.factories import make_drug, make_rad, race
 
 
 def test_role_table_emails_groups_and_highest_role(any_engine: Engine) -> None:
@@ -130,3 +130,46 @@ def test_a_stale_tab_cannot_write_after_a_take_over(any_engine: Engine) -> None:
                      ("bob@example.org", "took over"), ("ann@example.org", "refused"),
                      ("bob@example.org", "answered")]
     assert [e.action for e in audit_events(any_engine, actor="bob@example.org")] == ["answered", "took over"]
+
+
+def _idle(engine: Engine, sid: int) -> None:
+    """Make a session idle for two hours (its row and its messages), so it can be taken over."""
+    with engine.begin() as c:
+        c.execute(update(Session).where(Session.id == sid)  # type: ignore[arg-type]
+                  .values(updated_at=utcnow() - timedelta(hours=2)))
+        c.execute(update(Message).where(Message.session_id == sid)  # type: ignore[arg-type]
+                  .values(created_at=utcnow() - timedelta(hours=2)))
+
+
+def test_a_submit_racing_a_take_over_has_one_consistent_outcome(any_engine: Engine) -> None:
+    """The holder's submit and another annotator's take-over released at once (tests/factories.race),
+    round after round: exactly one wins. Either the answer is stored and the session stays the
+    holder's, or the take-over happened and nothing was written; never both (issue 13, access check
+    and write in one transaction)."""
+    make_rad(any_engine, per_label=4)
+    eid = create_live_experiment(any_engine, dataset="toy-rad")
+    ann = ensure_annotator(any_engine, name="ann@example.org")
+    bob = ensure_annotator(any_engine, name="bob@example.org")
+    machine = machine_for(any_engine, eid)
+    for _ in range(20):
+        sid = claim_next(any_engine, experiment_id=eid, annotator_id=ann)
+        assert sid is not None
+        assert machine_step(any_engine, sid, machine) is not None
+        answer, facts = _answer(any_engine, sid)
+        _idle(any_engine, sid)
+        sent, took = race(2, lambda i, sid=sid, answer=answer, facts=facts: (
+            submit_as(any_engine, sid, annotator_id=ann, j=2, answer=answer, facts=facts).status if i == 0
+            else take_over(any_engine, session_id=sid, annotator_id=bob, idle_minutes=30)))
+        with DB(any_engine) as db:
+            s = db.get(Session, sid)
+            assert s is not None
+            holder, msgs = s.annotator_id, len(db.exec(select(Message).where(Message.session_id == sid)).all())
+        assert (sent, took) in {("sent", False), ("refused", True)}, (sent, took)
+        if sent == "sent":
+            assert holder == ann and msgs >= 2, "the answer is kept and the session stays hers"
+        else:
+            assert holder == bob and msgs == 1, "taken over: nothing of hers written"
+        actions = [e.action for e in audit_events(any_engine, session_id=sid)]
+        assert ("answered" in actions) is (sent == "sent") and ("took over" in actions) is took
+        with any_engine.begin() as c:  # ann's case is done either way: the next round claims a new one
+            c.execute(update(Session).where(Session.id == sid).values(status="finished"))  # type: ignore[arg-type]

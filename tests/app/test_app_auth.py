@@ -147,6 +147,7 @@ def by_suffix(widgets: Any, suffix: str) -> Any:
 
 def test_a_stale_tab_cannot_write_after_the_session_changed_hands(app_db: Engine) -> None:
     engine = app_db
+    create_live_experiment(engine, dataset="toy-rad")  # annotators create none (a researcher did)
     at = app("annotate", user=ANN)
     sid = at.session_state["annotate_sid"]
     with DB(engine) as db:
@@ -167,6 +168,7 @@ def test_a_stale_tab_cannot_write_after_the_session_changed_hands(app_db: Engine
 
 def test_the_audit_page_lists_who_did_what(app_db: Engine) -> None:
     engine = app_db
+    create_live_experiment(engine, dataset="toy-rad")
     at = app("annotate", user=ANN)
     sid = at.session_state["annotate_sid"]
     by_suffix(at.button, "_match_yes").click().run()
@@ -182,9 +184,10 @@ def test_the_audit_page_lists_who_did_what(app_db: Engine) -> None:
 
 
 def test_every_write_of_the_app_names_who_did_it(app_db: Engine) -> None:
-    """Creating a live experiment (Annotate's first start on a dataset) and saving the settings are
-    in the audit trail with the logged-in user who did them (issue 13 §1: every write records who)."""
-    at = app("annotate", user=ANN)
+    """Creating a live experiment (a researcher's first Annotate start on a dataset) and saving the
+    settings are in the audit trail with the logged-in user who did them (issue 13 §1: every write
+    records who)."""
+    at = app("annotate", user=RITA)
     assert at.session_state["annotate_sid"] is not None  # the experiment was created, a case claimed
     at = app("settings", user=ADA)
     next(b for b in at.button if b.label == "Save").click().run()
@@ -192,6 +195,6 @@ def test_every_write_of_the_app_names_who_did_it(app_db: Engine) -> None:
     at = app("audit", user=ADA)
     table = at.dataframe[0].value
     pairs = set(zip(table["who"], table["did"], strict=True))
-    assert ("ann@example.org", "created") in pairs
+    assert ("rita@example.org", "created") in pairs
     assert ("ada@example.org", "saved settings") in pairs
-    assert ("ann@example.org", "opened") in pairs
+    assert ("rita@example.org", "opened") in pairs

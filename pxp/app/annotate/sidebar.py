@@ -4,6 +4,8 @@ abandoned cases to take over (DESIGN §1; live sessions from pxp.running.live).
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
@@ -11,10 +13,10 @@ from pxp.app import auth, resources, ui
 from pxp.app.annotate.keys import S
 from pxp.app.data import dataset_choices
 from pxp.app.prefs import load_prefs
+from pxp.running.access import AccessDenied, create_live_as
 from pxp.running.live.abandonment import abandoned_sessions, take_over
 from pxp.running.live.assignment import (
     LiveError,
-    create_live_experiment,
     ensure_annotator,
     live_experiments,
     machine_name,
@@ -67,31 +69,34 @@ def _role_changed() -> None:
 
 
 def choose_experiment() -> tuple[int, DeltaGenerator] | None:
-    """The dataset and live experiment to work on (a default one is made when none exists)."""
+    """The dataset and live experiment to work on. When the dataset has none, a default one is
+    made for a role that may create experiments; anyone else is told whom to ask (one line)."""
     eng = resources.engine()
     datasets = dataset_choices(eng)
     if not datasets:
         st.warning("There is no dataset yet. Import one on the Datasets page.")
         return None
+    creator = auth.may("create experiments")
     with st.sidebar:
         st.subheader("What to annotate")
         names = list(datasets)
         ds = st.selectbox("Dataset", names, key="annotate_dataset", index=_role_default(datasets),
                           format_func=lambda n: f"{n} ({datasets[n]})")
         exps = live_experiments(eng, dataset=ds)
-        if not exps:
+        if not exps and creator:
             prefs = load_prefs(eng)
             try:
-                create_live_experiment(eng, dataset=ds, n=prefs.n, k=prefs.k,
-                                       machine=prefs.generator, checker=prefs.checker,
-                                       base_url=prefs.base_url or None,
-                                       temperature=prefs.generator_temperature,
-                                       max_tokens=prefs.generator_max_tokens)
-            except LiveError as err:
+                _create(dataset=ds, n=prefs.n, k=prefs.k, machine=prefs.generator, checker=prefs.checker,
+                        base_url=prefs.base_url or None, temperature=prefs.generator_temperature,
+                        max_tokens=prefs.generator_max_tokens)
+            except (LiveError, AccessDenied) as err:
                 st.error(str(err))
                 return None
-            auth.audited("created", f"a live experiment on {ds}")
             exps = live_experiments(eng, dataset=ds)
+    if not exps:
+        st.info("There is no live experiment on this dataset yet: ask a researcher or an admin to create one.")
+        return None
+    with st.sidebar:
         by_id = {e.id: e for e in exps}
         pending = S.pop("annotate_select_experiment", None)
         if pending is not None and pending[0] == ds and pending[1] in by_id:
@@ -101,9 +106,16 @@ def choose_experiment() -> tuple[int, DeltaGenerator] | None:
         info = by_id[eid]
         slot = st.empty()  # filled at the end of the run, after its steps: it never lags
         st.caption(f"Machine: {ui.escape_md(machine_name(info.machine))} · n = {info.n}, k = {info.k}")
-        with st.expander("New live experiment"):
-            new_experiment_form(ds)
+        if creator:  # annotators neither see the form nor may create (pxp.running.access.create_live_as)
+            with st.expander("New live experiment"):
+                new_experiment_form(ds)
     return int(eid), slot
+
+
+def _create(*, dataset: str, **config: Any) -> int:
+    """A live experiment created as the user (refused below researcher, audited either way)."""
+    return create_live_as(resources.engine(), role=auth.current_role() or None, actor=auth.actor(),
+                          dataset=dataset, **config)
 
 
 def show_progress(slot: DeltaGenerator, eid: int) -> None:
@@ -136,16 +148,13 @@ def new_experiment_form(dataset: str) -> None:
         if st.form_submit_button("Create"):
             try:
                 case_lists = read_case_lists(lists.getvalue()) if lists is not None else None
-                eid = create_live_experiment(eng, dataset=dataset, name=name, n=int(n), k=int(k),
-                                             overlap=int(overlap), case_lists=case_lists,
-                                             machine=machine.strip() or "simulated",
-                                             checker=prefs.checker, base_url=prefs.base_url or None,
-                                             shuffle=shuffle, temperature=prefs.generator_temperature,
-                                             max_tokens=prefs.generator_max_tokens)
-            except LiveError as err:
+                eid = _create(dataset=dataset, name=name, n=int(n), k=int(k), overlap=int(overlap),
+                              case_lists=case_lists, machine=machine.strip() or "simulated",
+                              checker=prefs.checker, base_url=prefs.base_url or None, shuffle=shuffle,
+                              temperature=prefs.generator_temperature, max_tokens=prefs.generator_max_tokens)
+            except (LiveError, AccessDenied) as err:
                 st.error(str(err))
                 return
-            auth.audited("created", f"live experiment {eid} on {dataset}")
             S["annotate_select_experiment"] = (dataset, eid)  # selected on the next run
             S.pop("annotate_sid", None)
             st.rerun()

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pxp.app import resources, ui
+from pxp.app import auth, resources, ui
 from pxp.app.annotate.case_pane import instance_panel, split
 from pxp.app.annotate.conversation import current_session, finished_note, machine_turn, transcript_panel
 from pxp.app.annotate.keys import SUBMIT_KEY, S
 from pxp.app.annotate.reply_form import answer_form, keyboard_help
 from pxp.app.annotate.sidebar import choose_experiment, identity, show_abandoned, show_progress
 from pxp.protocols.pxp.rules import Sender
+from pxp.running.live.assignment import unlisted
 from pxp.running.live.turns import load_session
 
 
@@ -34,6 +35,19 @@ def render() -> None:
     show_progress(slot, eid)
 
 
+def no_cases(eid: int, annotator_id: int) -> None:
+    """Nothing to serve: the annotator is on none of the experiment's case lists, or all is done."""
+    name = unlisted(resources.engine(), experiment_id=eid, annotator_id=annotator_id)
+    if name is not None:
+        st.info(f"You ({ui.escape_md(name)}) have no cases assigned in this experiment: ask a researcher "
+                "or an admin to put you on its case list.")
+    elif auth.may("create experiments"):
+        st.success("Every case of this experiment has been annotated. Thank you! "
+                   "Start a new live experiment in the sidebar to go on.")
+    else:
+        st.success("Every case of this experiment has been annotated. Thank you!")
+
+
 def annotate(eid: int, annotator_id: int) -> None:
     """The case on screen: the machine's turn if due, else the expert's form."""
     show_abandoned(eid, annotator_id)
@@ -50,8 +64,7 @@ def annotate(eid: int, annotator_id: int) -> None:
         st.warning(notice)
     finished_note()
     if sid is None:
-        st.success("Every case of this experiment has been annotated. Thank you! "
-                   "Start a new live experiment in the sidebar to go on.")
+        no_cases(eid, annotator_id)
         return
     s = load_session(resources.engine(), sid)
     if s.turn is Sender.MACHINE and not machine_turn(s):

@@ -1,4 +1,4 @@
-"""Home: what pxp is, and one click to start annotating."""
+"""Home: what pxp is, and one click to start annotating; links only to the pages the role may open."""
 
 from __future__ import annotations
 
@@ -9,7 +9,17 @@ import streamlit as st
 from pxp.app import resources
 from pxp.app.data import datasets_table, experiments_table
 from pxp.app.prefs import load_prefs
+from pxp.app.router import can_open
 from pxp.running.live.assignment import machine_name
+
+HERE = Path(__file__).parent
+#: Home's links: (page in views/, label, icon)
+LINKS = (
+    ("annotate.py", "Start annotating", ":material/edit_note:"),
+    ("sessions.py", "Browse sessions", ":material/forum:"),
+    ("experiments.py", "Run an experiment", ":material/science:"),
+    ("analytics.py", "See how intelligible it was", ":material/insights:"),
+)
 
 
 def render() -> None:
@@ -27,16 +37,13 @@ def render() -> None:
     c1.metric("Datasets", len(ds))
     c2.metric("Instances", int(ds["instances"].sum()) if len(ds) else 0)
     c3.metric("Experiments", len(exps))
-    st.page_link(str(Path(__file__).parent / "annotate.py"), label="Start annotating", icon=":material/edit_note:")
-    st.page_link(str(Path(__file__).parent / "sessions.py"), label="Browse sessions", icon=":material/forum:")
-    st.page_link(str(Path(__file__).parent / "experiments.py"), label="Run an experiment", icon=":material/science:")
-    if (Path(__file__).parent / "analytics.py").exists():
-        st.page_link(str(Path(__file__).parent / "analytics.py"), label="See how intelligible it was",
-                     icon=":material/insights:")
+    for page, label, icon in LINKS:  # only the pages this role may open (router.NEEDS)
+        if (HERE / page).exists() and can_open(page):
+            st.page_link(str(HERE / page), label=label, icon=icon)
     if prefs.generator == "simulated":
+        choose = " Choose an LLM on the Settings page." if can_open("settings.py") else ""
         st.info("The machine agent is the **Simulated agent**: an offline stand-in for an LLM, "
-                "so no API key is needed. Choose an LLM on the Settings page.",
-                icon=":material/smart_toy:")
+                "so no API key is needed." + choose, icon=":material/smart_toy:")
     else:
         st.caption(f"Machine agent: {machine_name(prefs.generator)}")
     if len(ds):

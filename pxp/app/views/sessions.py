@@ -74,7 +74,7 @@ def detail(sid: int) -> None:
     except LiveError as err:
         st.error(str(err))
         return
-    st.subheader(f"Session {s.id} · {s.experiment} · case {s.ordinal}")
+    st.subheader(f"Session {s.id} · {s.experiment} · {s.case_label}")
     meta = st.container(horizontal=True, vertical_alignment="center")
     with meta:
         st.markdown(f"Status **{s.status}**" + (f" ({s.stop_reason})" if s.stop_reason else ""))

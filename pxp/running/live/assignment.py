@@ -130,6 +130,11 @@ def case_number(ordinal: int, overlap: int) -> int:
     return (ordinal - 1) // max(1, overlap) + 1
 
 
+def slot_number(ordinal: int, overlap: int) -> int:
+    """The annotator slot (1..overlap) of the case a live session's ordinal belongs to."""
+    return (ordinal - 1) % max(1, overlap) + 1
+
+
 def live_experiments(engine: Engine, *, dataset: str | None = None) -> list[LiveExperimentInfo]:
     """Live experiments (newest first), with their progress."""
     with DB(engine) as db:
@@ -190,6 +195,17 @@ def allowed_cases(db: DB, exp: Experiment, annotator_id: int) -> set[int] | None
         return None
     who = db.get(Annotator, annotator_id)
     return set(lists.get(who.name, [])) if who is not None else set()
+
+
+def unlisted(engine: Engine, *, experiment_id: int, annotator_id: int) -> str | None:
+    """The annotator's name when the experiment has case lists and none is theirs (so they are
+    served nothing, issue 13 §2); None when they have cases (listed, or no lists at all)."""
+    with DB(engine) as db:
+        exp, _ = live_run(db, experiment_id)
+        if allowed_cases(db, exp, annotator_id) != set():
+            return None
+        who = db.get(Annotator, annotator_id)
+        return who.name if who is not None else ""
 
 
 def claim_next(engine: Engine, *, experiment_id: int, annotator_id: int) -> int | None:

@@ -21,9 +21,9 @@ from pxp.protocols.pxp.intelligibility import session_flags
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, conformance, next_sender
 from pxp.running import audit
 from pxp.running.config import RunError
-from pxp.running.engine import SessionClosed, StepConflict, StepResult, TagRefused, step
+from pxp.running.engine import Guard, SessionClosed, StepConflict, StepResult, TagRefused, step
 from pxp.running.factory import dataset_task, make_agents
-from pxp.running.live.assignment import LiveError, case_number, live_run, machine_name, overlap_of
+from pxp.running.live.assignment import LiveError, case_number, live_run, machine_name, overlap_of, slot_number
 from pxp.storage.store import session_msgs
 from pxp.storage.tables import Annotator, Asset, Dataset, Experiment, Instance, Run, Session, utcnow
 from pxp.tasks.base import task_match_kind
@@ -58,6 +58,9 @@ class LiveSession:
     machine: str
     annotator: str | None
     messages: list[Msg] = field(default_factory=list)
+    #: the annotator slot of the case (1..overlap): with overlap k, k annotators share a case
+    slot: int = 1
+    overlap: int = 1
 
     @property
     def j(self) -> int:
@@ -70,6 +73,11 @@ class LiveSession:
         if self.status != "open":
             return None
         return next_sender(self.messages, self.n)
+
+    @property
+    def case_label(self) -> str:
+        """"case 12", or "case 12 · annotator slot 2" when several annotators share each case."""
+        return f"case {self.ordinal}" + (f" · annotator slot {self.slot}" if self.overlap > 1 else "")
 
     @property
     def machine_label(self) -> str:
@@ -136,6 +144,7 @@ def load_session(engine: Engine, session_id: int) -> LiveSession:
             n=s.n, k=s.k, status=s.status, stop_reason=s.stop_reason, abort_reason=s.abort_reason,
             machine=str(exp.config.get("machine", "simulated")),
             annotator=who.name if who is not None else None, messages=msgs,
+            slot=slot_number(s.ordinal, overlap_of(exp)), overlap=overlap_of(exp),
         )
 
 
@@ -187,12 +196,13 @@ class SubmitOutcome:
 
 
 def submit_human(
-    engine: Engine, session_id: int, *, j: int, answer: Answer, facts: Facts,
+    engine: Engine, session_id: int, *, j: int, answer: Answer, facts: Facts, guard: Guard | None = None,
 ) -> SubmitOutcome:
     """Store the human's message j exactly once.
 
     `j` is the message number the form was rendered for (the submission token): if the
     session has moved on (a double click, a second tab, a rerun) nothing is written.
+    `guard` runs in the write's transaction (engine.step); its refusal (StepRefused) propagates.
     """
     s = load_session(engine, session_id)
     if s.status != "open":
@@ -204,7 +214,7 @@ def submit_human(
     # machine's turn: that is the same conflict, and nothing is written
     agents: dict[Sender, Agent] = {Sender.HUMAN: human, Sender.MACHINE: _NotYourTurn()}
     try:
-        result = step(engine, session_id, agents)
+        result = step(engine, session_id, agents, guard=guard)
     except StepConflict:
         return SubmitOutcome("already", f"message {j} was already sent")
     except (TagRefused, ProtocolError) as err:
