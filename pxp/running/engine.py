@@ -51,7 +51,6 @@ from pxp.running.errors import TagRefused as TagRefused
 from pxp.running.instances import instance_view as instance_view
 from pxp.storage.tables import Context, LLMCall, Message, Run, Session, utcnow
 
-
 #: run first in the step's write transaction; returns why the write is refused, or None to go on
 Guard = Callable[[Connection], str | None]
 
