@@ -15,7 +15,7 @@ import typer
 from pxp.cli.common import err, fail
 from pxp.running.config import RunError
 from pxp.running.progress import make_progress
-from pxp.running.queue import runner
+from pxp.running.queue_wait import runner
 from pxp.running.repetition import NullObserver
 from pxp.running.runner import RunOutcome
 from pxp.running.workers import WorkerError, hold
