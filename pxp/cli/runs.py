@@ -225,10 +225,9 @@ def run_cmd(
     if grid is not None:  # pxp.cli.grid: the study's options come from the file
         from pxp.cli.grid import run_grid
 
-        return run_grid(grid, given=[o for o in (*_CONFIG_OPTIONS, "name", "resume", "like", "distributed")
-                                     if _given(ctx, o)],
+        return run_grid(grid, given=[o for o in (*_CONFIG_OPTIONS, "name", "resume", "like") if _given(ctx, o)],
                         concurrency=concurrency, fmt=report_format, progress=progress, estimate_only=estimate_only,
-                        max_usd=max_usd, yes=yes)
+                        max_usd=max_usd, yes=yes, distributed=distributed)
     every_instance = split == "all"
     opts = RunOptions(
         dataset=dataset, machine=machine, human=human, reps=reps, n=n, k=k, seed=seed,
