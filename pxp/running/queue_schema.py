@@ -73,7 +73,10 @@ def recorded_migrations(conn: Connection) -> set[str] | None:
     return {str(n) for (n,) in conn.execute(text(f"SELECT name FROM {MIGRATIONS_TABLE}"))}
 
 
-def _record(conn: Connection, names: Iterable[str]) -> None:
+def record(conn: Connection, names: Iterable[str]) -> None:
+    """Note that the database has these migration files (the caller commits)."""
+    conn.execute(text(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
+                      "name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"))
     for name in names:
         conn.execute(text(f"INSERT INTO {MIGRATIONS_TABLE} (name) VALUES (:n) ON CONFLICT DO NOTHING"), {"n": name})
 
@@ -116,17 +119,16 @@ def _install_or_upgrade(conn: Connection, shipped: list[str]) -> bool:
     """Under the lock: install schema.sql, record an unrecorded schema, or apply the missing files."""
     from procrastinate.schema import SchemaManager
 
-    conn.execute(text(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
-                      "name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"))
+    record(conn, [])
     conn.commit()
     if not _installed(conn):
         _run_sql(conn, SchemaManager.get_schema())
-        _record(conn, shipped)
+        record(conn, shipped)
         conn.commit()
         return True
     done = recorded_migrations(conn) or set()
     if not done:  # installed by a pxp that kept no record: the installed package's schema.sql
-        _record(conn, shipped)
+        record(conn, shipped)
         conn.commit()
         return False
     pending = [m for m in shipped if m not in done]
@@ -135,6 +137,6 @@ def _install_or_upgrade(conn: Connection, shipped: list[str]) -> bool:
                          "but a pxp worker is running with the old ones; stop the old workers first, then start again")
     for name in pending:  # each file with its record, one transaction each
         _run_sql(conn, migration_sql(name))
-        _record(conn, [name])
+        record(conn, [name])
         conn.commit()
     return False
