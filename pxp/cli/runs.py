@@ -241,6 +241,10 @@ def run_cmd(
     engine = state.engine(must_exist=resume is not None or like is not None or estimate_only)
     given = [o for o in _CONFIG_OPTIONS if _given(ctx, o)]
     try:
+        if distributed and not estimate_only:
+            from pxp.running.queue_schema import ensure_schema
+
+            ensure_schema(engine)  # SQLite, or an old worker with migrations pending: one line, nothing created
         if resume is not None:
             if like is not None:
                 fail("--resume and --like cannot be combined")

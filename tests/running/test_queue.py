@@ -208,6 +208,10 @@ def test_distributed_and_worker_on_sqlite_say_so_in_one_line(tmp_path: Path) -> 
         lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and "PostgreSQL" in lines[0], res.stderr
         assert "Traceback" not in res.stderr
+    e = make_engine(url)
+    with e.connect() as conn:
+        assert conn.execute(text("select count(*) from experiment")).scalar() == 0  # refused before creating one
+    e.dispose()
 
 
 def _most_attempts(engine: Engine, experiment_id: int) -> int:
