@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
+import psycopg
 from sqlalchemy import Connection, Engine, text
 
 from pxp.running.config import RunError
@@ -136,7 +137,13 @@ def _install_or_upgrade(conn: Connection, shipped: list[str]) -> bool:
         raise QueueError(f"procrastinate's tables need {len(pending)} migration(s) for the installed procrastinate, "
                          "but a pxp worker is running with the old ones; stop the old workers first, then start again")
     for name in pending:  # each file with its record, one transaction each
-        _run_sql(conn, migration_sql(name))
+        try:
+            _run_sql(conn, migration_sql(name))
+        except psycopg.Error as e:
+            conn.rollback()
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise QueueError(f"procrastinate's migration {name} failed ({why}); the files before it are applied "
+                             f"and recorded in {MIGRATIONS_TABLE}, nothing of it was") from None
         record(conn, [name])
         conn.commit()
     return False

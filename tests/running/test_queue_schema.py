@@ -150,6 +150,19 @@ def test_pending_migrations_with_a_live_worker_are_refused_in_one_line(pg: tuple
         assert conn.execute(text(f"select count(*) from {MIGRATIONS_TABLE}")).scalar() == len(shipped_migrations())
 
 
+@pytest.mark.postgres
+def test_a_migration_that_fails_is_one_line_and_applies_nothing_of_itself(pg: tuple[str, Engine]) -> None:  # noqa: F811
+    _, engine = pg
+    old = _old_schema(engine, "03.00.00")
+    with engine.begin() as conn:  # a record that lags behind the schema: 02.00.03 adds a column that is there
+        conn.execute(text(f"DELETE FROM {MIGRATIONS_TABLE} WHERE name >= '02.00.03'"))
+    with pytest.raises(QueueError) as e:
+        ensure_schema(engine)
+    assert str(e.value).startswith("procrastinate's migration 02.00.03_01_add_job_priority.sql failed (")
+    assert "\n" not in str(e.value)
+    assert _recorded(engine) == {m for m in old if m < "02.00.03"}
+
+
 def test_the_installed_procrastinate_ships_ordered_migrations() -> None:
     files = shipped_migrations()
     assert files[0] == "00.00.00_01_initial.sql" and files == sorted(files)
