@@ -8,9 +8,13 @@ pause every repetition (queued jobs are cancelled, running ones aborted).
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from types import FrameType
+from typing import Any
 
 from sqlalchemy import Engine, text
 
@@ -99,30 +103,52 @@ def run_many(
     experiment, in the given order. Ctrl-C pauses every repetition of every experiment."""
     t0 = time.perf_counter()
     ids = list(dict.fromkeys(experiment_ids))
-    for eid in ids:
-        enqueue(engine, eid)
-    relays = [_Relay(engine, eid, (observers or {}).get(eid) or NullObserver()) for eid in ids]
-    interrupted, warned = False, False
-    while True:
-        try:
-            states = jobs_of(engine, ids)
-            for relay in relays:
-                relay.poll(states.get(relay.experiment_id, {}))
-            if all(st in FINAL for s in states.values() for _, st in s.values()):
-                break
-            if not warned and time.perf_counter() - t0 > warn_after and not workers(engine):
-                warned = True
-                (warn or _stderr)(NO_WORKER_WARNING)
-            time.sleep(poll)
-        except KeyboardInterrupt:
-            if interrupted:
-                break  # a second Ctrl-C: stop waiting
-            interrupted = True
-            abort(engine, *ids)
-    outcomes = [_conclude(engine, eid, time.perf_counter() - t0) for eid in ids]
-    if interrupted:
+    with _Interrupts() as ctrl_c:
+        for eid in ids:
+            enqueue(engine, eid)
+        relays = [_Relay(engine, eid, (observers or {}).get(eid) or NullObserver()) for eid in ids]
+        aborted, warned = False, False
+        while ctrl_c.count < 2:  # a second Ctrl-C: stop waiting
+            if ctrl_c.count and not aborted:
+                aborted = True
+                abort(engine, *ids)
+            try:
+                states = jobs_of(engine, ids)
+                for relay in relays:
+                    relay.poll(states.get(relay.experiment_id, {}))
+                if all(st in FINAL for s in states.values() for _, st in s.values()):
+                    break
+                if not warned and time.perf_counter() - t0 > warn_after and not workers(engine):
+                    warned = True
+                    (warn or _stderr)(NO_WORKER_WARNING)
+                time.sleep(poll)
+            except KeyboardInterrupt:  # not the main thread's handler (e.g. _thread.interrupt_main)
+                ctrl_c.count += 1
+        outcomes = [_conclude(engine, eid, time.perf_counter() - t0) for eid in ids]
+    if ctrl_c.count:
         raise KeyboardInterrupt
     return outcomes
+
+
+class _Interrupts:
+    """Counts SIGINTs (Ctrl-C, or a Hold's cancel) instead of raising KeyboardInterrupt in the middle
+    of a database call, which left a pooled connection mid-query; the wait loop acts between polls."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._previous: Any = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
 
 
 def _conclude(engine: Engine, experiment_id: int, seconds: float) -> RunOutcome:
