@@ -30,7 +30,8 @@ from sqlalchemy import Engine, create_engine, text
 from pxp.analysis.report import report_json
 from pxp.running.config import RunConfig
 from pxp.running.experiments import create_experiment
-from pxp.running.queue import enqueue, ensure_schema, run_distributed
+from pxp.running.queue import enqueue, ensure_schema
+from pxp.running.queue_wait import run_distributed
 from pxp.running.runner import run_experiment
 from pxp.storage.store import db_session, make_engine, upgrade
 from pxp.storage.tables import Dataset, Instance

@@ -2,7 +2,9 @@
 
 The grid file's format is documented in pxp.running.grid. The experiments run in this process,
 one after another (each with its repetitions concurrent, as `pxp run`); a paused experiment does
-not stop the others (exit 2 at the end, each resumable with `pxp run --resume NAME`).
+not stop the others (exit 2 at the end, each resumable with `pxp run --resume NAME`). With
+`--distributed` (PostgreSQL) every repetition of every experiment is queued at once for the
+`pxp worker`s and the study waits for all of them (pxp.cli.held.run_study_held).
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ GRID_OPTIONS = ("concurrency",)
 
 
 def run_grid(path: Path, *, given: list[str], concurrency: int, fmt: str, progress: bool, estimate_only: bool,
-             max_usd: float, yes: bool) -> None:
+             max_usd: float, yes: bool, distributed: bool = False) -> None:
     """Check the whole grid, create one experiment per point, run them and print the study report.
 
     `given`: the `pxp run` options given on the command line (only --concurrency applies, overriding
-    the file's for this process).
+    the file's for this process; with `distributed` the workers' own limits apply).
     """
     from pxp.running.config import RunError
     from pxp.running.grid import GridError, create_study, prepare_study, study_estimate, study_estimate_lines
@@ -48,6 +50,13 @@ def run_grid(path: Path, *, given: list[str], concurrency: int, fmt: str, progre
         else:
             typer.echo("\n".join(study_estimate_lines(est)))
         return
+    if distributed:
+        from pxp.running.queue_schema import QueueError, ensure_schema
+
+        try:
+            ensure_schema(engine)  # on SQLite: one line before anything is created
+        except QueueError as e:
+            fail(str(e))
     usd = est["total"]["usd"]
     if not yes and usd is not None and usd > max_usd:
         over = f"the study's estimated cost is ${usd:,.2f}, over --max-usd {max_usd:g}"
@@ -60,18 +69,40 @@ def run_grid(path: Path, *, given: list[str], concurrency: int, fmt: str, progre
         exps = create_study(engine, study, estimates)
     except (RunError, ValueError) as e:
         fail(str(e))
-    in_flight = concurrency if "concurrency" in given else None
-    paused = []
-    for i, exp in enumerate(exps, start=1):
-        err.print(f"study {study.name}: experiment {i}/{len(exps)} {exp.name}", highlight=False, markup=False,
-                  soft_wrap=True)
-        if not _run_one(engine, exp.id or 0, exp.name, progress, in_flight):
-            paused.append(exp.name)
+    if distributed:
+        paused = _run_queued(engine, study.name, [(exp.id or 0, exp.name) for exp in exps], progress)
+    else:
+        paused = _run_in_process(engine, study.name, exps, progress, concurrency if "concurrency" in given else None)
     print_study(study.name, fmt)
     if paused:
         err.print(f"[yellow]paused:[/yellow] {escape(', '.join(paused))}; resume each with "
                   "`pxp run --resume NAME`", highlight=False, soft_wrap=True)
         raise typer.Exit(2)
+
+
+def _run_in_process(engine: Any, study: str, exps: list[Any], progress: bool, in_flight: int | None) -> list[str]:
+    """The experiments one after another in this process; the paused ones' names."""
+    paused = []
+    for i, exp in enumerate(exps, start=1):
+        err.print(f"study {study}: experiment {i}/{len(exps)} {exp.name}", highlight=False, markup=False,
+                  soft_wrap=True)
+        if not _run_one(engine, exp.id or 0, exp.name, progress, in_flight):
+            paused.append(exp.name)
+    return paused
+
+
+def _run_queued(engine: Any, study: str, exps: list[tuple[int, str]], progress: bool) -> list[str]:
+    """Every repetition of every experiment queued for the workers at once; the names of those not finished."""
+    from pxp.cli.held import run_study_held
+
+    err.print(f"study {study}: {len(exps)} experiment(s) queued for `pxp worker`s", highlight=False, markup=False,
+              soft_wrap=True)
+    outcomes = run_study_held(engine, exps, show_progress=progress)
+    for o in outcomes:
+        for rep, note in sorted(o.paused.items()):
+            why = escape(f"{o.experiment} repetition {rep}: {note or 'not finished'}")
+            err.print(f"[yellow]paused:[/yellow] {why}", highlight=False, soft_wrap=True)
+    return [o.experiment for o in outcomes if o.paused]
 
 
 def _run_one(engine: Any, experiment_id: int, name: str, show_progress: bool, concurrency: int | None) -> bool:

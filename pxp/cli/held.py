@@ -7,18 +7,29 @@ Every failure is one line; a failed or interrupted repetition stays stored and r
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import typer
 
 from pxp.cli.common import err, fail
 from pxp.running.config import RunError
-from pxp.running.progress import make_progress
-from pxp.running.queue import runner
+from pxp.running.progress import StudyProgress, make_progress
+from pxp.running.queue_schema import ensure_schema
+from pxp.running.queue_wait import run_many, runner
 from pxp.running.repetition import NullObserver
 from pxp.running.runner import RunOutcome
 from pxp.running.workers import WorkerError, hold
+
+
+def _warner(display: Any) -> Callable[[str], None]:
+    """The no-worker warning: through the progress display (above its bars), else one line on stderr."""
+    note = getattr(display, "note", None)
+    if note is None:
+        return lambda line: err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
+    return lambda line: note(f"warning: {line}")
 
 
 def run_held(engine: Any, experiment_id: int, name: str, *, show_progress: bool, concurrency: int | None,
@@ -27,13 +38,14 @@ def run_held(engine: Any, experiment_id: int, name: str, *, show_progress: bool,
     hint = f"resume with `pxp run --resume {name}`"
     observer: Any = make_progress(engine, experiment_id, err) if show_progress else NullObserver()
     held = hold(engine, experiment_id, on_cancel=signal.SIGINT)
+    extra: dict[str, Any] = {"warn": _warner(observer)} if distributed else {}
     try:
         with held:
             run = runner(engine, distributed)
             if show_progress:
                 with observer:
-                    return run(engine, experiment_id, observer=observer, concurrency=concurrency)
-            return run(engine, experiment_id, concurrency=concurrency)
+                    return run(engine, experiment_id, observer=observer, concurrency=concurrency, **extra)
+            return run(engine, experiment_id, concurrency=concurrency, **extra)
     except WorkerError as e:
         fail(str(e))
     except KeyboardInterrupt:
@@ -44,3 +56,31 @@ def run_held(engine: Any, experiment_id: int, name: str, *, show_progress: bool,
         fail(f"{e}; the experiment {name!r} is stored, {hint} once fixed")
     except Exception as e:  # a failed repetition: stored and resumable; one line, never a trace
         fail(f"a repetition of {name} failed ({type(e).__name__}: {e}); {hint}")
+
+
+def run_study_held(engine: Any, experiments: list[tuple[int, str]], *, show_progress: bool) -> list[RunOutcome]:
+    """`pxp run --grid --distributed`: queue every experiment of the study at once and wait for all,
+    each experiment's claim held meanwhile (one display); exits with one line on any failure, 130 on Ctrl-C."""
+    hint = "resume each with `pxp run --resume NAME --distributed`"
+    display: Any = StudyProgress(engine, experiments, err) if show_progress else None
+    holds = [hold(engine, eid, on_cancel=signal.SIGINT) for eid, _ in experiments]
+    try:
+        ensure_schema(engine)
+        with contextlib.ExitStack() as stack:
+            for h in holds:
+                stack.enter_context(h)
+            if display is not None:
+                stack.enter_context(display)
+            return run_many(engine, [eid for eid, _ in experiments],
+                            observers=display.observers if display is not None else None, warn=_warner(display))
+    except WorkerError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        why = "cancelled from another worker" if any(h.cancelled for h in holds) else "interrupted"
+        err.print(f"{why}: every repetition of the study is paused; {hint}", highlight=False, markup=False,
+                  soft_wrap=True)
+        raise typer.Exit(130) from None
+    except (RunError, ValueError) as e:
+        fail(f"{e}; the study's experiments are stored, {hint} once fixed")
+    except Exception as e:  # one line, never a trace; everything stored stays
+        fail(f"the study's run failed ({type(e).__name__}: {e}); {hint}")

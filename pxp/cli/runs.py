@@ -225,10 +225,9 @@ def run_cmd(
     if grid is not None:  # pxp.cli.grid: the study's options come from the file
         from pxp.cli.grid import run_grid
 
-        return run_grid(grid, given=[o for o in (*_CONFIG_OPTIONS, "name", "resume", "like", "distributed")
-                                     if _given(ctx, o)],
+        return run_grid(grid, given=[o for o in (*_CONFIG_OPTIONS, "name", "resume", "like") if _given(ctx, o)],
                         concurrency=concurrency, fmt=report_format, progress=progress, estimate_only=estimate_only,
-                        max_usd=max_usd, yes=yes)
+                        max_usd=max_usd, yes=yes, distributed=distributed)
     every_instance = split == "all"
     opts = RunOptions(
         dataset=dataset, machine=machine, human=human, reps=reps, n=n, k=k, seed=seed,
@@ -242,6 +241,10 @@ def run_cmd(
     engine = state.engine(must_exist=resume is not None or like is not None or estimate_only)
     given = [o for o in _CONFIG_OPTIONS if _given(ctx, o)]
     try:
+        if distributed and not estimate_only:
+            from pxp.running.queue_schema import ensure_schema
+
+            ensure_schema(engine)  # SQLite, or an old worker with migrations pending: one line, nothing created
         if resume is not None:
             if like is not None:
                 fail("--resume and --like cannot be combined")

@@ -31,7 +31,8 @@ def worker_cmd(
     verbose: Annotated[bool, typer.Option("--verbose", help="Log every job.")] = False,
 ) -> None:
     """Process repetitions queued by `pxp run --distributed` (PostgreSQL only) until stopped."""
-    from pxp.running.queue import QueueError, ensure_schema, serve
+    from pxp.running.queue_schema import QueueError, ensure_schema
+    from pxp.running.queue_worker import serve
 
     engine = state.engine(must_exist=True)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(message)s")

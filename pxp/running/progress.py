@@ -59,15 +59,21 @@ class _Base:
 
 
 class PlainProgress(_Base):
-    """One plain line per event worth a line (not on a terminal)."""
+    """One plain line per event worth a line (not on a terminal); `prefix` names the experiment in a study."""
 
-    def __init__(self, engine: Engine, experiment_id: int, stream: IO[str]) -> None:
+    def __init__(self, engine: Engine, experiment_id: int, stream: IO[str], prefix: str = "") -> None:
         super().__init__(engine, experiment_id, interval=0.0)
-        self.stream = stream
+        self.stream, self.prefix = stream, prefix
 
     def _line(self, text: str) -> None:
         with self.lock:
-            self.stream.write(text + "\n")
+            self.stream.write(self.prefix + text + "\n")
+            self.stream.flush()
+
+    def note(self, line: str) -> None:
+        """A line of its own (a warning) between the progress lines."""
+        with self.lock:
+            self.stream.write(line + "\n")
             self.stream.flush()
 
     def run_started(self, rep: int, run_id: int, total: int, done: int) -> None:
@@ -93,33 +99,50 @@ class PlainProgress(_Base):
         self._line(f"rep {rep}: {status}{why} · {_usage_text(u)}")
 
 
-class RichProgress(_Base):
-    """A live display, one row per repetition."""
+def _display(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.fields[row]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[current]}"),
+        TextColumn("[dim]{task.fields[usage]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
 
-    def __init__(self, engine: Engine, experiment_id: int, console: Console) -> None:
+
+class RichProgress(_Base):
+    """A live display, one row per repetition; a study's experiments share one display (`shared`,
+    rows named by `prefix`), which its owner (StudyProgress) starts and stops."""
+
+    def __init__(self, engine: Engine, experiment_id: int, console: Console, *, shared: Progress | None = None,
+                 prefix: str = "") -> None:
         super().__init__(engine, experiment_id)
-        self.progress = Progress(
-            TextColumn("rep {task.fields[rep]}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[current]}"),
-            TextColumn("[dim]{task.fields[usage]}"),
-            TimeElapsedColumn(),
-            console=console,
-        )
+        self.progress = shared or _display(console)
+        self.owned, self.prefix = shared is None, prefix
         self.tasks: dict[int, TaskID] = {}
 
-    def __enter__(self) -> RichProgress:
-        with contextlib.suppress(Exception):  # rows in repetition order, whichever thread starts first
+    def add_rows(self) -> None:
+        """The repetitions' rows in order, whichever thread starts first."""
+        with contextlib.suppress(Exception):  # a busy database: rows appear as repetitions start
             for rep, (run_id, total, done) in sorted(run_counts(self.engine, self.experiment_id).items()):
                 self.run_started(rep, run_id, total, done, current="finished" if done == total else "waiting")
-        self.progress.start()
+
+    def __enter__(self) -> RichProgress:
+        self.add_rows()
+        if self.owned:
+            self.progress.start()
         return self
 
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.progress.stop()
+        if self.owned:
+            self.progress.stop()
+
+    def note(self, line: str) -> None:
+        """A line above the live display (printed to stderr directly it would be garbled by the bars)."""
+        self.progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def run_started(self, rep: int, run_id: int, total: int, done: int, current: str = "running") -> None:
         with self.lock:
@@ -128,7 +151,8 @@ class RichProgress(_Base):
                 self.progress.update(self.tasks[rep], total=total, completed=done, current=current)
             else:
                 self.tasks[rep] = self.progress.add_task(
-                    f"rep {rep}", total=total, completed=done, rep=rep, current=current, usage=""
+                    f"rep {rep}", total=total, completed=done, row=escape(f"{self.prefix}rep {rep}"), current=current,
+                    usage="",
                 )
 
     def message(self, rep: int, ordinal: int, j: int, tag: str) -> None:
@@ -153,6 +177,40 @@ def make_progress(engine: Engine, experiment_id: int, console: Console) -> Plain
     if console.is_terminal:
         return RichProgress(engine, experiment_id, console)
     return PlainProgress(engine, experiment_id, console.file)
+
+
+class StudyProgress:
+    """One display for a study's experiments run at once (`pxp run --grid --distributed`): a row per
+    repetition named `experiment rep r` on a terminal, plain lines prefixed with the experiment elsewhere."""
+
+    def __init__(self, engine: Engine, experiments: list[tuple[int, str]], console: Console) -> None:
+        self.shared = _display(console) if console.is_terminal else None
+        self.observers: dict[int, PlainProgress | RichProgress] = {
+            eid: RichProgress(engine, eid, console, shared=self.shared, prefix=f"{name} ")
+            if self.shared is not None else PlainProgress(engine, eid, console.file, prefix=f"{name}: ")
+            for eid, name in experiments
+        }
+        self._stream = console.file
+
+    def __enter__(self) -> StudyProgress:
+        for obs in self.observers.values():
+            obs.__enter__()
+        if self.shared is not None:
+            self.shared.start()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.shared is not None:
+            self.shared.stop()
+
+    def note(self, line: str) -> None:
+        if self.shared is not None:
+            self.shared.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            self._stream.write(line + "\n")
+            self._stream.flush()
 
 
 def render_usage(rows: list[dict[str, Any]], seconds: float | None = None) -> list[str]:

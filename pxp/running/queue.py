@@ -15,81 +15,46 @@ step from being stored twice.
 
 `pxp run --distributed` keeps the experiment's claim (pxp.running.workers.hold) while it waits,
 so an in-process runner is refused meanwhile; the jobs themselves take no experiment claim.
+
+This module: the task, one job, enqueue and the queue's state. procrastinate's tables (install
+and upgrade): pxp.running.queue_schema; waiting for the jobs (`pxp run --distributed`, also for
+a grid): pxp.running.queue_wait; the worker loop (`pxp worker`): pxp.running.queue_worker.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import signal
-import sys
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import procrastinate
 from procrastinate.exceptions import AlreadyEnqueued
-from procrastinate.worker import Worker
 from sqlalchemy import Engine, text, update
 from sqlmodel import col
 
 from pxp.llm.limits import call_limit, set_call_limit
 from pxp.llm.redact import redact_any
-from pxp.running.config import RunConfig, RunError
-from pxp.running.repetition import NullObserver, Observer, run_repetition
-from pxp.running.runner import RunOutcome, default_agents, run_experiment
+from pxp.running.config import RunConfig
+from pxp.running.queue_schema import STALLED_SECONDS, QueueError, conninfo, ensure_schema, is_postgres
+from pxp.running.repetition import run_repetition
+from pxp.running.runner import default_agents
 from pxp.storage.store import db_session, experiment_runs
 from pxp.storage.tables import Experiment, Run, utcnow
 
+__all__ = ["FINAL", "QUEUE", "STALLED_SECONDS", "TASK", "QueueError", "abort", "enqueue", "ensure_schema",
+           "is_postgres", "jobs", "make_app", "run_job", "set_experiment",
+           "workers"]
+
 QUEUE = "pxp"
 TASK = "pxp.repetition"
-STALLED_SECONDS = 30.0
-NO_WORKER_WARNING = "no pxp worker is running; start one with `pxp worker`"
-_SCHEMA_LOCK = 0x70787071  # pg_advisory_xact_lock key: one schema install at a time
-_FINAL = ("succeeded", "failed", "cancelled", "aborted")
-
-
-class QueueError(RunError):
-    """The distributed runner cannot work here, in one line."""
-
-
-def is_postgres(engine: Engine) -> bool:
-    return engine.dialect.name == "postgresql"
-
-
-def _conninfo(engine: Engine) -> str:
-    """The libpq URL of the pxp database (procrastinate speaks psycopg without SQLAlchemy)."""
-    return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def ensure_schema(engine: Engine) -> bool:
-    """Install procrastinate's tables in the pxp database unless they are there; True if installed.
-
-    Idempotent and safe when several workers start at once (a transaction-level advisory lock).
-    """
-    if not is_postgres(engine):
-        raise QueueError("workers need a PostgreSQL database (they share it); "
-                         "on SQLite run without --distributed (`pxp run` runs the repetitions in-process)")
-    with engine.connect() as conn:
-        if conn.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar() is not None:
-            return False
-    from procrastinate.schema import SchemaManager
-
-    schema = SchemaManager.get_schema()
-    with engine.begin() as conn:
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
-        if conn.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar() is not None:
-            return False
-        driver: Any = conn.connection.driver_connection
-        driver.execute(schema)  # several statements, no parameters: psycopg's simple protocol
-    return True
+FINAL = ("succeeded", "failed", "cancelled", "aborted")
 
 
 def make_app(engine: Engine) -> procrastinate.App:
     """A procrastinate app on the pxp database with the repetition task registered."""
     ensure_schema(engine)
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=_conninfo(engine)))
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo(engine)))
     retry = procrastinate.RetryStrategy(max_attempts=1000, wait=1, retry_exceptions={WorkerStopped})
     app.task(name=TASK, queue=QUEUE, pass_context=True, retry=retry)(_repetition_task)
     return app
@@ -162,7 +127,7 @@ def _set_run(engine: Engine, run_id: int, status: str, note: str | None) -> None
                      .values(status=status, note=redact_any(note), updated_at=utcnow()))
 
 
-def _set_experiment(engine: Engine, experiment_id: int, status: str, *, unless: str | None = None) -> None:
+def set_experiment(engine: Engine, experiment_id: int, status: str, *, unless: str | None = None) -> None:
     q = update(Experiment).where(col(Experiment.id) == experiment_id)
     if unless is not None:
         q = q.where(col(Experiment.status) != unless)
@@ -174,7 +139,7 @@ def _finish_if_done(engine: Engine, experiment_id: int) -> None:
     with db_session(engine) as db:
         runs = experiment_runs(db, experiment_id=experiment_id)
     if runs and all(r.status == "finished" for r in runs):
-        _set_experiment(engine, experiment_id, "finished")
+        set_experiment(engine, experiment_id, "finished")
 
 
 # --- enqueue and wait ----------------------------------------------------------------------------
@@ -191,7 +156,7 @@ def enqueue(engine: Engine, experiment_id: int) -> dict[int, int]:
         runs = experiment_runs(db, experiment_id=experiment_id)
     todo = [r for r in runs if r.status != "finished"]
     if todo:
-        _set_experiment(engine, experiment_id, "running", unless="cancelled")
+        set_experiment(engine, experiment_id, "running", unless="cancelled")
     app = make_app(engine)
     with app.open():
         for r in todo:
@@ -204,14 +169,22 @@ def enqueue(engine: Engine, experiment_id: int) -> dict[int, int]:
 
 def jobs(engine: Engine, experiment_id: int) -> dict[int, tuple[int, str]]:
     """repetition -> (job id, status) of the newest job of each repetition of the experiment."""
+    return jobs_of(engine, [experiment_id]).get(experiment_id, {})
+
+
+def jobs_of(engine: Engine, experiment_ids: Iterable[int]) -> dict[int, dict[int, tuple[int, str]]]:
+    """jobs() of several experiments in one query: experiment -> repetition -> (job id, status)."""
     q = text(
-        "SELECT DISTINCT ON (r.repetition) r.repetition, j.id, j.status::text "
+        "SELECT DISTINCT ON (r.experiment_id, r.repetition) r.experiment_id, r.repetition, j.id, j.status::text "
         "FROM procrastinate_jobs j JOIN run r ON r.id = (j.args->>'run_id')::int "
-        "WHERE j.task_name = :task AND (j.args->>'experiment_id')::int = :exp "
-        "ORDER BY r.repetition, j.id DESC"
+        "WHERE j.task_name = :task AND (j.args->>'experiment_id')::int = ANY(:exps) "
+        "ORDER BY r.experiment_id, r.repetition, j.id DESC"
     )
+    out: dict[int, dict[int, tuple[int, str]]] = {}
     with engine.connect() as conn:
-        return {int(rep): (int(jid), str(st)) for rep, jid, st in conn.execute(q, {"task": TASK, "exp": experiment_id})}
+        for exp, rep, jid, st in conn.execute(q, {"task": TASK, "exps": list(experiment_ids)}):
+            out.setdefault(int(exp), {})[int(rep)] = (int(jid), str(st))
+    return out
 
 
 def workers(engine: Engine, *, alive_within: float = STALLED_SECONDS) -> list[dict[str, Any]]:
@@ -225,157 +198,14 @@ def workers(engine: Engine, *, alive_within: float = STALLED_SECONDS) -> list[di
         return [dict(r._mapping) for r in conn.execute(q, {"s": alive_within})]
 
 
-class _Relay:
-    """Turns what the database says into the runner's Observer calls (pxp.running.progress draws them).
-
-    A repetition decides its sessions in order, so each poll reads only the decisions after the last seen.
-    """
-
-    def __init__(self, engine: Engine, experiment_id: int, observer: Observer) -> None:
-        self.engine, self.experiment_id, self.obs = engine, experiment_id, observer
-        self.last: dict[int, int] = {}  # repetition -> last ordinal reported
-        self.ended: set[int] = set()
-
-    def poll(self, states: dict[int, tuple[int, str]]) -> None:
-        with db_session(self.engine) as db:
-            runs = experiment_runs(db, experiment_id=self.experiment_id)
-        with self.engine.connect() as conn:
-            for r in runs:
-                rid, rep = r.id or 0, r.repetition
-                if rep not in self.last:
-                    total, done = conn.execute(text(
-                        "SELECT count(*), count(context_kept) FROM session WHERE run_id = :r"), {"r": rid}).one()
-                    self.last[rep] = int(done)
-                    self.obs.run_started(rep, rid, int(total), int(done))
-                for ordinal, status, kept in conn.execute(text(
-                    "SELECT ordinal, status, context_kept FROM session WHERE run_id = :r "
-                    "AND context_kept IS NOT NULL AND ordinal > :o ORDER BY ordinal"), {"r": rid, "o": self.last[rep]},
-                ):
-                    self.last[rep] = int(ordinal)
-                    self.obs.session_done(rep, int(ordinal), str(status), bool(kept))
-                job = states.get(rep)
-                final = job is None or job[1] in _FINAL
-                if final and rep not in self.ended and (r.status != "running" or job is not None):
-                    self.ended.add(rep)
-                    self.obs.run_ended(rep, r.status, r.note)
-
-
-def run_distributed(
-    engine: Engine,
-    experiment_id: int,
-    *,
-    observer: Observer | None = None,
-    concurrency: int | None = None,
-    poll: float = 0.5,
-    warn_after: float = 5.0,
-    warn: Callable[[str], None] | None = None,
-) -> RunOutcome:
-    """Queue the experiment's unfinished repetitions for `pxp worker`s and wait for them.
-
-    The same contract as run_experiment (a RunOutcome; Ctrl-C raises KeyboardInterrupt):
-    Ctrl-C asks the workers to pause every repetition (queued jobs are cancelled, running
-    ones aborted) and returns once they have stopped. `concurrency` is the workers' business
-    (`pxp worker --concurrency`, the stored config's call limit) and is ignored here. With no
-    worker alive after `warn_after` s, `warn` (stderr by default) gets NO_WORKER_WARNING once.
-    """
-    t0 = time.perf_counter()
-    with db_session(engine) as db:
-        exp = db.get(Experiment, experiment_id)
-        name = exp.name if exp is not None else str(experiment_id)
-    enqueue(engine, experiment_id)
-    relay = _Relay(engine, experiment_id, observer or NullObserver())
-    interrupted, warned = False, False
-    while True:
-        try:
-            states = jobs(engine, experiment_id)
-            relay.poll(states)
-            if all(st in _FINAL for _, st in states.values()):
-                break
-            if not warned and time.perf_counter() - t0 > warn_after and not workers(engine):
-                warned = True
-                (warn or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True)))(NO_WORKER_WARNING)
-            time.sleep(poll)
-        except KeyboardInterrupt:
-            if interrupted:
-                break  # a second Ctrl-C: stop waiting
-            interrupted = True
-            _abort(engine, experiment_id)
-    with db_session(engine) as db:
-        runs = experiment_runs(db, experiment_id=experiment_id)
-    statuses = {r.repetition: (r.status, r.note) for r in runs}
-    status = "finished" if all(st == "finished" for st, _ in statuses.values()) else "paused"
-    _set_experiment(engine, experiment_id, status, unless="cancelled" if status != "finished" else None)
-    if interrupted:
-        raise KeyboardInterrupt
-    return RunOutcome(name, status, statuses, time.perf_counter() - t0)
-
-
-def runner(engine: Engine, distributed: bool) -> Callable[..., RunOutcome]:
-    """How `pxp run` runs an experiment: run_experiment in-process, or over the workers (PostgreSQL)."""
-    if not distributed:
-        return run_experiment
-    ensure_schema(engine)
-    return run_distributed
-
-
-def _abort(engine: Engine, experiment_id: int) -> None:
-    """Cancel the experiment's queued jobs and ask its running ones to stop (they pause)."""
+def abort(engine: Engine, *experiment_ids: int) -> None:
+    """Cancel the experiments' queued jobs and ask their running ones to stop (they pause)."""
     app = make_app(engine)
     with app.open():
-        for job, st in jobs(engine, experiment_id).values():
-            if st in ("todo", "doing"):
-                with contextlib.suppress(Exception):  # it ended meanwhile
-                    app.job_manager.cancel_job_by_id(job, abort=True)
+        for states in jobs_of(engine, experiment_ids).values():
+            for job, st in states.values():
+                if st in ("todo", "doing"):
+                    with contextlib.suppress(Exception):  # it ended meanwhile
+                        app.job_manager.cancel_job_by_id(job, abort=True)
 
 
-# --- the worker ----------------------------------------------------------------------------------
-
-
-async def _recover(app: procrastinate.App, stalled_after: float) -> None:
-    """Send the jobs of workers whose heartbeat is older than `stalled_after` back to the queue."""
-    while True:
-        await asyncio.sleep(max(0.5, stalled_after / 3))
-        with contextlib.suppress(Exception):  # another worker retried it first, or a busy database
-            for job in await app.job_manager.get_stalled_jobs(queue=QUEUE, seconds_since_heartbeat=stalled_after):
-                with contextlib.suppress(Exception):
-                    await app.job_manager.retry_job(job)
-
-
-async def _serve(engine: Engine, concurrency: int, stalled_after: float, name: str | None, burst: bool) -> None:
-    app = make_app(engine)
-    stopping = threading.Event()
-    async with app.open_async():
-        worker = Worker(
-            app, queues=[QUEUE], concurrency=concurrency, name=name, wait=not burst,
-            additional_context={"engine": engine, "stopping": stopping}, install_signal_handlers=False,
-            update_heartbeat_interval=max(0.25, stalled_after / 4), stalled_worker_timeout=stalled_after,
-            fetch_job_polling_interval=1.0, abort_job_polling_interval=1.0,
-        )
-
-        def on_signal() -> None:  # running repetitions pause after their current step, then go back to the queue
-            stopping.set()
-            worker.stop()  # type: ignore[no-untyped-call]
-
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
-        recover = asyncio.create_task(_recover(app, stalled_after))
-        try:
-            await worker.run()  # type: ignore[no-untyped-call]
-        finally:
-            recover.cancel()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-
-
-def serve(engine: Engine, *, concurrency: int = 1, stalled_after: float = STALLED_SECONDS,
-          name: str | None = None, burst: bool = False) -> None:
-    """Process repetition jobs until stopped, or until the queue is empty with `burst`.
-
-    SIGINT/SIGTERM pause the running repetitions after their current step and put their jobs
-    back in the queue for another worker. Jobs of dead workers are retried after `stalled_after` s."""
-    if concurrency < 1:
-        raise QueueError("--concurrency must be at least 1")
-    if stalled_after <= 0:
-        raise QueueError("--stalled-after must be positive")
-    asyncio.run(_serve(engine, concurrency, stalled_after, name, burst))

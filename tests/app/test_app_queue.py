@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from pxp.running.experiments import create_experiment
-from pxp.running.queue import _abort, enqueue, jobs
+from pxp.running.queue import abort, enqueue, jobs
 from pxp.storage.store import get_engine
 from tests.app.test_app import app_db, new_app, ok, texts  # noqa: F401  (app_db is a fixture)
 from tests.factories import make_drug, make_rad
@@ -88,7 +88,7 @@ def test_queued_experiment_then_a_worker_alive_running_a_repetition(app_pg: tupl
     t = texts(at)
     assert "No worker alive" in t and "Traceback" not in t, t
 
-    _abort(engine, eid)  # QV's jobs leave the queue (its repetitions pause)
+    abort(engine, eid)  # QV's jobs leave the queue (its repetitions pause)
     done = create_experiment(engine, _cfg(1), name="QD").id or 0
     enqueue(engine, done)
     worker = _worker(url, "w2")

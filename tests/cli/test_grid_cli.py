@@ -97,8 +97,12 @@ def test_bad_grid_input_is_one_line(url: str, grid: Path, tmp_path: Path) -> Non
     assert res.exit_code == 1 and "cannot read the grid file" in res.stderr
     res = pxp(url, "run", "--grid", str(grid), "--n", "6")
     assert res.exit_code == 1 and "--grid takes the run options from" in res.stderr and "--n" in res.stderr
-    res = pxp(url, "run", "--grid", str(grid), "--distributed")  # not silently run in-process
-    assert res.exit_code == 1 and "--grid takes the run options from" in res.stderr and "--distributed" in res.stderr
+    res = pxp(url, "run", "--grid", str(grid), "--distributed")  # SQLite: not silently run in-process
+    assert res.exit_code == 1 and "PostgreSQL" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    with DB(get_engine(url)) as db:
+        assert db.exec(select(Experiment)).all() == []  # refused before the study was created
+    est = pxp(url, "run", "--grid", str(grid), "--distributed", "--estimate", "--format", "json")
+    assert est.exit_code == 0 and json.loads(est.stdout)["total"]["calls"] > 0  # the estimate needs no queue
     res = pxp(url, "report", "--study", "nope")
     assert res.exit_code == 1 and "no study named 'nope'" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1

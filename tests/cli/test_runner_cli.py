@@ -166,6 +166,39 @@ def test_progress_is_rich_on_a_terminal_and_plain_elsewhere(engine: Any) -> None
             assert "rep 2: session 6 finished" in text and "\x1b[" not in text
 
 
+def test_notes_go_through_the_progress_display_and_a_study_shares_one(engine: Any, capsys: Any) -> None:
+    """The no-worker warning's path (issue 14 §3): above the bars on a terminal, a line of its own elsewhere."""
+    import io
+
+    from rich.console import Console
+
+    from pxp.running.config import RunConfig
+    from pxp.running.experiments import create_experiment
+    from pxp.running.progress import StudyProgress, make_progress
+    from pxp.running.runner import run_experiment
+
+    make_rad(engine, per_label=4)
+    for terminal in (True, False):
+        ids = [create_experiment(engine, RunConfig(dataset="toy-rad", split="train", reps=2), name=f"{x}{terminal}").id
+               or 0 for x in "AB"]
+        buf = io.StringIO()
+        console = Console(file=buf, force_terminal=terminal, width=160)
+        with StudyProgress(engine, [(ids[0], "A"), (ids[1], "B")], console) as study:
+            study.note("warning: study note")
+            for eid in ids:
+                run_experiment(engine, eid, observer=study.observers[eid])
+        single = make_progress(engine, ids[0], console)
+        with single:
+            single.note("warning: single note")
+        text = buf.getvalue()
+        assert text.count("warning: study note") == 1 and text.count("warning: single note") == 1, text
+        if terminal:
+            assert "A rep 1" in text and "B rep 2" in text and "\x1b[" in text  # one display, a row per repetition
+        else:
+            assert "A: rep 1: session 6 finished" in text and "B: rep 2: finished" in text
+    assert capsys.readouterr().err == ""  # nothing written past the display
+
+
 def test_imported_experiments_cannot_be_resumed_or_repeated(url: str, tmp_path: Any) -> None:
     f = tmp_path / "t.jsonl"
     msgs = [(1, "machine", "INIT"), (2, "human", "RATIFY"), (3, "machine", "RATIFY")]

@@ -208,6 +208,10 @@ def test_distributed_and_worker_on_sqlite_say_so_in_one_line(tmp_path: Path) -> 
         lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and "PostgreSQL" in lines[0], res.stderr
         assert "Traceback" not in res.stderr
+    e = make_engine(url)
+    with e.connect() as conn:
+        assert conn.execute(text("select count(*) from experiment")).scalar() == 0  # refused before creating one
+    e.dispose()
 
 
 def _most_attempts(engine: Engine, experiment_id: int) -> int:
@@ -286,3 +290,48 @@ def test_distributed_run_without_a_worker_warns_once_and_keeps_waiting(pg: tuple
     assert waiter.returncode == 130, "".join(lines)
     assert sum(warning in ln for ln in lines) == 1, "".join(lines)
     assert "Traceback" not in "".join(lines)
+
+
+@pytest.mark.postgres
+def test_the_no_worker_warning_goes_above_the_live_progress_display_once(pg: tuple[str, Engine]) -> None:
+    """On a terminal the warning is printed through the rich display's console, not under its bars."""
+    import pty
+
+    url, engine = pg
+    master, slave = pty.openpty()
+    waiter = subprocess.Popen([*PXP, "--db", url, "run", *RUN_FLAGS, "--reps", "2", "--name", "T", "--distributed"],
+                              env={**ENV, "COLUMNS": "160", "TERM": "xterm"}, cwd=ROOT, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    raw = bytearray()
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                return
+            if not data:
+                return
+            raw.extend(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    warning = "warning: no pxp worker is running; start one with `pxp worker`"
+    try:
+        _wait_until(lambda: warning in raw.decode(errors="replace") or waiter.poll() is not None, timeout=120)
+        time.sleep(3)  # a few more polls and redraws: still one warning
+        assert waiter.poll() is None, raw.decode(errors="replace")
+        waiter.send_signal(signal.SIGINT)
+        waiter.wait(timeout=120)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+    reader.join(timeout=10)
+    os.close(master)
+    shown = raw.decode(errors="replace")
+    assert waiter.returncode == 130, shown
+    assert "\x1b[" in shown and "rep 2" in shown  # the live display (cursor moves), one row per repetition
+    assert shown.count(warning) == 1, shown
+    assert "Traceback" not in shown
+    assert {st for _, st in jobs(engine, _exp_id(engine, "T")).values()} == {"cancelled"}
