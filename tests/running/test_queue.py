@@ -158,7 +158,7 @@ def _messages(engine: Engine, experiment_id: int) -> int:
 def test_kill_9_workers_mid_repetition_loses_and_repeats_nothing(pg: tuple[str, Engine]) -> None:
     url, engine = pg
     ref = _reference(engine, 2)
-    exp = create_experiment(engine, _cfg(2, latency=0.8), name="K")  # outlives the kills, even on a loaded machine
+    exp = create_experiment(engine, _cfg(2, latency=1.2), name="K")  # outlives the kills, even on a loaded machine
     eid = exp.id or 0
     ensure_schema(engine)  # before polling its tables (the workers and the waiter install it too)
     workers = [_worker(url, "w0"), _worker(url, "w1")]
@@ -169,8 +169,8 @@ def test_kill_9_workers_mid_repetition_loses_and_repeats_nothing(pg: tuple[str, 
     try:
         while kills < KILLS and waiter.poll() is None and time.monotonic() < deadline:
             n = _messages(engine, eid)
-            # both repetitions running in live workers, and progress since the last kill
-            if _busy(engine, eid) == 2 and n >= last + 3:
+            # both repetitions running in live workers, and a message stored since the last kill
+            if _busy(engine, eid) == 2 and n > last:
                 victim = workers[kills % 2]
                 victim.send_signal(signal.SIGKILL)
                 victim.wait(timeout=10)
