@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +226,21 @@ def _wait_until(cond: Any, timeout: float = 120) -> None:
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
 
+def _interrupt_after(waiter: subprocess.Popen[Any], warning: str, seen: Callable[[], str],
+                     still: Callable[[], bool] = lambda: True) -> None:
+    """Wait for `warning` in what the waiter printed, let it poll a few more times, then Ctrl-C it."""
+    try:
+        _wait_until(lambda: warning in seen() or waiter.poll() is not None, timeout=120)
+        time.sleep(3)  # a few more polls (0.5 s each) and redraws: no second warning, still waiting
+        assert waiter.poll() is None, seen()
+        assert still(), seen()
+        waiter.send_signal(signal.SIGINT)
+        waiter.wait(timeout=120)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+
+
 
 @pytest.mark.postgres
 def test_ctrl_c_pauses_every_repetition_and_sigterm_hands_a_repetition_to_another_worker(
@@ -276,16 +291,8 @@ def test_distributed_run_without_a_worker_warns_once_and_keeps_waiting(pg: tuple
     reader = threading.Thread(target=lambda: lines.extend(iter(waiter.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()
     warning = "no pxp worker is running; start one with `pxp worker`"
-    try:
-        _wait_until(lambda: any(warning in ln for ln in lines) or waiter.poll() is not None, timeout=120)
-        time.sleep(3)  # a few more polls (0.5 s each): no second warning, still waiting
-        assert waiter.poll() is None, "".join(lines)
-        assert {st for _, st in jobs(engine, _exp_id(engine, "W")).values()} == {"todo"}
-        waiter.send_signal(signal.SIGINT)
-        waiter.wait(timeout=120)
-    finally:
-        if waiter.poll() is None:
-            waiter.kill()
+    _interrupt_after(waiter, warning, lambda: "".join(lines),
+                     lambda: {st for _, st in jobs(engine, _exp_id(engine, "W")).values()} == {"todo"})
     reader.join(timeout=10)
     assert waiter.returncode == 130, "".join(lines)
     assert sum(warning in ln for ln in lines) == 1, "".join(lines)
@@ -318,15 +325,7 @@ def test_the_no_worker_warning_goes_above_the_live_progress_display_once(pg: tup
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     warning = "warning: no pxp worker is running; start one with `pxp worker`"
-    try:
-        _wait_until(lambda: warning in raw.decode(errors="replace") or waiter.poll() is not None, timeout=120)
-        time.sleep(3)  # a few more polls and redraws: still one warning
-        assert waiter.poll() is None, raw.decode(errors="replace")
-        waiter.send_signal(signal.SIGINT)
-        waiter.wait(timeout=120)
-    finally:
-        if waiter.poll() is None:
-            waiter.kill()
+    _interrupt_after(waiter, warning, lambda: raw.decode(errors="replace"))
     reader.join(timeout=10)
     os.close(master)
     shown = raw.decode(errors="replace")
