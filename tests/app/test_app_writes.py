@@ -18,8 +18,11 @@ from streamlit.testing.v1 import AppTest
 from pxp.app.prefs import load_prefs
 from pxp.app.router import NEEDS, VIEWS
 from pxp.app.ui import escape_md
+from pxp.running import workers
 from pxp.running.access import MAY, AccessDenied, require
 from pxp.running.audit import audit_events
+from pxp.running.config import RunConfig
+from pxp.running.experiments import create_experiment
 from pxp.storage.tables import Dataset, Experiment
 from tests.app import test_app_auth
 from tests.app.test_app_auth import ADA, ANN, AUTH, RITA, app
@@ -139,3 +142,35 @@ def test_no_dataset_tells_whom_to_ask(app_db: Engine, user: dict[str, str] | Non
     if user is None:  # without login: a name first
         at.sidebar.text_input(key="annotate_name").set_value("Dr. Rao").run()
     assert [w.value for w in at.warning] == [line]
+
+
+def _click_in_fragment(at: AppTest, key: str) -> None:
+    """Click a button of the progress fragment. AppTest reruns the whole script, where the button's
+    st.rerun(scope="fragment") raises; the click's write (or refusal) has happened by then."""
+    from streamlit import config
+
+    was = config.get_option("client.showErrorDetails")
+    config.set_option("client.showErrorDetails", "full")
+    try:
+        at.button(key=key).click().run()
+    finally:
+        config.set_option("client.showErrorDetails", was)
+    for e in at.exception:
+        assert "can only be specified from `@st.fragment`" in e.value, e.value
+
+
+def test_cancel_in_the_progress_fragment_is_refused_on_the_server(app_db: Engine) -> None:
+    """The Cancel button sits in a fragment whose reruns skip the router: the write checks the role."""
+    exp = create_experiment(app_db, RunConfig(dataset="toy-rad"), name="running")
+    eid = exp.id or 0
+    assert workers.claim(app_db, eid, "appserver:1")  # a worker beating
+    _click_in_fragment(direct("experiments", ANN), f"experiments_cancel_{eid}")
+    with DB(app_db) as db:
+        row = db.get(Experiment, eid)
+        assert row is not None and row.status != "cancelled"
+    assert workers.is_running(app_db, eid)
+    assert _refusals(app_db) == [("ann@example.org", f"cancel experiments: experiment {eid}")]
+    _click_in_fragment(direct("experiments", RITA), f"experiments_cancel_{eid}")  # a researcher's goes through
+    with DB(app_db) as db:
+        row = db.get(Experiment, eid)
+        assert row is not None and row.status == "cancelled"
