@@ -16,8 +16,9 @@ import streamlit as st
 
 from pxp.app import resources, ui
 from pxp.running import audit
-from pxp.running.access import at_least, role_for
+from pxp.running.access import AccessDenied, at_least, role_for
 from pxp.running.access import may as role_may
+from pxp.running.access import require as role_require
 from pxp.running.live.assignment import LiveError, ensure_annotator
 
 S = st.session_state
@@ -133,6 +134,28 @@ def audited(action: str, detail: str = "") -> None:
     audit.record(resources.engine(), action, actor=actor(), detail=detail)
 
 
+def refusal(action: str, detail: str = "") -> str | None:
+    """The server-side check at one of the pages' writes (pxp.running.access.require): None if the
+    current user may do `action`, else the one line why not (a "refused" audit row is written).
+
+    Read at the write itself, not only at the page check: a fragment's rerun skips the router.
+    Without login the local role (admin) may do everything.
+    """
+    try:
+        role_require(resources.engine(), action, role=current_role() or None, actor=actor(), detail=detail)
+    except AccessDenied as err:
+        return str(err)
+    return None
+
+
+def permit(action: str, detail: str = "") -> bool:
+    """`refusal`, shown: True if the current user may do `action`, else one error line and False."""
+    line = refusal(action, detail)
+    if line is not None:
+        st.error(line, icon=":material/block:")
+    return line is None
+
+
 def annotator_id() -> int | None:
     """The Annotator row of the logged-in user (created on first use); None if not logged in."""
     user = current_user()
@@ -145,5 +168,5 @@ def annotator_id() -> int | None:
 
 
 __all__ = ["LOCAL_ROLE", "OPEN_NOTE", "User", "allowed", "annotator_id", "current_role", "current_user",
-           "gate", "login_on", "may", "own_sessions_only",
+           "gate", "login_on", "may", "own_sessions_only", "permit", "refusal",
            "sidebar"]

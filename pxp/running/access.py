@@ -11,8 +11,11 @@ another annotator's session. The holder is checked again inside the write's tran
 conditional UPDATE of the session row, which locks it until the commit), so a take-over landing
 between the check and the write cannot slip through, on SQLite and PostgreSQL alike.
 
-What a role may do beyond opening pages is in MAY (the router's NEEDS holds the pages):
-`create_live_as` refuses an experiment created by a role below researcher.
+What a role may do beyond opening pages is in MAY (the router's NEEDS holds the pages), and
+`require` is the one server-side check of it: every write of the Experiments, Datasets and Settings
+pages and `create_live_as` call it at the write, so a fragment's rerun (which skips the router's page
+check), a stale tab or a role lowered meanwhile cannot write. A refusal is one line and a "refused"
+audit row. Without login the app passes the local role (admin): everything is allowed.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ ROLES = ("annotator", "researcher", "admin")
 RANK = {r: i for i, r in enumerate(ROLES)}
 KINDS = ("email", "group")
 #: the least role that may do each action beyond opening a page (the pages: pxp.app.router.NEEDS)
-MAY = {"create experiments": "researcher"}
+MAY = {"create experiments": "researcher", "start experiments": "researcher",
+       "cancel experiments": "researcher", "import datasets": "admin", "save settings": "admin"}
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
 
 
@@ -202,16 +206,23 @@ def may(role: str | None, action: str) -> bool:
     return at_least(role, MAY[action])
 
 
+def require(engine: Engine, action: str, *, role: str | None, actor: str, detail: str = "") -> None:
+    """The one server-side role check of a write (issue 13 §1): return if `role` may do `action`
+    (MAY), else write a "refused" audit row naming the actor and raise AccessDenied (one line)."""
+    if may(role, action):
+        return
+    whom = "an admin" if MAY[action] == "admin" else "a researcher or an admin"
+    audit.record(engine, "refused", actor=actor, detail=f"{action}: {detail}" if detail else action)
+    raise AccessDenied(f"Your role ({role or 'none'}) may not {action}: ask {whom}.")
+
+
 def create_live_as(engine: Engine, *, role: str | None, actor: str, dataset: str, **config: Any) -> int:
     """A live experiment created by `actor` with `role` (pxp.running.live.assignment.create_live_experiment).
 
-    Refused (AccessDenied, one line, an audit "refused" row, nothing stored) below researcher;
-    a creation leaves a "created" row naming the actor.
+    Refused by `require` (AccessDenied, one line, an audit "refused" row, nothing stored) below
+    researcher; a creation leaves a "created" row naming the actor.
     """
-    if not may(role, "create experiments"):
-        err = AccessDenied(f"Your role ({role or 'none'}) may not create experiments: ask a researcher or an admin.")
-        audit.record(engine, "refused", actor=actor, detail=f"create a live experiment on {dataset}")
-        raise err
+    require(engine, "create experiments", role=role, actor=actor, detail=f"a live experiment on {dataset}")
     eid = create_live_experiment(engine, dataset=dataset, **config)
     audit.record(engine, "created", actor=actor, detail=f"live experiment {eid} on {dataset}")
     return eid
@@ -234,6 +245,7 @@ __all__ = [
     "may_open",
     "members",
     "remove_member",
+    "require",
     "role_for",
     "submit_as",
 ]

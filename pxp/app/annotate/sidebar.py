@@ -13,6 +13,7 @@ from pxp.app import auth, resources, ui
 from pxp.app.annotate.keys import S
 from pxp.app.data import dataset_choices
 from pxp.app.prefs import load_prefs
+from pxp.app.router import NEEDS
 from pxp.running.access import AccessDenied, create_live_as
 from pxp.running.live.abandonment import abandoned_sessions, take_over
 from pxp.running.live.assignment import (
@@ -68,13 +69,23 @@ def _role_changed() -> None:
         S["annotate_dataset"] = first
 
 
+def no_dataset_line() -> str:
+    """What to do when there is no dataset: import one on the Datasets page if the user may open it,
+    else whom to ask (an annotator or a researcher cannot open that page)."""
+    role = auth.current_role()
+    if auth.allowed(role, NEEDS["datasets.py"]):
+        return "There is no dataset yet. Import one on the Datasets page."
+    whom = "an admin" if auth.allowed(role, "researcher") else "a researcher or an admin"
+    return f"There is no dataset yet: ask {whom} to import one."
+
+
 def choose_experiment() -> tuple[int, DeltaGenerator] | None:
     """The dataset and live experiment to work on. When the dataset has none, a default one is
     made for a role that may create experiments; anyone else is told whom to ask (one line)."""
     eng = resources.engine()
     datasets = dataset_choices(eng)
     if not datasets:
-        st.warning("There is no dataset yet. Import one on the Datasets page.")
+        st.warning(no_dataset_line())
         return None
     creator = auth.may("create experiments")
     with st.sidebar:

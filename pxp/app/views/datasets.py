@@ -65,6 +65,8 @@ def import_panel() -> None:
         if main is None:
             st.error("Choose a file first.")
             return
+        if not auth.permit("import datasets", f"{key} {main.name}"):
+            return
         with st.spinner("Checking and importing…"):
             out = imports.run_import(eng, key, main, extras or [], name=name.strip() or None,
                                      options=options)

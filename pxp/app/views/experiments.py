@@ -97,6 +97,9 @@ def launch_form() -> str | None:
     if est.usd is not None and est.usd > MAX_USD and not over:
         return (f"error:Not started, nothing stored: the estimated cost is ${est.usd:,.2f}, over ${MAX_USD:g}; "
                 "tick the box to allow it")
+    line = auth.refusal("create experiments", f"controlled experiment on {ds}")
+    if line is not None:
+        return f"error:Not started, nothing stored: {line}"
     try:
         exp = create_experiment(eng, cfg, name=name.strip() or None)
     except (RunError, ValueError) as err:
@@ -161,21 +164,25 @@ def progress_panel() -> None:
             with b:
                 if p.running:
                     if st.button("Cancel", key=f"experiments_cancel_{eid}", icon=":material/stop:"):
-                        S.pop(f"experiments_error_{eid}", None)
-                        workers.cancel(eng, eid)
-                        auth.audited("cancelled", f"experiment {eid}")
+                        line = auth.refusal("cancel experiments", f"experiment {eid}")
+                        S[f"experiments_error_{eid}"] = line  # a refusal is shown after the rerun
+                        if line is None:
+                            workers.cancel(eng, eid)
+                            auth.audited("cancelled", f"experiment {eid}")
                         st.rerun(scope="fragment")
                 elif row.problem:
                     st.caption(f"Cannot be resumed: {ui.escape_md(row.problem)}")
                 elif p.done < p.sessions and st.button(
                     "Resume", key=f"experiments_resume_{eid}", icon=":material/play_arrow:"
                 ):
-                    S.pop(f"experiments_error_{eid}", None)
-                    try:
-                        workers.start(eng, eid, secrets=resources.secret_keys())
-                        auth.audited("started", f"experiment {eid} (resumed)")
-                    except workers.WorkerError as err:
-                        S[f"experiments_error_{eid}"] = str(err)  # shown after the rerun
+                    line = auth.refusal("start experiments", f"experiment {eid}")
+                    S[f"experiments_error_{eid}"] = line  # shown after the rerun
+                    if line is None:
+                        try:
+                            workers.start(eng, eid, secrets=resources.secret_keys())
+                            auth.audited("started", f"experiment {eid} (resumed)")
+                        except workers.WorkerError as err:
+                            S[f"experiments_error_{eid}"] = str(err)
                     st.rerun(scope="fragment")
             note = S.get(f"experiments_error_{eid}")
             if note:

@@ -54,7 +54,7 @@ def render() -> None:
         c1, c2 = st.columns(2)
         n = c1.number_input("n: messages per session", 2, 50, prefs.n, key="settings_n")
         k = c2.number_input("k: REJECT allowed after message", 1, 50, prefs.k, key="settings_k")
-        if st.form_submit_button("Save", type="primary"):
+        if st.form_submit_button("Save", type="primary") and auth.permit("save settings"):
             new = replace(prefs, generator=gen.strip() or "simulated",
                           checker=checker.strip() or "lexical", base_url=base_url.strip(),
                           generator_temperature=float(temp), generator_max_tokens=int(max_tokens),

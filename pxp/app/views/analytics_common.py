@@ -1,0 +1,116 @@
+"""The Analytics page's shared parts (issue 7; split from pxp/app/views/analytics.py, a page kept
+under 400 lines): the filters, CSV downloads and Table 1 per column. Not a page: imported by the
+page's view groups (analytics_paper, analytics_research)."""
+
+from __future__ import annotations
+
+import shlex
+from datetime import date
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from pxp.analysis.queries import Options, Selection
+from pxp.analysis.tables import (
+    table1,
+    table1_by,
+)
+from pxp.app import resources
+from pxp.app.selection import format_ids, initial_experiments
+from pxp.protocols.pxp.intelligibility import Table1
+
+COLUMNS = {
+    "experiment": "one column per experiment",
+    "annotator": "one column per annotator (h1 vs h2)",
+    "label": "one column per label",
+    "dataset": "one column per dataset",
+    "pooled": "everything selected in one column",
+}
+FIG1_DEFAULT = ["one_way_human", "one_way_machine", "two_way"]
+S = st.session_state
+
+
+def csv_text(df: pd.DataFrame) -> str:
+    """A frame as CSV text (the downloads)."""
+    return str(df.to_csv(index=False))
+
+
+def download_csv(label: str, df: pd.DataFrame, file_name: str, key: str) -> None:
+    st.download_button(label, csv_text(df), file_name=file_name, mime="text/csv", key=key, on_click="ignore",
+                       icon=":material/download:")
+
+
+def filters(opts: Options) -> tuple[Selection, str | None, list[str]]:
+    """The page's filters; returns the selection, the column grouping and the chosen experiment names."""
+    names = {e["id"]: e["name"] for e in opts.experiments}
+    top = st.columns([3, 2])
+    if "analytics_experiments" not in S or any(i not in names for i in S["analytics_experiments"]):
+        S["analytics_experiments"] = initial_experiments(opts.experiments, st.query_params.get("exp"),
+                                                         S.get("analytics_keep_experiments"))
+    chosen = top[0].multiselect(
+        "Experiments", list(names), format_func=lambda i: names.get(i, f"experiment {i}"),
+        key="analytics_experiments", placeholder="all experiments",
+    )
+    S["analytics_keep_experiments"] = list(chosen)  # kept across visits (widget state is not)
+    st.query_params["exp"] = format_ids(chosen)
+    columns = top[1].selectbox("Columns", list(COLUMNS), format_func=lambda c: COLUMNS[c], key="analytics_columns")
+    with st.expander("Filters: dataset, repetition, annotator, label, date"):
+        c = st.columns(4)
+        dnames = {d["id"]: d["name"] for d in opts.datasets}
+        datasets = c[0].multiselect("Dataset", list(dnames), format_func=lambda i: dnames.get(i, f"dataset {i}"),
+                                    key="analytics_datasets", placeholder="all")
+        reps = c[1].multiselect("Repetition", opts.repetitions, key="analytics_repetitions", placeholder="all")
+        anames = {a["id"]: a["name"] for a in opts.annotators}
+        anns = c[2].multiselect("Annotator", list(anames), format_func=lambda i: anames.get(i, f"annotator {i}"),
+                                key="analytics_annotators", placeholder="all")
+        labels = c[3].multiselect("Label", opts.labels, key="analytics_labels", placeholder="all")
+        d = st.columns(4)
+        since = d[0].date_input("Sessions from", value=None, min_value=opts.first_day, max_value=opts.last_day,
+                                key="analytics_since")
+        until = d[1].date_input("Sessions until", value=None, min_value=opts.first_day, max_value=opts.last_day,
+                                key="analytics_until")
+    sel = Selection(
+        experiments=tuple(sorted(chosen)), datasets=tuple(sorted(datasets)), repetitions=tuple(sorted(reps)),
+        annotators=tuple(sorted(anns)), labels=tuple(sorted(labels)),
+        since=since if isinstance(since, date) else None, until=until if isinstance(until, date) else None,
+    )
+    by = None if columns == "pooled" else columns
+    return sel, by, [names[i] for i in chosen if i in names]
+
+
+def pin_first(df: pd.DataFrame) -> dict[str, Any]:
+    """Column config keeping the first column in view while a wide table scrolls sideways."""
+    return {str(df.columns[0]): st.column_config.Column(pinned=True)} if len(df.columns) else {}
+
+
+def is_filtered(sel: Selection) -> bool:
+    return bool(sel.datasets or sel.repetitions or sel.annotators or sel.labels or sel.since or sel.until)
+
+
+def tables_for(sel: Selection, by: str | None, names: list[str] | None = None) -> dict[str, Table1]:
+    """Table 1 per column; experiment columns in the order they were chosen."""
+    engine = resources.engine()
+    if by is None:
+        t = table1(engine, sel)
+        return {"selected": t} if t.repetitions else {}
+    tables = {(g or "(none)"): t for g, t in table1_by(engine, sel, by).items()}
+    if by == "experiment" and names:
+        order = {n: i for i, n in enumerate(names)}
+        tables = dict(sorted(tables.items(), key=lambda kv: order.get(kv[0], len(order))))
+    return tables
+
+
+def reproduce_line(sel: Selection, by: str | None, names: list[str]) -> None:
+    """The CLI line that prints the same table (exact for whole experiments, one column each)."""
+    if not names:
+        return
+    line = "pxp report " + " ".join(f"--experiment {shlex.quote(n)}" for n in names)
+    if by not in (None, "experiment"):
+        line += f" --by {by}"
+    st.caption("Reproduce this table")
+    st.code(line + " --format markdown", language="bash")
+    if by is None or is_filtered(sel):
+        st.caption("The command counts whole experiments; the filters above and pooling are not part of it.")
+
+

@@ -1,0 +1,124 @@
+"""The Analytics page's views of the papers (issue 7): Table 1, Figures 1 and 2, tag transitions
+and session lengths. Not a page: pxp/app/views/analytics.py calls them."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pxp.analysis import figures
+from pxp.analysis.performance import evaluations, performance_median
+from pxp.analysis.queries import Selection
+from pxp.analysis.report import render_many
+from pxp.analysis.tables import (
+    figure1_frame,
+    repetition_frame,
+    session_lengths,
+    table1_frame,
+    tag_transitions,
+    transition_matrix,
+)
+from pxp.app import resources
+from pxp.app.views.analytics_common import (
+    FIG1_DEFAULT,
+    download_csv,
+    pin_first,
+    reproduce_line,
+    tables_for,
+)
+from pxp.protocols.pxp.intelligibility import METRIC_LABELS, METRICS
+
+
+def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
+    tables = tables_for(sel, by, names)
+    if not tables:
+        st.info("No finished or aborted sessions in this selection yet: nothing to count.")
+        reproduce_line(sel, by, names)
+        return
+    df = table1_frame(tables)
+    st.dataframe(df, hide_index=True, key="analytics_table1", column_config=pin_first(df))
+    st.caption("count (proportion of total sessions): the median over repetitions, min–max over repetitions. "
+               "Aborted sessions count in the total, are never intelligible, and are shown apart. "
+               "Open sessions are not counted.")
+    reports = [t.as_json(name) for name, t in tables.items()]
+    c = st.columns(4)
+    with c[0]:
+        st.download_button("Table (CSV)", render_many(reports, "csv"), file_name="table1.csv", mime="text/csv",
+                           key="analytics_dl_table_csv", on_click="ignore", icon=":material/download:")
+    with c[1]:
+        st.download_button("Table (Markdown)", render_many(reports, "markdown"), file_name="table1.md",
+                           mime="text/markdown", key="analytics_dl_table_md", on_click="ignore",
+                           icon=":material/download:")
+    with c[2]:
+        st.download_button("Table (JSON)", render_many(reports, "json"), file_name="table1.json",
+                           mime="application/json", key="analytics_dl_table_json", on_click="ignore",
+                           icon=":material/download:")
+    reproduce_line(sel, by, names)
+    with st.expander("Counts per repetition (what the medians are of)"):
+        reps = repetition_frame(resources.engine(), sel, by)
+        st.dataframe(reps, hide_index=True)
+        download_csv("Per repetition (CSV)", reps, "table1_repetitions.csv", "analytics_dl_reps")
+
+
+def view_figure1(sel: Selection, by: str | None, names: list[str]) -> None:
+    tables = tables_for(sel, by, names)
+    metrics = st.multiselect("Curves", list(METRICS), default=FIG1_DEFAULT, format_func=lambda m: METRIC_LABELS[m],
+                             key="analytics_fig1_metrics")
+    if not tables:
+        st.info("No finished or aborted sessions in this selection yet.")
+        return
+    proportion = st.toggle("Proportions of total sessions", key="analytics_fig1_proportion")
+    st.plotly_chart(figures.figure1(tables, metrics or FIG1_DEFAULT, proportion=proportion), key="analytics_fig1")
+    st.caption("Sessions with the property when each session is cut to its first j messages: the median over "
+               "repetitions, error bars min–max (the follow-up paper's Figure 1).")
+    data = pd.concat([figure1_frame(t, name) for name, t in tables.items()], ignore_index=True)
+    download_csv("Figure 1 data (CSV)", data, "figure1.csv", "analytics_dl_fig1")
+
+
+def view_figure2(sel: Selection) -> None:
+    split = st.selectbox("Evaluated on", ["test", "val", "train"], key="analytics_fig2_split")
+    df = evaluations(resources.engine(), sel, split=split)
+    if df.empty:
+        st.info("No machine-performance evaluations for this selection: controlled runs record them after "
+                "each session.")
+        return
+    st.plotly_chart(figures.figure2(df), key="analytics_fig2")
+    st.caption("Prediction, explanation and both-correct accuracy after each session processed: thin lines "
+               "per repetition, thick lines the median (the follow-up paper's Figure 2).")
+    c = st.columns(2)
+    with c[0]:
+        download_csv("Figure 2 data (CSV)", df, "figure2.csv", "analytics_dl_fig2")
+    with c[1]:
+        download_csv("Medians (CSV)", performance_median(df), "figure2_median.csv",
+                     "analytics_dl_fig2_median")
+
+
+def view_transitions(sel: Selection) -> None:
+    df = tag_transitions(resources.engine(), sel)
+    if df.empty:
+        st.info("No messages in this selection yet.")
+        return
+    mat = transition_matrix(df)
+    st.caption("Rows: the sender and tag of message j−1; columns: the tag that answered it (message j).")
+    st.dataframe(mat, key="analytics_transitions")
+    import plotly.express as px
+
+    st.plotly_chart(px.imshow(mat, text_auto=True, color_continuous_scale="Blues",
+                              labels={"x": "answered with", "y": "message j−1", "color": "messages"}),
+                    key="analytics_transitions_fig")
+    download_csv("Transitions (CSV)", df, "transitions.csv", "analytics_dl_transitions")
+
+
+def view_lengths(sel: Selection) -> None:
+    df = session_lengths(resources.engine(), sel)
+    if df.empty:
+        st.info("No finished or aborted sessions in this selection yet.")
+        return
+    import plotly.express as px
+
+    d = df.assign(ended=df.stop_reason.where(df.status != "aborted", "aborted").replace("", "(none)"))
+    st.plotly_chart(px.bar(d, x="messages", y="sessions", color="ended", barmode="stack"), key="analytics_len_fig")
+    st.dataframe(df, hide_index=True)
+    download_csv("Session lengths (CSV)", df, "session_lengths.csv", "analytics_dl_lengths")
+
+

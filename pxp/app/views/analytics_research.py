@@ -1,0 +1,159 @@
+"""The Analytics page's views researchers ask for (issue 7): per-label breakdowns, annotators and
+their agreement, LLM cost, per-session flags and the common-ground probe. Not a page:
+pxp/app/views/analytics.py calls them."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pxp.analysis.agreement import agreement, agreement_frame, agreement_report, disagreements
+from pxp.analysis.common_ground import probe_frame
+from pxp.analysis.costs import llm_costs, llm_summary
+from pxp.analysis.queries import Options, Selection
+from pxp.analysis.tables import (
+    breakdown_display,
+    breakdown_frame,
+    session_frame,
+    table1_by,
+    to_parquet,
+)
+from pxp.app import resources, ui
+from pxp.app.views.analytics_common import csv_text, download_csv, pin_first
+
+
+def view_breakdown(sel: Selection, by: str, what: str) -> pd.DataFrame:
+    tables = table1_by(resources.engine(), sel, by)
+    df = breakdown_frame({(g or "(none)"): t for g, t in tables.items()}, name=by)
+    if df.empty:
+        st.info("No finished or aborted sessions in this selection yet.")
+        return df
+    st.caption(f"Which {what} end intelligible: Table 1 per {by}, medians over repetitions.")
+    shown = breakdown_display(df)
+    st.dataframe(shown, hide_index=True, key=f"analytics_breakdown_{by}", column_config=pin_first(shown))
+    download_csv(f"Per {by} (CSV)", df, f"by_{by}.csv", f"analytics_dl_{by}")
+    return df
+
+
+def view_labels(sel: Selection, opts: Options) -> None:
+    """Per label: RAD's diagnoses; DRUG datasets carry no label, and the page says so."""
+    df = view_breakdown(sel, "label", "labels (diagnoses)")
+    chosen = set(sel.experiments)
+    tasks = {str(e["task"]) for e in opts.experiments if not chosen or e["id"] in chosen}
+    if "drug" in tasks:
+        st.info("DRUG (retrosynthesis) cases have no label: the study's CSV names a target and its reactants, "
+                "not a reaction type, so their sessions are counted under “(none)”.")
+    elif not df.empty and "(none)" in set(df.iloc[:, 0].astype(str)):
+        st.caption("“(none)”: instances imported without a label.")
+
+
+def view_annotators(sel: Selection) -> None:
+    view_breakdown(sel, "annotator", "annotators' sessions")
+    st.subheader("Inter-annotator agreement")
+    which = st.radio("Compare each annotator's", ["first", "last"], horizontal=True, key="analytics_kappa_which",
+                     format_func=lambda w: {"first": "first tag (the reply to INIT)",
+                                            "last": "last tag (the final verdict)"}[w])
+    ag = agreement(resources.engine(), sel, which=which)
+    if not ag:
+        st.info("No instance was annotated by two annotators in this selection.")
+        return
+    df = pd.DataFrame([{"annotator A": a.annotator_a, "annotator B": a.annotator_b, "instances": a.instances,
+                        "observed agreement": round(a.observed, 4),
+                        "Cohen's κ": None if a.kappa is None else round(a.kappa, 4)} for a in ag])
+    st.dataframe(df, hide_index=True, key="analytics_kappa")
+    st.caption("Cohen's κ on the human tags of the instances both annotators saw (their earliest session on "
+               "each); empty when undefined (both always gave the same tag).")
+    download_csv("Agreement (CSV)", df, "agreement.csv", "analytics_dl_kappa")
+    view_agreement(sel)
+
+
+def view_agreement(sel: Selection) -> None:
+    """κ per pair and α over all annotators on the first tag, match, agree and final prediction;
+    the cases where two annotators differ, with both sessions (pxp.analysis.agreement)."""
+    st.subheader("Agreement on tag, match, agree and prediction")
+    engine = resources.engine()
+    df = agreement_frame(agreement_report(engine, sel))
+    st.dataframe(df, hide_index=True, key="analytics_agreement")
+    st.caption("tag: the first human tag; match, agree: the human's judgements in that first reply; prediction: the "
+               "human's final prediction. Cohen's κ per pair over the cases both saw; Krippendorff's α (nominal) over "
+               "all annotators; empty when undefined. Same numbers: `pxp report --experiment X --agreement`.")
+    dis = disagreements(engine, sel)
+    st.subheader(f"Disagreements ({len(dis)})")
+    if dis.empty:
+        return
+    shown, links = ui.session_links(dis, ("session_a", "session_b"))
+    st.dataframe(shown, hide_index=True, column_config=links, key="analytics_disagreements")
+    st.caption("Each session id opens that session on the Sessions page.")
+    download_csv("Disagreements (CSV)", dis, "disagreements.csv", "analytics_dl_disagreements")
+
+
+def view_costs(sel: Selection) -> None:
+    engine = resources.engine()
+    df = llm_costs(engine, sel)
+    summary = llm_summary(engine, sel)
+    if df.empty and summary.empty:
+        st.info("No LLM calls recorded for this selection (the simulated machine makes none).")
+        return
+    if not df.empty:
+        c = st.columns(4)
+        c[0].metric("Sessions with calls", len(df))
+        cost = df.cost_usd.dropna()
+        c[1].metric("Cost per session (median)", f"${cost.median():.4f}" if len(cost) else "n/a")
+        c[2].metric("Latency per session (median)", f"{df.latency_ms.median() / 1000:.2f} s")
+        c[3].metric("Calls per session (median)", f"{df.calls.median():g}")
+        import plotly.express as px
+
+        hist = px.histogram(df.assign(latency_s=df.latency_ms.clip(lower=0) / 1000), x="latency_s", nbins=40,
+                            labels={"latency_s": "LLM latency per session (s)"})
+        hist.update_traces(xbins={"start": 0})
+        hist.update_xaxes(rangemode="nonnegative")
+        st.plotly_chart(hist, key="analytics_cost_fig")
+        st.dataframe(df, hide_index=True)
+        download_csv("Per session (CSV)", df, "llm_per_session.csv", "analytics_dl_costs")
+    st.caption("All calls of the selected experiments by provider, model and purpose (including evaluations).")
+    st.dataframe(summary, hide_index=True)
+    download_csv("By model and purpose (CSV)", summary, "llm_summary.csv", "analytics_dl_cost_summary")
+
+
+def view_sessions(sel: Selection) -> None:
+    engine = resources.engine()
+    df = session_frame(engine, sel)
+    if df.empty:
+        st.info("No finished or aborted sessions in this selection yet.")
+        return
+    st.caption(f"{len(df)} sessions with their seven Table 1 properties" +
+               (" (the first 1,000 shown; the downloads hold all)." if len(df) > 1000 else "."))
+    st.dataframe(df.head(1000), hide_index=True, key="analytics_sessions", column_config=pin_first(df))
+    c = st.columns(2)
+    with c[0]:
+        st.download_button("Per-session flags (CSV)", lambda: csv_text(session_frame(engine, sel)),
+                           file_name="session_flags.csv", mime="text/csv", key="analytics_dl_flags_csv",
+                           on_click="ignore", icon=":material/download:")
+    with c[1]:
+        st.download_button("Per-session flags (Parquet)",
+                           lambda: to_parquet(session_frame(engine, sel)),
+                           file_name="session_flags.parquet", mime="application/vnd.apache.parquet",
+                           key="analytics_dl_flags_parquet", on_click="ignore", icon=":material/download:")
+
+
+def view_common_ground(sel: Selection, opts: Options) -> None:
+    """Probe accuracy against one-way intelligibility per session (the common-ground probe, issue 12 §7)."""
+    ids = list(sel.experiments) or [int(e["id"]) for e in opts.experiments]
+    df = probe_frame(resources.engine(), ids)
+    if df.empty:
+        st.info("No common-ground probes in this selection: run an experiment with `pxp run --probe`.")
+        return
+    import plotly.express as px
+
+    d = df.assign(one_way=df.one_way_human.map({True: "yes", False: "no"}))
+    st.plotly_chart(px.strip(d, x="one_way", y="accuracy", color="one_way", hover_data=["repetition", "ordinal",
+                                                                                          "kappa"],
+                             category_orders={"one_way": ["yes", "no"]},
+                             labels={"one_way": "1-way intelligible for the human", "accuracy": "probe accuracy"}),
+                    key="analytics_cg_fig")
+    st.caption("Each point a probed session: its probe accuracy (invalid replies count as wrong) against "
+               "whether the session is one-way intelligible for the human; κ per session in the table.")
+    st.dataframe(df, hide_index=True, key="analytics_cg")
+    download_csv("Common ground (CSV)", df, "common_ground.csv", "analytics_dl_cg")
+
+
