@@ -279,7 +279,7 @@ def session_calls(engine: Engine, session_id: int) -> pd.DataFrame:
 
 _REPETITION_JOBS = text(
     "SELECT DISTINCT ON (j.args->>'run_id') (j.args->>'experiment_id')::int, r.repetition, j.status::text, "
-    "j.worker_id FROM procrastinate_jobs j JOIN run r ON r.id = (j.args->>'run_id')::int "
+    "j.worker_id, r.status FROM procrastinate_jobs j JOIN run r ON r.id = (j.args->>'run_id')::int "
     "WHERE j.task_name = :task ORDER BY j.args->>'run_id', j.id DESC"
 )
 QUEUE_COLUMNS = ["experiment", "todo", "doing", "failed", "succeeded"]
@@ -294,10 +294,14 @@ class QueueView:
     repetitions: dict[int, dict[int, str]]  # experiment id -> repetition -> "worker 3" | "queued" | "done" | ...
 
 
-def _where(status: str, worker: int | None, alive: set[int]) -> str:
+def _where(status: str, worker: int | None, alive: set[int], run: str) -> str:
+    """Where a repetition is: its job's worker while queued or running, else its run's own status (a
+    job cancelled before it started reads paused; one resumed in-process since reads what it is now)."""
     if status == "doing":
         return f"worker {worker}" if worker in alive else "doing (its worker stopped beating)"
-    return {"todo": "queued", "succeeded": "done", "cancelled": "paused", "aborted": "paused"}.get(status, status)
+    if status == "todo":
+        return "queued"
+    return {"finished": "done", "created": "paused"}.get(run, run)
 
 
 def queue_view(engine: Engine) -> QueueView | None:
@@ -309,7 +313,8 @@ def queue_view(engine: Engine) -> QueueView | None:
         with engine.connect() as conn:
             if conn.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar() is None:
                 return None
-            rows = [(int(e), int(r), str(s), w) for e, r, s, w in conn.execute(_REPETITION_JOBS, {"task": TASK})]
+            rows = [(int(e), int(r), str(s), w, str(rs))
+                    for e, r, s, w, rs in conn.execute(_REPETITION_JOBS, {"task": TASK})]
         alive = queue_workers(engine)
         with DB(engine) as db:
             names = {int(i or 0): n for i, n in db.exec(select(Experiment.id, Experiment.name)).all()}
@@ -320,8 +325,8 @@ def queue_view(engine: Engine) -> QueueView | None:
     live = {int(w["id"]) for w in alive}
     reps: dict[int, dict[int, str]] = defaultdict(dict)
     counts: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(QUEUE_COLUMNS[1:], 0))
-    for eid, rep, status, worker in rows:
-        reps[eid][rep] = _where(status, worker, live)
+    for eid, rep, status, worker, run in rows:
+        reps[eid][rep] = _where(status, worker, live, run)
         if status in counts[eid]:
             counts[eid][status] += 1
     queue = pd.DataFrame([{"experiment": names.get(e, str(e)), **c} for e, c in sorted(counts.items())],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -37,8 +38,9 @@ def run_held(engine: Any, experiment_id: int, name: str, *, show_progress: bool,
     """Run (or resume) the experiment under its claim; exits with one line on any failure."""
     hint = f"resume with `pxp run --resume {name}`"
     observer: Any = make_progress(engine, experiment_id, err) if show_progress else NullObserver()
-    held = hold(engine, experiment_id, on_cancel=signal.SIGINT)
-    extra: dict[str, Any] = {"warn": _warner(observer)} if distributed else {}
+    cancel = threading.Event()  # distributed: a cancel from the app pauses as Ctrl-C does, never counts as one
+    held = hold(engine, experiment_id, on_cancel=cancel.set if distributed else signal.SIGINT)
+    extra: dict[str, Any] = {"warn": _warner(observer), "cancelled": cancel} if distributed else {}
     try:
         with held:
             run = runner(engine, distributed)
@@ -63,7 +65,8 @@ def run_study_held(engine: Any, experiments: list[tuple[int, str]], *, show_prog
     each experiment's claim held meanwhile (one display); exits with one line on any failure, 130 on Ctrl-C."""
     hint = "resume each with `pxp run --resume NAME --distributed`"
     display: Any = StudyProgress(engine, experiments, err) if show_progress else None
-    holds = [hold(engine, eid, on_cancel=signal.SIGINT) for eid, _ in experiments]
+    cancel = threading.Event()  # set by any experiment's cancel from the app; never a second Ctrl-C
+    holds = [hold(engine, eid, on_cancel=cancel.set) for eid, _ in experiments]
     try:
         ensure_schema(engine)
         with contextlib.ExitStack() as stack:
@@ -72,7 +75,8 @@ def run_study_held(engine: Any, experiments: list[tuple[int, str]], *, show_prog
             if display is not None:
                 stack.enter_context(display)
             return run_many(engine, [eid for eid, _ in experiments],
-                            observers=display.observers if display is not None else None, warn=_warner(display))
+                            observers=display.observers if display is not None else None, warn=_warner(display),
+                            cancelled=cancel)
     except WorkerError as e:
         fail(str(e))
     except KeyboardInterrupt:

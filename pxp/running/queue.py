@@ -43,12 +43,14 @@ from pxp.storage.store import db_session, experiment_runs
 from pxp.storage.tables import Experiment, Run, utcnow
 
 __all__ = ["FINAL", "QUEUE", "STALLED_SECONDS", "TASK", "QueueError", "abort", "enqueue", "ensure_schema",
-           "is_postgres", "jobs", "make_app", "run_job", "set_experiment",
+           "is_postgres", "jobs", "make_app", "pause_unstarted", "run_job", "set_experiment",
            "workers"]
 
 QUEUE = "pxp"
 TASK = "pxp.repetition"
 FINAL = ("succeeded", "failed", "cancelled", "aborted")
+#: the note of a repetition whose job ended before any worker started it (pause_unstarted)
+NOT_STARTED = "queued; its job ended before a worker started it"
 
 
 def make_app(engine: Engine) -> procrastinate.App:
@@ -135,6 +137,24 @@ def set_experiment(engine: Engine, experiment_id: int, status: str, *, unless: s
         conn.execute(q.values(status=status))
 
 
+def pause_unstarted(engine: Engine, *experiment_ids: int) -> int:
+    """The experiments' repetitions still "created" whose newest job has ended (cancelled while
+    queued) read paused, as an in-process run's interrupted repetitions do, and `pxp run --resume`
+    takes them up; how many changed."""
+    q = text(
+        "UPDATE run SET status = 'paused', note = :note, updated_at = :now "
+        "WHERE status = 'created' AND experiment_id = ANY(:exps) AND id IN ("
+        "SELECT run_id FROM (SELECT DISTINCT ON ((j.args->>'run_id')::int) (j.args->>'run_id')::int AS run_id, "
+        "j.status::text AS st FROM procrastinate_jobs j WHERE j.task_name = :task "
+        "AND (j.args->>'experiment_id')::int = ANY(:exps) ORDER BY (j.args->>'run_id')::int, j.id DESC) newest "
+        "WHERE st = ANY(:final))"
+    )
+    with engine.begin() as conn:
+        res = conn.execute(q, {"note": NOT_STARTED, "now": utcnow(), "exps": list(experiment_ids), "task": TASK,
+                               "final": list(FINAL)})
+    return int(res.rowcount)
+
+
 def _finish_if_done(engine: Engine, experiment_id: int) -> None:
     with db_session(engine) as db:
         runs = experiment_runs(db, experiment_id=experiment_id)
@@ -199,7 +219,8 @@ def workers(engine: Engine, *, alive_within: float = STALLED_SECONDS) -> list[di
 
 
 def abort(engine: Engine, *experiment_ids: int) -> None:
-    """Cancel the experiments' queued jobs and ask their running ones to stop (they pause)."""
+    """Cancel the experiments' queued jobs (their repetitions read paused: pause_unstarted) and ask
+    their running ones to stop (they pause)."""
     app = make_app(engine)
     with app.open():
         for states in jobs_of(engine, experiment_ids).values():
@@ -207,5 +228,4 @@ def abort(engine: Engine, *experiment_ids: int) -> None:
                 if st in ("todo", "doing"):
                     with contextlib.suppress(Exception):  # it ended meanwhile
                         app.job_manager.cancel_job_by_id(job, abort=True)
-
-
+    pause_unstarted(engine, *experiment_ids)

@@ -13,6 +13,9 @@ MIGRATIONS_TABLE (one row per migration file):
   with its row (enum values a file adds can be used by the next one), under a session-level
   advisory lock so two workers starting at once upgrade once.
 
+A machine whose procrastinate is older than the database's record (the record names files this
+package does not ship) is refused in one line naming the installed version and those files: its
+code may not fit the newer tables; upgrade pxp/procrastinate there.
 Old workers may run code that needs the old schema: with a worker whose heartbeat is younger
 than STALLED_SECONDS and migrations pending, ensure_schema refuses in one line (stop the old
 workers first). Schemas older than procrastinate 3.1 have no heartbeat table and are not checked.
@@ -82,6 +85,19 @@ def record(conn: Connection, names: Iterable[str]) -> None:
         conn.execute(text(f"INSERT INTO {MIGRATIONS_TABLE} (name) VALUES (:n) ON CONFLICT DO NOTHING"), {"n": name})
 
 
+def check_not_newer(done: set[str], shipped: list[str]) -> None:
+    """Refuse a database upgraded by a newer procrastinate than this machine's (QueueError, one line)."""
+    unknown = sorted(done - set(shipped))
+    if not unknown:
+        return
+    from importlib.metadata import version
+
+    files = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+    raise QueueError(f"the database's procrastinate tables are newer than this machine's procrastinate "
+                     f"{version('procrastinate')}: {MIGRATIONS_TABLE} records migration file(s) it does not ship "
+                     f"({files}); upgrade pxp/procrastinate on this machine")
+
+
 def live_workers(conn: Connection, alive_within: float = STALLED_SECONDS) -> int:
     """procrastinate workers with a heartbeat younger than `alive_within` s (0 before procrastinate 3.1)."""
     if conn.execute(text("SELECT to_regclass('procrastinate_workers')")).scalar() is None:
@@ -95,7 +111,8 @@ def ensure_schema(engine: Engine) -> bool:
     """Install or upgrade procrastinate's tables in the pxp database; True if freshly installed.
 
     Idempotent and safe when several workers start at once (an advisory lock). Raises QueueError
-    on SQLite, and when migrations are pending while a worker is alive.
+    on SQLite, when migrations are pending while a worker is alive, and when the record has files
+    the installed procrastinate does not ship (it is older than the database's).
     """
     if not is_postgres(engine):
         raise QueueError("workers need a PostgreSQL database (they share it); "
@@ -103,6 +120,8 @@ def ensure_schema(engine: Engine) -> bool:
     shipped = shipped_migrations()
     with engine.connect() as conn:
         done = recorded_migrations(conn) if _installed(conn) else None
+    if done is not None:
+        check_not_newer(done, shipped)
     if done is not None and set(shipped) <= done:
         return False
     with engine.connect() as conn:
@@ -128,6 +147,7 @@ def _install_or_upgrade(conn: Connection, shipped: list[str]) -> bool:
         conn.commit()
         return True
     done = recorded_migrations(conn) or set()
+    check_not_newer(done, shipped)  # another machine may have upgraded meanwhile
     if not done:  # installed by a pxp that kept no record: the installed package's schema.sql
         record(conn, shipped)
         conn.commit()

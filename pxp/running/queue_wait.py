@@ -3,7 +3,8 @@
 Everything is enqueued at once (pxp.running.queue.enqueue), then the database is polled: the
 sessions the workers decide are relayed to the runner's Observer (pxp.running.progress draws
 them), and the experiments are concluded once every job has ended. Ctrl-C asks the workers to
-pause every repetition (queued jobs are cancelled, running ones aborted).
+pause every repetition (queued jobs are cancelled and their repetitions read paused, running
+ones aborted); so does a cancel from the app, which is never counted as a Ctrl-C.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def run_distributed(
     poll: float = 0.5,
     warn_after: float = 5.0,
     warn: Callable[[str], None] | None = None,
+    cancelled: threading.Event | None = None,
 ) -> RunOutcome:
     """Queue the experiment's unfinished repetitions for `pxp worker`s and wait for them.
 
@@ -84,9 +86,11 @@ def run_distributed(
     ones aborted) and returns once they have stopped. `concurrency` is the workers' business
     (`pxp worker --concurrency`, the stored config's call limit) and is ignored here. With no
     worker alive after `warn_after` s, `warn` (stderr by default) gets NO_WORKER_WARNING once.
+    `cancelled` (set by a Hold's cancel) pauses as a first Ctrl-C does, never as a second.
     """
     observers = {experiment_id: observer} if observer is not None else {}
-    return run_many(engine, [experiment_id], observers=observers, poll=poll, warn_after=warn_after, warn=warn)[0]
+    return run_many(engine, [experiment_id], observers=observers, poll=poll, warn_after=warn_after, warn=warn,
+                    cancelled=cancelled)[0]
 
 
 def run_many(
@@ -97,19 +101,23 @@ def run_many(
     poll: float = 0.5,
     warn_after: float = 5.0,
     warn: Callable[[str], None] | None = None,
+    cancelled: threading.Event | None = None,
 ) -> list[RunOutcome]:
     """run_distributed for several experiments at once (a grid): every unfinished repetition of
     each is queued before the first wait, so the workers take them in any order; one outcome per
-    experiment, in the given order. Ctrl-C pauses every repetition of every experiment."""
+    experiment, in the given order. Ctrl-C pauses every repetition of every experiment, and so does
+    `cancelled` (the experiments' Holds set it on a cancel from the app): however many cancels come,
+    only a second real SIGINT stops the wait before the workers have stopped."""
     t0 = time.perf_counter()
     ids = list(dict.fromkeys(experiment_ids))
+    cancel = cancelled or threading.Event()
     with _Interrupts() as ctrl_c:
         for eid in ids:
             enqueue(engine, eid)
         relays = [_Relay(engine, eid, (observers or {}).get(eid) or NullObserver()) for eid in ids]
         aborted, warned = False, False
         while ctrl_c.count < 2:  # a second Ctrl-C: stop waiting
-            if ctrl_c.count and not aborted:
+            if (ctrl_c.count or cancel.is_set()) and not aborted:
                 aborted = True
                 abort(engine, *ids)
             try:
@@ -125,13 +133,13 @@ def run_many(
             except KeyboardInterrupt:  # not the main thread's handler (e.g. _thread.interrupt_main)
                 ctrl_c.count += 1
         outcomes = [_conclude(engine, eid, time.perf_counter() - t0) for eid in ids]
-    if ctrl_c.count:
+    if ctrl_c.count or cancel.is_set():
         raise KeyboardInterrupt
     return outcomes
 
 
 class _Interrupts:
-    """Counts SIGINTs (Ctrl-C, or a Hold's cancel) instead of raising KeyboardInterrupt in the middle
+    """Counts SIGINTs (Ctrl-C; a Hold's cancel sets an Event instead) instead of raising KeyboardInterrupt in the middle
     of a database call, which left a pooled connection mid-query; the wait loop acts between polls."""
 
     def __init__(self) -> None:

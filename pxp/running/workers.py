@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -303,7 +304,7 @@ def progress(engine: Engine, experiment_id: int) -> Progress:
 class Hold:
     """A claim on an experiment kept alive by a heartbeat thread (see `hold`)."""
 
-    def __init__(self, engine: Engine, experiment_id: int, worker: str, on_cancel: int) -> None:
+    def __init__(self, engine: Engine, experiment_id: int, worker: str, on_cancel: int | Callable[[], None]) -> None:
         self.engine, self.experiment_id, self.worker = engine, experiment_id, worker
         self.on_cancel = on_cancel
         self.cancelled = False
@@ -342,18 +343,22 @@ class Hold:
             if status in (None, "cancelled"):
                 self.cancelled = True
                 release(self.engine, self.experiment_id, self.worker)
-                os.kill(os.getpid(), self.on_cancel)
+                if callable(self.on_cancel):
+                    self.on_cancel()
+                else:
+                    os.kill(os.getpid(), self.on_cancel)
                 return
 
 
 def hold(engine: Engine, experiment_id: int, *, worker: str | None = None,
-         on_cancel: int = signal.SIGTERM) -> Hold:
+         on_cancel: int | Callable[[], None] = signal.SIGTERM) -> Hold:
     """Claim the experiment for this process and keep its heartbeat while the block runs.
 
     Entering raises WorkerError (one line) when another worker has a fresh heartbeat;
     leaving releases the claim. When the experiment is cancelled (or the claim is lost)
     the heartbeat thread sends `on_cancel` to this process: SIGTERM ends a worker child,
-    SIGINT pauses `pxp run` as Ctrl-C does. Used by both the app's workers and `pxp run`.
+    SIGINT pauses an in-process `pxp run` as Ctrl-C does; a callable is called instead (a
+    `--distributed` wait: a cancel is not a Ctrl-C). Used by the app's workers and `pxp run`.
     """
     return Hold(engine, experiment_id, worker or _worker_id(), on_cancel)
 

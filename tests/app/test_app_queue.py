@@ -14,6 +14,7 @@ from sqlalchemy import Engine, text
 
 from pxp.running.experiments import create_experiment
 from pxp.running.queue import abort, enqueue, jobs
+from pxp.running.runner import run_experiment
 from pxp.storage.store import get_engine
 from tests.app.test_app import app_db, new_app, ok, texts  # noqa: F401  (app_db is a fixture)
 from tests.factories import make_drug, make_rad
@@ -102,3 +103,12 @@ def test_queued_experiment_then_a_worker_alive_running_a_repetition(app_pg: tupl
     assert any(c.startswith("Repetitions: 1: paused") for c in captions), captions
     queue = at.dataframe[0].value
     assert queue.to_dict("records")[-1] == {"experiment": "QD", "todo": 0, "doing": 0, "failed": 0, "succeeded": 1}
+    with engine.connect() as conn:  # the repetition cancelled while queued reads paused too, not "created"
+        runs = {s for (s,) in conn.execute(text("select status from run where experiment_id = :e"), {"e": eid})}
+    assert runs == {"paused"}
+
+    # resumed in-process since: each repetition shows what it is now, not its last job's end
+    assert run_experiment(engine, eid).status == "finished"
+    ok(at.run())
+    captions = [str(c.value) for c in at.caption]
+    assert "Repetitions: 1: done · 2: done" in captions, captions

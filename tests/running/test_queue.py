@@ -334,3 +334,37 @@ def test_the_no_worker_warning_goes_above_the_live_progress_display_once(pg: tup
     assert shown.count(warning) == 1, shown
     assert "Traceback" not in shown
     assert {st for _, st in jobs(engine, _exp_id(engine, "T")).values()} == {"cancelled"}
+
+
+@pytest.mark.postgres
+def test_a_cancel_from_the_app_pauses_a_distributed_run_and_its_queued_repetitions(pg: tuple[str, Engine]) -> None:
+    """The app's Cancel (status cancelled) reaches `pxp run --distributed` through its Hold, not as a SIGINT."""
+    url, engine = pg
+    waiter = subprocess.Popen([*PXP, "--db", url, "run", *RUN_FLAGS, "--reps", "2", "--name", "X", "--distributed",
+                               "--no-progress"], env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        _wait_until(lambda: waiter.poll() is not None or (
+            _has_jobs(engine) and {st for _, st in jobs(engine, _exp_id(engine, "X")).values()} == {"todo"}))
+        with engine.begin() as conn:
+            conn.execute(text("update experiment set status = 'cancelled' where name = 'X'"))
+        _, err = waiter.communicate(timeout=120)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+    assert waiter.returncode == 130, err
+    assert [ln for ln in err.splitlines() if ln.strip()] == [
+        "cancelled from another worker: every repetition is paused; resume with `pxp run --resume X`"]
+    eid = _exp_id(engine, "X")
+    assert {st for _, st in jobs(engine, eid).values()} == {"cancelled"}
+    with engine.connect() as conn:
+        runs = {s for (s,) in conn.execute(text("select status from run where experiment_id = :e"), {"e": eid})}
+        exp = conn.execute(text("select status, worker from experiment where id = :e"), {"e": eid}).one()
+    assert runs == {"paused"} and tuple(exp) == ("cancelled", None)
+
+
+def _has_jobs(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        if conn.execute(text("select to_regclass('procrastinate_jobs')")).scalar() is None:
+            return False
+        return bool(conn.execute(text("select count(*) from experiment where name = 'X'")).scalar())

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
-from pxp.running.queue import jobs_of
+from pxp.running.queue import NOT_STARTED, jobs_of
 from tests.factories import make_text
 from tests.llm_server import FakeLLM, Reply
 from tests.running.test_queue import ENV, PXP, ROOT, _stop, _tables, _wait_until, _worker, pg  # noqa: F401
@@ -136,8 +136,68 @@ def test_ctrl_c_pauses_every_repetition_of_the_study(pg: tuple[str, Engine], tmp
             "select r.status from run r join experiment e on e.id = r.experiment_id where e.name like 'cc/%'"))}
         exps = {s for (s,) in conn.execute(text("select status from experiment where name like 'cc/%'"))}
         claims = conn.execute(text("select count(*) from experiment where name like 'cc/%' and worker is not null"))
-    assert runs == {"created"} and exps == {"paused"}  # no worker started a repetition; each resumable
+    assert runs == {"paused"} and exps == {"paused"}  # no worker started a repetition; each reads paused
     assert claims.scalar_one() == 0  # every claim released
+    assert _notes(engine, "cc") == {NOT_STARTED}
+
+    # each resumes: one over a worker, one in-process; both finish
+    first, second = _names("cc")
+    worker = _worker(url, "r1")
+    try:
+        res = subprocess.run([*PXP, "--db", url, "run", "--resume", first, "--distributed", "--no-progress"],
+                             env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    finally:
+        _stop([worker])
+    assert res.returncode == 0, res.stderr
+    res = subprocess.run([*PXP, "--db", url, "run", "--resume", second, "--no-progress"],
+                         env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    with engine.connect() as conn:
+        st = {s for (s,) in conn.execute(text(
+            "select r.status from run r join experiment e on e.id = r.experiment_id where e.name like 'cc/%' "
+            "union select status from experiment where name like 'cc/%'"))}
+    assert st == {"finished"}
+
+
+def _notes(engine: Engine, study: str) -> set[str | None]:
+    with engine.connect() as conn:
+        return {n for (n,) in conn.execute(text(
+            "select r.note from run r join experiment e on e.id = r.experiment_id where e.name like :p"),
+            {"p": f"{study}/%"})}
+
+
+@pytest.mark.postgres
+def test_cancelling_two_experiments_of_the_study_at_once_pauses_it_and_is_not_a_second_ctrl_c(
+    pg: tuple[str, Engine], tmp_path: Path,  # noqa: F811
+) -> None:
+    """The app's Cancel (the experiment's status set to cancelled) of two experiments in the same
+    moment: the study pauses as on one Ctrl-C and waits until every job has ended; it does not
+    stop waiting as a second Ctrl-C would (which left the jobs queued)."""
+    url, engine = pg
+    waiter, lines = _waiter(url, "--grid", str(_grid(tmp_path, "cx")), "--distributed", "--no-progress")
+    try:
+        _wait_until(lambda: _queued(engine, "cx") == 4 or waiter.poll() is not None)
+        assert waiter.poll() is None, "".join(lines)
+        with engine.begin() as conn:  # what the app's Cancel does to each, both at once
+            conn.execute(text("update experiment set status = 'cancelled' where name like 'cx/%'"))
+        waiter.wait(timeout=120)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+    time.sleep(0.2)
+    assert waiter.returncode == 130, "".join(lines)
+    said = [ln for ln in lines if ln.strip() and not ln.startswith("study cx:")]
+    assert len(said) == 1 and said[0].startswith("cancelled from another worker: every repetition of the study "
+                                                 "is paused"), said
+    assert {st for j in jobs_of(engine, _ids(engine, "cx")).values() for _, st in j.values()} == {"cancelled"}
+    assert _notes(engine, "cx") == {NOT_STARTED}
+    with engine.connect() as conn:
+        runs = {s for (s,) in conn.execute(text(
+            "select r.status from run r join experiment e on e.id = r.experiment_id where e.name like 'cx/%'"))}
+        exps = {s for (s,) in conn.execute(text("select status from experiment where name like 'cx/%'"))}
+        claims = conn.execute(text("select count(*) from experiment where name like 'cx/%' and worker is not null"))
+    assert runs == {"paused"} and exps == {"cancelled"}  # the cancel stands; each resumable
+    assert claims.scalar_one() == 0
 
 
 DOWN = """

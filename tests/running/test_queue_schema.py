@@ -169,3 +169,31 @@ def test_the_installed_procrastinate_ships_ordered_migrations() -> None:
     pre, post = files.index("03.00.00_01_pre_cancel_notification.sql"), files.index(
         "03.00.00_50_post_cancel_notification.sql")
     assert pre < post  # a version's pre part applies before its post part
+
+
+@pytest.mark.postgres
+def test_a_machine_with_an_older_procrastinate_than_the_record_is_refused_in_one_line(pg: tuple[str, Engine]) -> None:  # noqa: F811
+    """The record names files this procrastinate does not ship (another machine upgraded the tables):
+    no worker and no --distributed run starts here, and nothing is created or applied."""
+    from importlib.metadata import version
+
+    url, engine = pg
+    assert ensure_schema(engine) is True
+    future = ["99.00.00_01_pre_future.sql", "99.00.00_50_post_future.sql"]
+    with engine.begin() as conn:  # what a newer procrastinate's pxp records after its upgrade
+        record(conn, future)
+    said = (f"error: the database's procrastinate tables are newer than this machine's procrastinate "
+            f"{version('procrastinate')}: {MIGRATIONS_TABLE} records migration file(s) it does not ship "
+            f"({', '.join(future)}); upgrade pxp/procrastinate on this machine")
+    with pytest.raises(QueueError) as e:
+        ensure_schema(engine)
+    assert f"error: {e.value}" == said
+    for args in (["worker", "--burst"],
+                 ["run", "--dataset", "toy-rad", "--reps", "1", "--name", "N", "--distributed", "--no-progress"]):
+        res = subprocess.run([*PXP, "--db", url, *args], env=ENV, cwd=ROOT, capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [said], res.stderr
+    assert _recorded(engine) == set(shipped_migrations()) | set(future)
+    with engine.connect() as conn:
+        assert conn.execute(text("select count(*) from experiment")).scalar() == 0  # refused before creating one
