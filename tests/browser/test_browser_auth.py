@@ -58,6 +58,7 @@ def auth_server(tmp_path: Path, provider: str) -> Iterator[tuple[str, int, str]]
     make_rad(engine, name="toy-rad")
     add_member(engine, ANN[0], "annotator")
     add_member(engine, RITA[0], "researcher")
+    create_live_experiment(engine, dataset="demo-rad", name="live-demo")  # annotators do not create experiments
     eid = create_live_experiment(engine, dataset="toy-rad", name="live-team")
     other = ensure_annotator(engine, name="other@example.org")
     sid = claim_next(engine, experiment_id=eid, annotator_id=other)
