@@ -226,6 +226,13 @@ def _wait_until(cond: Any, timeout: float = 120) -> None:
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
 
+def _distributed_waiter(url: str, name: str) -> subprocess.Popen[str]:
+    """`pxp run ... --reps 2 --name NAME --distributed --no-progress` in the background (text pipes)."""
+    return subprocess.Popen([*PXP, "--db", url, "run", *RUN_FLAGS, "--reps", "2", "--name", name, "--distributed",
+                             "--no-progress"], env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
 def _interrupt_after(waiter: subprocess.Popen[Any], warning: str, seen: Callable[[], str],
                      still: Callable[[], bool] = lambda: True) -> None:
     """Wait for `warning` in what the waiter printed, let it poll a few more times, then Ctrl-C it."""
@@ -284,9 +291,7 @@ def test_ctrl_c_pauses_every_repetition_and_sigterm_hands_a_repetition_to_anothe
 @pytest.mark.postgres
 def test_distributed_run_without_a_worker_warns_once_and_keeps_waiting(pg: tuple[str, Engine]) -> None:
     url, engine = pg
-    waiter = subprocess.Popen([*PXP, "--db", url, "run", *RUN_FLAGS, "--reps", "2", "--name", "W", "--distributed",
-                               "--no-progress"], env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
+    waiter = _distributed_waiter(url, "W")
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(waiter.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()
@@ -340,9 +345,7 @@ def test_the_no_worker_warning_goes_above_the_live_progress_display_once(pg: tup
 def test_a_cancel_from_the_app_pauses_a_distributed_run_and_its_queued_repetitions(pg: tuple[str, Engine]) -> None:
     """The app's Cancel (status cancelled) reaches `pxp run --distributed` through its Hold, not as a SIGINT."""
     url, engine = pg
-    waiter = subprocess.Popen([*PXP, "--db", url, "run", *RUN_FLAGS, "--reps", "2", "--name", "X", "--distributed",
-                               "--no-progress"], env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
+    waiter = _distributed_waiter(url, "X")
     try:
         _wait_until(lambda: waiter.poll() is not None or (
             _has_jobs(engine) and {st for _, st in jobs(engine, _exp_id(engine, "X")).values()} == {"todo"}))

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,23 @@ def _queued(engine: Engine, study: str) -> int:
     """The study's jobs (0 until both experiments exist: the queue's tables are installed before)."""
     ids = _ids(engine, study)
     return sum(len(j) for j in jobs_of(engine, ids).values()) if len(ids) == 2 else 0
+
+
+def _stop_study(url: str, tmp_path: Path, engine: Engine, study: str,
+                stop: Callable[[subprocess.Popen[str]], None]) -> tuple[subprocess.Popen[str], list[str]]:
+    """Run the 2-experiment grid `study` --distributed with no worker, `stop` it once its 4 jobs are
+    queued, and wait for it to exit; the waiter and its stderr lines."""
+    waiter, lines = _waiter(url, "--grid", str(_grid(tmp_path, study)), "--distributed", "--no-progress")
+    try:
+        _wait_until(lambda: _queued(engine, study) == 4 or waiter.poll() is not None)
+        assert waiter.poll() is None, "".join(lines)
+        stop(waiter)
+        waiter.wait(timeout=120)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+    time.sleep(0.2)
+    return waiter, lines
 
 
 def _as(study_json: dict[str, Any], study: str, like: str) -> str:
@@ -117,16 +135,7 @@ def test_a_distributed_grid_queues_every_experiment_and_equals_the_in_process_gr
 @pytest.mark.postgres
 def test_ctrl_c_pauses_every_repetition_of_the_study(pg: tuple[str, Engine], tmp_path: Path) -> None:  # noqa: F811
     url, engine = pg
-    waiter, lines = _waiter(url, "--grid", str(_grid(tmp_path, "cc")), "--distributed", "--no-progress")
-    try:
-        _wait_until(lambda: _queued(engine, "cc") == 4 or waiter.poll() is not None)
-        assert waiter.poll() is None, "".join(lines)
-        waiter.send_signal(signal.SIGINT)
-        waiter.wait(timeout=120)
-    finally:
-        if waiter.poll() is None:
-            waiter.kill()
-    time.sleep(0.2)
+    waiter, lines = _stop_study(url, tmp_path, engine, "cc", lambda w: w.send_signal(signal.SIGINT))
     assert waiter.returncode == 130, "".join(lines)
     said = [ln for ln in lines if ln.strip() and not ln.startswith("study cc:")]
     assert len(said) == 1 and said[0].startswith("interrupted: every repetition of the study is paused"), said
@@ -174,17 +183,11 @@ def test_cancelling_two_experiments_of_the_study_at_once_pauses_it_and_is_not_a_
     moment: the study pauses as on one Ctrl-C and waits until every job has ended; it does not
     stop waiting as a second Ctrl-C would (which left the jobs queued)."""
     url, engine = pg
-    waiter, lines = _waiter(url, "--grid", str(_grid(tmp_path, "cx")), "--distributed", "--no-progress")
-    try:
-        _wait_until(lambda: _queued(engine, "cx") == 4 or waiter.poll() is not None)
-        assert waiter.poll() is None, "".join(lines)
-        with engine.begin() as conn:  # what the app's Cancel does to each, both at once
+    def cancel_both(_: subprocess.Popen[str]) -> None:  # what the app's Cancel does to each, both at once
+        with engine.begin() as conn:
             conn.execute(text("update experiment set status = 'cancelled' where name like 'cx/%'"))
-        waiter.wait(timeout=120)
-    finally:
-        if waiter.poll() is None:
-            waiter.kill()
-    time.sleep(0.2)
+
+    waiter, lines = _stop_study(url, tmp_path, engine, "cx", cancel_both)
     assert waiter.returncode == 130, "".join(lines)
     said = [ln for ln in lines if ln.strip() and not ln.startswith("study cx:")]
     assert len(said) == 1 and said[0].startswith("cancelled from another worker: every repetition of the study "

@@ -81,12 +81,7 @@ def parse_probe(reply: str) -> int | None:
     """
     if not reply.startswith(ASIDE_TAG) or has_continuation(reply):
         return None
-    clean = _filter_tag(reply, ASIDE_TAG).lower()
-    if clean.startswith(YES):
-        return 1
-    if clean.startswith(NO):
-        return 0
-    return None
+    return _yes_no(reply)
 
 
 def tagged_probe_value(reply: str) -> int | None:
@@ -97,9 +92,12 @@ def tagged_probe_value(reply: str) -> int | None:
     which `parse_probe` (the current rule, no continuation) rejects. Used to check imported records only.
     """
     text = reply.lstrip()
-    if not text.startswith(ASIDE_TAG):
-        return None
-    clean = _filter_tag(text, ASIDE_TAG).lower()
+    return _yes_no(text) if text.startswith(ASIDE_TAG) else None
+
+
+def _yes_no(reply: str) -> int | None:
+    """1/0 for a reply whose text after the `ASIDE:` tag starts with yes/no, else None."""
+    clean = _filter_tag(reply, ASIDE_TAG).lower()
     if clean.startswith(YES):
         return 1
     if clean.startswith(NO):
