@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -163,3 +163,16 @@ def _global(
 
 def dump(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def confirm_cost(usd: float | None, lines: Callable[[], list[str]], max_usd: float, yes: bool, *,
+                 study: bool = False) -> None:
+    """The `--max-usd` confirmation of a run or a study: ask on a terminal, else require --yes."""
+    if yes or usd is None or usd <= max_usd:
+        return
+    over = f"the {'study' + chr(39) + 's ' if study else ''}estimated cost is ${usd:,.2f}, over --max-usd {max_usd:g}"
+    if not sys.stdin.isatty():
+        fail(f"{over}; pass --yes to run it anyway (`--estimate` shows the figures)")
+    err.print("\n".join(lines()), highlight=False, markup=False, soft_wrap=True)
+    if not typer.confirm(f"{over}. Start the run{'s' if study else ''}?", default=False, err=True):
+        fail("not started")

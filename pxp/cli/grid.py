@@ -9,14 +9,13 @@ not stop the others (exit 2 at the end, each resumable with `pxp run --resume NA
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.markup import escape
 
-from pxp.cli.common import dump, err, fail, state
+from pxp.cli.common import confirm_cost, dump, err, fail, state
 
 #: `pxp run` options a grid run takes from the command line (the rest come from the file)
 GRID_OPTIONS = ("concurrency",)
@@ -57,14 +56,7 @@ def run_grid(path: Path, *, given: list[str], concurrency: int, fmt: str, progre
             ensure_schema(engine)  # on SQLite: one line before anything is created
         except QueueError as e:
             fail(str(e))
-    usd = est["total"]["usd"]
-    if not yes and usd is not None and usd > max_usd:
-        over = f"the study's estimated cost is ${usd:,.2f}, over --max-usd {max_usd:g}"
-        if not sys.stdin.isatty():
-            fail(f"{over}; pass --yes to run it anyway (`--estimate` shows the figures)")
-        err.print("\n".join(study_estimate_lines(est)), highlight=False, markup=False, soft_wrap=True)
-        if not typer.confirm(f"{over}. Start the runs?", default=False, err=True):
-            fail("not started")
+    confirm_cost(est["total"]["usd"], lambda: study_estimate_lines(est), max_usd, yes, study=True)
     try:
         exps = create_study(engine, study, estimates)
     except (RunError, ValueError) as e:

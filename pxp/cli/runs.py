@@ -8,7 +8,6 @@ also resumable).
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from pxp.cli.common import app, dump, err, fail, state
+from pxp.cli.common import app, confirm_cost, dump, err, fail, state
 from pxp.running.config import RunConfig
 
 if TYPE_CHECKING:
@@ -305,16 +304,9 @@ def _print_estimate(est: Estimate, fmt: str) -> None:
 
 def _confirm_cost(est: Estimate, max_usd: float, yes: bool) -> None:
     """Over `--max-usd` a real-LLM run asks (typer.confirm); without a terminal it needs --yes."""
-    if yes or est.usd is None or est.usd <= max_usd:
-        return
-    over = f"the estimated cost is ${est.usd:,.2f}, over --max-usd {max_usd:g}"
-    if not sys.stdin.isatty():
-        fail(f"{over}; pass --yes to run it anyway (`--estimate` shows the figures)")
     from pxp.running.estimate_text import estimate_lines
 
-    err.print("\n".join(estimate_lines(est)), highlight=False, markup=False, soft_wrap=True)
-    if not typer.confirm(f"{over}. Start the run?", default=False, err=True):
-        fail("not started")
+    confirm_cost(est.usd, lambda: estimate_lines(est), max_usd, yes)
 
 
 def _version() -> str:
