@@ -2,7 +2,7 @@
 who created, started or cancelled an experiment, imported data or saved settings, and when, as rows
 of the audit_event table.
 
-pxp.running.live calls these at each write (one line each); the admins' Audit page reads them.
+pxp.running.pxp.live calls these at each write (one line each); the admins' Audit page reads them.
 An audit row is written after the write it records, in its own transaction: a failed audit
 write never undoes an answer already stored.
 """
@@ -19,7 +19,7 @@ from sqlmodel import col, select
 from pxp.protocols.errors import PxpError
 from pxp.storage.tables import Annotator, AuditEvent, Session, utcnow
 
-#: session events (pxp.running.live) and the app's other writes: experiments, imports, settings
+#: session events (pxp.running.pxp.live) and the app's other writes: experiments, imports, settings
 ACTIONS = ("opened", "answered", "took over", "abandoned", "refused", "created", "started", "cancelled",
            "imported", "saved settings")
 

@@ -32,10 +32,10 @@ from sqlmodel import col, select
 
 from pxp.agents.base import Answer, Facts
 from pxp.protocols.errors import PxpError
-from pxp.running import audit
-from pxp.running.engine import Guard, StepRefused
-from pxp.running.live.assignment import create_live_experiment
-from pxp.running.live.turns import SubmitOutcome, submit_human
+from pxp.running.pxp.engine import Guard, StepRefused
+from pxp.running.pxp.live.assignment import create_live_experiment
+from pxp.running.pxp.live.turns import SubmitOutcome, submit_human
+from pxp.storage import audit
 from pxp.storage.store import db_session
 from pxp.storage.tables import Session, TeamMember, utcnow
 
@@ -217,7 +217,7 @@ def require(engine: Engine, action: str, *, role: str | None, actor: str, detail
 
 
 def create_live_as(engine: Engine, *, role: str | None, actor: str, dataset: str, **config: Any) -> int:
-    """A live experiment created by `actor` with `role` (pxp.running.live.assignment.create_live_experiment).
+    """A live experiment created by `actor` with `role` (pxp.running.pxp.live.assignment.create_live_experiment).
 
     Refused by `require` (AccessDenied, one line, an audit "refused" row, nothing stored) below
     researcher; a creation leaves a "created" row naming the actor.

@@ -4,7 +4,7 @@
 The person sees exactly the prompts a model gets: the dialogue with the questioner on one side and,
 apart, the probe asked privately outside that dialogue. Replies go to the game master as typed (its
 tag rules apply); the Yes/No buttons produce the tagged probe reply. Every reply is stored at once
-(pxp.running.scorekeeping_play), so a reload resumes the episode. Keys: Enter sends a typed reply, Alt+Y /
+(pxp.running.scorekeeping.play), so a reload resumes the episode. Keys: Enter sends a typed reply, Alt+Y /
 Alt+N answer a probe (its Yes has the focus: Enter, or Tab to No), Ctrl+Enter starts the next episode.
 Game texts and names are shown as plain text.
 """
@@ -18,8 +18,8 @@ from pxp.app import ui
 from pxp.protocols.scorekeeping import rules
 from pxp.protocols.scorekeeping.instances import DOMAINS
 from pxp.protocols.scorekeeping.scores import MAIN_SCORE
-from pxp.running import scorekeeping_play as play
-from pxp.running.scorekeeping_play import Finished, Play, PlayError
+from pxp.running.scorekeeping import play
+from pxp.running.scorekeeping.play import Finished, Play, PlayError
 
 S = st.session_state
 SEND_KEY = "Enter"

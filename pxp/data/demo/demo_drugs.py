@@ -3,7 +3,7 @@
 Each drug has MW 150-300 and at least one aromatic ring; the rows follow the published study's
 retrosynthesis CSV format (`output,input,explanation`) plus `name` and `split`. FEW_SHOT holds
 simple textbook reactions (not drugs of the dataset) used as few-shot examples. Written to
-pxp/data/demo_data/demo-drug/ by `python -m pxp.data.make_demo`.
+pxp/data/demo_data/demo-drug/ by `python -m pxp.data.demo.make_demo`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The RAD demo set (DESIGN §6): synthetic chest-radiograph phantoms, six cases per finding.
 
-The phantoms are drawn by pxp.data.phantoms (deterministic from SEED); the rows follow the
+The phantoms are drawn by pxp.data.demo.phantoms (deterministic from SEED); the rows follow the
 published study's X-ray CSV format plus a `split` column. Written to
-pxp/data/demo_data/demo-rad/ by `python -m pxp.data.make_demo`.
+pxp/data/demo_data/demo-rad/ by `python -m pxp.data.demo.make_demo`.
 """
 
 from __future__ import annotations
 
-from pxp.data.phantoms import FINDINGS, SHORT, draw_phantom, report
+from pxp.data.demo.phantoms import FINDINGS, SHORT, draw_phantom, report
 
 SEED = 20240
 CASES_PER_FINDING = 6

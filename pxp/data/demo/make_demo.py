@@ -1,13 +1,13 @@
-"""Make the demo data committed in data/ (DESIGN §6): `python -m pxp.data.make_demo`.
+"""Make the demo data committed in data/ (DESIGN §6): `python -m pxp.data.demo.make_demo`.
 
-- pxp/data/demo_data/demo-rad/: synthetic chest-radiograph phantoms (pxp.data.phantoms) for the
+- pxp/data/demo_data/demo-rad/: synthetic chest-radiograph phantoms (pxp.data.demo.phantoms) for the
   five findings, in the published study's X-ray CSV format plus a `split` column.
 - pxp/data/demo_data/demo-drug/: well-known approved drugs (MW 150-300, at least one aromatic
   ring), each with a textbook one-step disconnection, in the study's retrosynthesis
   CSV format (`output,input,explanation`) plus `name` and `split`; and few-shot
   examples (simple textbook reactions, not drugs of the dataset).
 
-The sets themselves live in pxp.data.demo_rad (phantoms) and pxp.data.demo_drugs (molecules);
+The sets themselves live in pxp.data.demo.demo_rad (phantoms) and pxp.data.demo.demo_drugs (molecules);
 this module turns them into files. Everything is deterministic from SEED; tests regenerate it
 and compare.
 """
@@ -20,8 +20,8 @@ import io
 from importlib import resources
 from pathlib import Path
 
-from pxp.data.demo_drugs import DRUG_HEADER, DRUGS, FEW_SHOT, FEW_SHOT_HEADER, drug_rows, few_shot_rows
-from pxp.data.demo_rad import RAD_HEADER, SEED, rad_cases
+from pxp.data.demo.demo_drugs import DRUG_HEADER, DRUGS, FEW_SHOT, FEW_SHOT_HEADER, drug_rows, few_shot_rows
+from pxp.data.demo.demo_rad import RAD_HEADER, SEED, rad_cases
 
 __all__ = ["DATA_DIR", "DRUGS", "FEW_SHOT", "SEED", "demo_files", "main", "write"]
 

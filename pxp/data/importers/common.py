@@ -21,7 +21,7 @@ from sqlalchemy import Engine, func
 from sqlmodel import select
 
 from pxp.data.images import PreparedImage, store_assets
-from pxp.data.limits import MAX_FIELD_CHARS, MAX_TABLE_BYTES
+from pxp.data.importers.limits import MAX_FIELD_CHARS, MAX_TABLE_BYTES
 from pxp.protocols.errors import PxpError
 from pxp.storage.store import db_session
 from pxp.storage.tables import Dataset, Instance

@@ -26,7 +26,8 @@ from numpy.typing import NDArray
 from PIL import Image
 from sqlalchemy import Engine
 
-from pxp.data.common import (
+from pxp.data.images import MAX_PIXELS, PreparedImage
+from pxp.data.importers.common import (
     ImportProblems,
     ImportResult,
     NewInstance,
@@ -34,9 +35,8 @@ from pxp.data.common import (
     read_csv,
     store_instances,
 )
-from pxp.data.deidentify import deidentify
-from pxp.data.images import MAX_PIXELS, PreparedImage
-from pxp.data.jpeg_repair import repair_sequential_scans
+from pxp.data.importers.deidentify import deidentify
+from pxp.data.importers.jpeg_repair import repair_sequential_scans
 from pxp.protocols.errors import PxpError
 
 log = logging.getLogger("pxp.dicom")
@@ -228,7 +228,7 @@ def import_dicom(
     optional report and split (file relative to the folder). Without either the
     instances are unlabelled (for live sessions with a human in the browser).
     Given a CSV file instead of a folder, it is the labels file and its folder is
-    imported; given a zip, it is unpacked safely (pxp.data.zips, as for uploads) and
+    imported; given a zip, it is unpacked safely (pxp.data.importers.zips, as for uploads) and
     its files imported. The dataset name defaults to the folder's name. A file that cannot be
     used (corrupt, an invalid element, undecodable pixels) is a problem, or with
     `skip_bad` a warning naming it while the others are imported. pydicom's warnings
@@ -238,7 +238,7 @@ def import_dicom(
     if folder.is_file() and folder.suffix.lower() == ".zip":
         import tempfile
 
-        from pxp.data.zips import extract_zip
+        from pxp.data.importers.zips import extract_zip
 
         with tempfile.TemporaryDirectory(prefix="pxp-dicom-") as tmp:
             extract_zip(folder, Path(tmp), name=folder.name)

@@ -26,7 +26,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from pxp.data.common import (
+from pxp.data.images import ImageCache, ImageRejected, PreparedImage
+from pxp.data.importers.common import (
     ImportProblems,
     ImportResult,
     NewInstance,
@@ -37,8 +38,7 @@ from pxp.data.common import (
     read_jsonl,
     store_instances,
 )
-from pxp.data.images import ImageCache, ImageRejected, PreparedImage
-from pxp.data.study import smiles_problem
+from pxp.data.importers.study import smiles_problem
 
 FIELDS = ("key", "input", "image", "prediction", "label", "explanation", "split")
 REQUIRED = {"rad": ("image",), "drug": ("input",)}

@@ -17,7 +17,8 @@ from typing import Any
 from sqlalchemy import Engine
 
 from pxp.data.chem import InvalidSmiles, canonical_smiles
-from pxp.data.common import (
+from pxp.data.images import ImageCache, ImageRejected, resolve_inside
+from pxp.data.importers.common import (
     ImportProblems,
     ImportResult,
     NewInstance,
@@ -26,7 +27,6 @@ from pxp.data.common import (
     read_csv,
     store_instances,
 )
-from pxp.data.images import ImageCache, ImageRejected, resolve_inside
 
 RAD_COLUMNS = ("case", "label", "img_path", "report")
 DRUG_COLUMNS = ("output", "input", "explanation")

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from pxp.data.common import ImportProblems, read_jsonl
+from pxp.data.importers.common import ImportProblems, read_jsonl
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, conformance, stop_reason
 from pxp.storage.store import db_session
 from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session

@@ -13,8 +13,8 @@ import stat
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from pxp.data.common import ImportProblems
-from pxp.data.limits import MAX_UNZIPPED_BYTES, MAX_ZIP_ENTRIES
+from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.limits import MAX_UNZIPPED_BYTES, MAX_ZIP_ENTRIES
 
 _CHUNK = 1024 * 1024
 

@@ -1,7 +1,7 @@
 """The checks a controlled run's configuration passes before anything is stored (issue 11 §6, 15 §4).
 
 DESIGN §1 bounds (n at least 2, 1 <= k <= n), the agents the config names, and the ranges
-of the options. One list of problems serves the CLI (pxp.running.experiments.create_experiment
+of the options. One list of problems serves the CLI (pxp.running.pxp.experiments.create_experiment
 calls check_config first) and the app (the Experiments page shows config_errors before launch,
 and never offers Resume for a stored config that has any).
 """
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pxp.running.config import RunConfig
+    from pxp.running.pxp.config import RunConfig
 
 _PROBABILITIES = ("accuracy", "adopt", "mislead")
 
@@ -34,8 +34,8 @@ def _role_error(role: str, spec: str, plain: str) -> str | None:
 
 def config_errors(cfg: RunConfig | Mapping[str, Any]) -> list[str]:
     """Every reason the run configuration cannot start (a RunConfig or its as_dict()); empty if it can."""
-    from pxp.running.config import RunConfig
-    from pxp.running.evaluate import METRIC_NAMES
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.evaluate import METRIC_NAMES
 
     if not isinstance(cfg, RunConfig):
         try:
@@ -79,7 +79,7 @@ def check_config(cfg: RunConfig) -> None:
 
     The dataset and its splits are checked by create_experiment, also before storing.
     """
-    from pxp.running.config import RunError
+    from pxp.running.pxp.config import RunError
 
     errs = config_errors(cfg)
     if errs:

@@ -4,8 +4,8 @@ Each step loads the session's messages, decides whose turn it is, asks that agen
 (AGENT, Procedure 2), computes the tag with the AGENT rule, and inserts the message
 and its context row in one transaction. The unique (session_id, j) key makes a
 concurrent duplicate step lose cleanly: it raises StepConflict and writes nothing.
-The refusals are in pxp.running.errors, the instance views in pxp.running.instances.
-A `guard` (e.g. "this annotator still holds the session", pxp.running.access) runs as the
+The refusals are in pxp.running.pxp.errors, the instance views in pxp.running.pxp.instances.
+A `guard` (e.g. "this annotator still holds the session", pxp.team.access) runs as the
 first statement of that same transaction, so the database decides it together with the write.
 """
 
@@ -41,14 +41,14 @@ from pxp.protocols.pxp.rules import (
     next_sender,
     stop_reason,
 )
-from pxp.running import journal
-from pxp.running.errors import Interrupted as Interrupted  # the engine's refusals, re-exported
-from pxp.running.errors import SessionClosed as SessionClosed
-from pxp.running.errors import StepConflict as StepConflict
-from pxp.running.errors import StepError as StepError
-from pxp.running.errors import StepRefused as StepRefused
-from pxp.running.errors import TagRefused as TagRefused
-from pxp.running.instances import instance_view as instance_view
+from pxp.running.pxp import journal
+from pxp.running.pxp.errors import Interrupted as Interrupted  # the engine's refusals, re-exported
+from pxp.running.pxp.errors import SessionClosed as SessionClosed
+from pxp.running.pxp.errors import StepConflict as StepConflict
+from pxp.running.pxp.errors import StepError as StepError
+from pxp.running.pxp.errors import StepRefused as StepRefused
+from pxp.running.pxp.errors import TagRefused as TagRefused
+from pxp.running.pxp.instances import instance_view as instance_view
 from pxp.storage.tables import Context, LLMCall, Message, Run, Session, utcnow
 
 #: run first in the step's write transaction; returns why the write is refused, or None to go on

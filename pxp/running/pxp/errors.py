@@ -1,7 +1,7 @@
 """The engine's refusals (DESIGN §3): what `step` raises, and the user's Ctrl-C.
 
-In their own module so that the engine and its instance loading (pxp.running.instances) share
-them; pxp.running.engine re-exports them, where callers import them from.
+In their own module so that the engine and its instance loading (pxp.running.pxp.instances) share
+them; pxp.running.pxp.engine re-exports them, where callers import them from.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def evaluate(
             if failure is not None:
                 break
     else:
-        # each task runs in a copy of the caller's context, so the call journal (pxp.running.journal) reaches it
+        # each task runs in a copy of the caller's context, so the call journal (pxp.running.pxp.journal) reaches it
         parent = contextvars.copy_context()
 
         def in_context(i: int) -> None:

@@ -4,7 +4,7 @@ One function stores every experiment. A controlled experiment stores its full co
 (with the task's prompts and the resolved splits) and R runs whose sessions are created
 up front in the recorded instance order, so a run can be resumed from the database alone.
 A live experiment stores one run whose instance order is the queue annotators claim from
-(pxp.running.live.assignment); its sessions are created by the claims. Its config also
+(pxp.running.pxp.live.assignment); its sessions are created by the claims. Its config also
 holds `overlap` (how many distinct annotators annotate each case, issue 13 §2) and, when
 given, `case_lists`: the instance ids each annotator may be served.
 """
@@ -19,9 +19,9 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
-from pxp.running.checks import check_config
-from pxp.running.config import RunConfig, RunError, rep_seed, sample_ids
-from pxp.running.factory import dataset_task
+from pxp.running.pxp.checks import check_config
+from pxp.running.pxp.config import RunConfig, RunError, rep_seed, sample_ids
+from pxp.running.pxp.factory import dataset_task
 from pxp.storage.store import dataset_instances, db_session, find_dataset
 from pxp.storage.tables import Dataset, Experiment, Instance, Run, Session
 
@@ -134,7 +134,7 @@ def create_experiment(
 ) -> Experiment:
     """Store an experiment and its runs, in instance order (seeded shuffle per repetition).
 
-    controlled: the config is checked first (pxp.running.checks), R runs are stored with
+    controlled: the config is checked first (pxp.running.pxp.checks), R runs are stored with
     every session, and the resolved splits (how many instances each holds, and what
     happens when one is empty) are stored with the config under "resolved".
     live: one running Run whose instance order is the claim queue; no sessions yet; each case

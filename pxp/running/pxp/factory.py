@@ -21,8 +21,8 @@ from pxp.llm.base import LLMConfigError, ProviderOptions, is_llm_spec, parse_spe
 from pxp.llm.registry import make_provider
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.rules import Sender
-from pxp.running.config import RunConfig
-from pxp.running.engine import instance_view
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.engine import instance_view
 from pxp.storage.store import dataset_instances, db_session, find_dataset
 from pxp.storage.tables import Dataset, Experiment, Instance, Run
 from pxp.tasks.custom import TaskConfigError

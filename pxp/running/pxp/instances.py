@@ -17,7 +17,7 @@ from sqlmodel import Session as DB
 
 from pxp.agents.base import Answer, InstanceView
 from pxp.llm.bytecache import MB, ByteLRU, nbytes
-from pxp.running.errors import StepError
+from pxp.running.pxp.errors import StepError
 from pxp.storage.tables import Asset, Dataset, Instance
 
 #: byte budget of the instance views: a view is its texts and meta plus ~0.5 KB of objects, so

@@ -2,7 +2,7 @@
 sent, and removed in the transaction that stores its LLMCall row. After a crash the rows
 left are the calls whose outcome is unknown; `pxp calls` counts them.
 
-`step` (pxp.running.engine) sets where the calls of an agent's decision go with `journaled`.
+`step` (pxp.running.pxp.engine) sets where the calls of an agent's decision go with `journaled`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Engine, Table, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from pxp.data.clembench import read_results, write_episode
+from pxp.data.scorekeeping.clembench import read_results, write_episode
 from pxp.protocols.errors import PxpError
 from pxp.protocols.scorekeeping.episode import EpisodeRecord, RecordError, from_interactions
 from pxp.protocols.scorekeeping.instances import Instance, InstanceError, parse_instance

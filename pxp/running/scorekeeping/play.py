@@ -20,8 +20,8 @@ from sqlalchemy.exc import IntegrityError
 from pxp.protocols.errors import PxpError
 from pxp.protocols.scorekeeping.episode import EpisodeRecord, Request, play_episode
 from pxp.protocols.scorekeeping.instances import DEFAULT_SEED, Instance, parse_instance
-from pxp.running import scorekeeping_games as games
-from pxp.running.scorekeeping import default_instances, numbered
+from pxp.running.scorekeeping import games
+from pxp.running.scorekeeping.runs import default_instances, numbered
 from pxp.storage.scorekeeping import SkPlay
 from pxp.storage.tables import utcnow
 

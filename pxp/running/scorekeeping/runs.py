@@ -28,7 +28,7 @@ from pxp.protocols.errors import PxpError
 from pxp.protocols.scorekeeping.episode import Answerer, Request, play_episode
 from pxp.protocols.scorekeeping.instances import DEFAULT_SEED, DOMAINS, Instance, generate, parse_instance
 from pxp.protocols.scorekeeping.simulated import SimulatedAnswerer
-from pxp.running import scorekeeping_games as games
+from pxp.running.scorekeeping import games
 from pxp.storage.scorekeeping import SkGame
 from pxp.storage.tables import utcnow
 

@@ -1,7 +1,7 @@
 """Background workers for controlled runs, outside the Streamlit script thread.
 
-Each run is a child process (`python -m pxp.running.workers <experiment id>`) calling
-pxp.running.runner.run_experiment, so a browser rerun, a closed tab or a Streamlit restart
+Each run is a child process (`python -m pxp.running.workers.pool <experiment id>`) calling
+pxp.running.pxp.controlled.runner.run_experiment, so a browser rerun, a closed tab or a Streamlit restart
 never interrupts it and Cancel can stop it at once. Progress is read from the
 database only (DESIGN §3: the state is the stored messages), and a cancelled or
 crashed run resumes from where it stopped, because every step is stored atomically.
@@ -208,7 +208,7 @@ def start(engine: Engine, experiment_id: int, *, secrets: dict[str, str] | None 
         log = Path(tempfile.gettempdir()) / f"pxp-worker-{os.getpid()}-{experiment_id}.log"
         with log.open("wb") as fh:
             _procs[key] = subprocess.Popen(
-                [sys.executable, "-m", "pxp.running.workers", str(experiment_id)],
+                [sys.executable, "-m", "pxp.running.workers.pool", str(experiment_id)],
                 stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )
         _logs[key] = log
@@ -367,10 +367,10 @@ def main(argv: list[str] | None = None) -> int:
     """The child process: run_experiment(engine, id); errors end as one line."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not args[0].isdigit():
-        print("error: usage: python -m pxp.running.workers <experiment id>", flush=True)
+        print("error: usage: python -m pxp.running.workers.pool <experiment id>", flush=True)
         return 2
     experiment_id = int(args[0])
-    from pxp.running.runner import run_experiment
+    from pxp.running.pxp.controlled.runner import run_experiment
     from pxp.storage.store import get_engine
 
     engine = get_engine()

@@ -2,7 +2,7 @@
 
 The queue is procrastinate (a PostgreSQL-only task queue: its jobs live in its own tables of
 the pxp database, so any machine that reaches the database can be a worker). One job is one
-repetition: it calls pxp.running.runner.run_repetition, which resumes from the database at
+repetition: it calls pxp.running.pxp.controlled.runner.run_repetition, which resumes from the database at
 session granularity. A job's procrastinate `lock` is its run, so a repetition runs in at most
 one worker at a time (per-repetition ownership); its `queueing_lock` keeps a second enqueue
 of the same repetition out.
@@ -13,12 +13,12 @@ other live worker sends the job back to the queue after `stalled_after` seconds
 killed worker stored stays; the database's unique (session_id, j) key, not timing, keeps a
 step from being stored twice.
 
-`pxp run --distributed` keeps the experiment's claim (pxp.running.workers.hold) while it waits,
+`pxp run --distributed` keeps the experiment's claim (pxp.running.workers.pool.hold) while it waits,
 so an in-process runner is refused meanwhile; the jobs themselves take no experiment claim.
 
 This module: the task, one job, enqueue and the queue's state. procrastinate's tables (install
-and upgrade): pxp.running.queue_schema; waiting for the jobs (`pxp run --distributed`, also for
-a grid): pxp.running.queue_wait; the worker loop (`pxp worker`): pxp.running.queue_worker.
+and upgrade): pxp.running.workers.queue_schema; waiting for the jobs (`pxp run --distributed`, also for
+a grid): pxp.running.workers.queue_wait; the worker loop (`pxp worker`): pxp.running.workers.queue_worker.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from sqlmodel import col
 
 from pxp.llm.limits import call_limit, set_call_limit
 from pxp.llm.redact import redact_any
-from pxp.running.config import RunConfig
-from pxp.running.queue_schema import STALLED_SECONDS, QueueError, conninfo, ensure_schema, is_postgres
-from pxp.running.repetition import run_repetition
-from pxp.running.runner import default_agents
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.repetition import run_repetition
+from pxp.running.pxp.controlled.runner import default_agents
+from pxp.running.workers.queue_schema import STALLED_SECONDS, QueueError, conninfo, ensure_schema, is_postgres
 from pxp.storage.store import db_session, experiment_runs
 from pxp.storage.tables import Experiment, Run, utcnow
 

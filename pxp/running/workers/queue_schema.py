@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import Connection, Engine, text
 
-from pxp.running.config import RunError
+from pxp.running.pxp.config import RunError
 
 STALLED_SECONDS = 30.0
 MIGRATIONS_TABLE = "pxp_procrastinate_migrations"

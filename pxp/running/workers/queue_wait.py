@@ -1,7 +1,7 @@
 """Waiting for queued repetitions: `pxp run --distributed`, for one experiment or a grid's (issue 14 §3).
 
-Everything is enqueued at once (pxp.running.queue.enqueue), then the database is polled: the
-sessions the workers decide are relayed to the runner's Observer (pxp.running.progress draws
+Everything is enqueued at once (pxp.running.workers.queue.enqueue), then the database is polled: the
+sessions the workers decide are relayed to the runner's Observer (pxp.running.pxp.controlled.progress draws
 them), and the experiments are concluded once every job has ended. Ctrl-C asks the workers to
 pause every repetition (queued jobs are cancelled and their repetitions read paused, running
 ones aborted); so does a cancel from the app, which is never counted as a Ctrl-C.
@@ -19,10 +19,10 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from pxp.running.queue import FINAL, abort, enqueue, jobs_of, set_experiment, workers
-from pxp.running.queue_schema import ensure_schema
-from pxp.running.repetition import NullObserver, Observer
-from pxp.running.runner import RunOutcome, run_experiment
+from pxp.running.pxp.controlled.repetition import NullObserver, Observer
+from pxp.running.pxp.controlled.runner import RunOutcome, run_experiment
+from pxp.running.workers.queue import FINAL, abort, enqueue, jobs_of, set_experiment, workers
+from pxp.running.workers.queue_schema import ensure_schema
 from pxp.storage.store import db_session, experiment_runs
 from pxp.storage.tables import Experiment
 
@@ -34,7 +34,7 @@ def _stderr(line: str) -> None:
 
 
 class _Relay:
-    """Turns what the database says into the runner's Observer calls (pxp.running.progress draws them).
+    """Turns what the database says into the runner's Observer calls (pxp.running.pxp.controlled.progress draws them).
 
     A repetition decides its sessions in order, so each poll reads only the decisions after the last seen.
     """

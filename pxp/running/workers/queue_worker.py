@@ -1,4 +1,4 @@
-"""The `pxp worker` loop: process repetition jobs of the queue (issue 14 §3, pxp.running.queue).
+"""The `pxp worker` loop: process repetition jobs of the queue (issue 14 §3, pxp.running.workers.queue).
 
 procrastinate's Worker runs the jobs; a second task retries the jobs of workers whose heartbeat
 aged past `stalled_after` (a worker killed with SIGKILL). SIGINT/SIGTERM pause the running
@@ -16,8 +16,8 @@ import procrastinate
 from procrastinate.worker import Worker
 from sqlalchemy import Engine
 
-from pxp.running.queue import QUEUE, make_app
-from pxp.running.queue_schema import STALLED_SECONDS, QueueError
+from pxp.running.workers.queue import QUEUE, make_app
+from pxp.running.workers.queue_schema import STALLED_SECONDS, QueueError
 
 
 async def _recover(app: procrastinate.App, stalled_after: float) -> None:

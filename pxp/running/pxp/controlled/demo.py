@@ -1,6 +1,6 @@
 """`pxp demo`: load the demo datasets made by pxp and a finished simulated experiment on each.
 
-The datasets are read from data/ (made by `python -m pxp.data.make_demo`) through
+The datasets are read from data/ (made by `python -m pxp.data.demo.make_demo`) through
 the same study importers users run. Each experiment is a controlled run of the
 simulated machine-agent against the database human-proxy (INTERACT over R
 repetitions), so the app has something to show with no API key. Idempotent: what
@@ -17,8 +17,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.data.make_demo import DATA_DIR
-from pxp.data.study import import_study_drug, import_study_rad
+from pxp.data.demo.make_demo import DATA_DIR
+from pxp.data.importers.study import import_study_drug, import_study_rad
 from pxp.storage.tables import Dataset, Experiment
 
 DEMO_RAD = "demo-rad"
@@ -40,9 +40,9 @@ def _exists(engine: Engine, model: type[Dataset] | type[Experiment], name: str) 
 
 def ensure_demo(engine: Engine, *, data_dir: Path | None = None) -> bool:
     """Load the demo datasets and their simulated experiments if missing; True if it loaded any."""
-    from pxp.running.config import RunConfig, RunError
-    from pxp.running.experiments import create_experiment
-    from pxp.running.runner import run_experiment
+    from pxp.running.pxp.config import RunConfig, RunError
+    from pxp.running.pxp.controlled.runner import run_experiment
+    from pxp.running.pxp.experiments import create_experiment
 
     root = data_dir or demo_dir()
     try:

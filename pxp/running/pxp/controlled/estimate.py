@@ -1,21 +1,21 @@
 """The cost of a controlled run before it starts (issue 14 §1): calls, tokens and US dollars.
 
 Arithmetic over the config, the dataset's split sizes and prompt lengths, and the pricing table
-(pxp.llm.pricing). The call counts follow what the runner does (pxp.running.runner, evaluate):
+(pxp.llm.pricing). The call counts follow what the runner does (pxp.running.pxp.controlled.runner, evaluate):
 
 - each session: one ASK per machine message (the papers' INTERACT, j = 1, 3, 5, ... ≤ n);
   with a checker LLM, AGREE calls on the human's messages (pxp.agents.checker);
 - machine performance: one ASK per test instance (and one AGREE with a checker LLM) after every
   `eval_every`-th session and after the last, when a session kept since the previous checkpoint
-  changed the carried context (pxp.running.repetition), on the `eval_sample` sample when set;
+  changed the carried context (pxp.running.pxp.controlled.repetition), on the `eval_sample` sample when set;
   before session 1 with `eval_at_start`;
 - LEARN: the validation set (`learn_sample` of it when set) once before the first decision,
   then once per session with that session's context added (the follow-up paper's Method);
-- with `--probe` (pxp.running.probes): after each human message, one call per common-ground
+- with `--probe` (pxp.running.pxp.controlled.probes): after each human message, one call per common-ground
   question decidable there (all three of QUESTIONS for the protocol's human messages), its prompt
   the session so far and the question, with no carried context.
 
-The carry policy (`all`, `last:M`, `tokens:T`, pxp.running.learn.select_carry) bounds the kept
+The carry policy (`all`, `last:M`, `tokens:T`, pxp.running.pxp.controlled.learn.select_carry) bounds the kept
 sessions in each prompt, so input tokens grow with the session number up to that bound. What is
 not known before the run (how long sessions are, how many are kept, how long answers are) is an
 assumption, listed with the estimate. For the simulated machine the evaluation calls are exact
@@ -36,9 +36,9 @@ from pxp.llm.base import is_llm_spec, parse_spec
 from pxp.llm.pricing import CHECKED, Price, price_of
 from pxp.protocols.pxp.common_ground import QUESTIONS, question_text
 from pxp.protocols.scorekeeping.rules import MAX_PROBE_ATTEMPTS, probe_prompt
-from pxp.running.config import Carry, RunConfig, RunError, parse_carry
-from pxp.running.learn import MESSAGE_OVERHEAD
-from pxp.running.repetition import eval_due
+from pxp.running.pxp.config import Carry, RunConfig, RunError, parse_carry
+from pxp.running.pxp.controlled.learn import MESSAGE_OVERHEAD
+from pxp.running.pxp.controlled.repetition import eval_due
 from pxp.storage.store import dataset_instances, db_session, find_dataset
 from pxp.storage.tables import Experiment
 
@@ -250,7 +250,7 @@ def estimate(cfg: RunConfig, facts: DatasetFacts, a: Assumptions | None = None) 
             evaluation("LEARN validation", V, carried_count(kept + 1, policy, select))
         kept += share
         if T and eval_due(s, S, cfg.eval_every):
-            # evaluated iff a session since the previous checkpoint was kept (pxp.running.repetition)
+            # evaluated iff a session since the previous checkpoint was kept (pxp.running.pxp.controlled.repetition)
             due = 1 - (1 - share) ** (s - prev)
             evaluation("test evaluations", T * due, carried_count(kept, policy, select))
             prev = s
@@ -264,7 +264,7 @@ def estimate(cfg: RunConfig, facts: DatasetFacts, a: Assumptions | None = None) 
 
 def probes(add: Callable[[str, float, float, float], None], sessions: int, kinds: list[tuple[float, int, int]],
            fixed: float, msg: float, a: Assumptions, *, llm: bool) -> None:
-    """The common-ground probe's calls (`--probe`, pxp.running.probes): per human message, one call per
+    """The common-ground probe's calls (`--probe`, pxp.running.pxp.controlled.probes): per human message, one call per
     question; the probe after human message j = 2i carries the session's first j messages, no carried context."""
     q = len(QUESTIONS) * a.probe_attempts
     asked = _tokens(len(ASIDE) + sum(len(probe_prompt(question_text(k), 1)) for k in QUESTIONS) / len(QUESTIONS))
@@ -347,7 +347,7 @@ def dataset_facts(engine: Engine, cfg: RunConfig) -> DatasetFacts:
         spec = task_spec(task, ds_config, labels)
     except Exception:  # a task config that cannot build prompts: the run reports it; estimate with defaults
         return base
-    if "task_config" in ds_config:  # as pxp.running.factory resolves AGREE for a custom task
+    if "task_config" in ds_config:  # as pxp.running.pxp.factory resolves AGREE for a custom task
         if spec.agree_kind == "lexical":
             checker = "lexical"
         elif checker == "lexical" and is_llm_spec(cfg.machine):

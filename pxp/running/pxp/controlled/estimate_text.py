@@ -1,6 +1,6 @@
 """The estimate in words (issue 14 §1): the table `pxp run --estimate` prints, and estimate beside actual.
 
-`estimate_lines` renders a pxp.running.estimate.Estimate; `versus_actual` sets a stored estimate
+`estimate_lines` renders a pxp.running.pxp.controlled.estimate.Estimate; `versus_actual` sets a stored estimate
 (Experiment.config["estimate"]) beside the run's LLMCall totals for `pxp calls` and `pxp report --calls`.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pxp.running.estimate import Estimate
+from pxp.running.pxp.controlled.estimate import Estimate
 
 
 def _num(v: float | None, usd: bool = False) -> str:

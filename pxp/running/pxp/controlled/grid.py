@@ -36,10 +36,10 @@ from sqlalchemy import Engine
 from sqlmodel import col, select
 
 from pxp.protocols.errors import PxpError
-from pxp.running.checks import config_errors
-from pxp.running.config import RunConfig, RunError
-from pxp.running.estimate import Estimate, dataset_facts, estimate, store_estimate
-from pxp.running.experiments import create_experiment
+from pxp.running.pxp.checks import config_errors
+from pxp.running.pxp.config import RunConfig, RunError
+from pxp.running.pxp.controlled.estimate import Estimate, dataset_facts, estimate, store_estimate
+from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.store import dataset_instances, db_session, find_dataset
 from pxp.storage.tables import Experiment
 

@@ -26,10 +26,10 @@ from sqlmodel import col
 from pxp.agents.base import Agent, AgentUnavailable, CallRecord, CarriedSession, InstanceView
 from pxp.llm.limits import call_limit
 from pxp.llm.models import IMAGE_TOKENS, estimate_tokens
-from pxp.running import journal
-from pxp.running.config import Carry, RunConfig, RunError, sample_ids
-from pxp.running.engine import call_rows, instance_view, record_calls
-from pxp.running.evaluate import Score, evaluate
+from pxp.running.pxp import journal
+from pxp.running.pxp.config import Carry, RunConfig, RunError, sample_ids
+from pxp.running.pxp.engine import call_rows, instance_view, record_calls
+from pxp.running.pxp.evaluate import Score, evaluate
 from pxp.storage.store import dataset_instances, db_session, find_dataset, run_sessions, session_msgs
 from pxp.storage.tables import Evaluation, Experiment, LLMCall, Run, Session, utcnow
 
@@ -129,7 +129,7 @@ class Rep:
     ) -> Scored:
         """The machine's score with context `carry`, and its calls to store with it.
 
-        Each call is journaled when sent (pxp.running.journal), so a crash mid-evaluation leaves it
+        Each call is journaled when sent (pxp.running.pxp.journal), so a crash mid-evaluation leaves it
         counted as of unknown outcome. When an AgentUnavailable interrupts the evaluation its
         calls are stored at once.
         """

@@ -23,8 +23,8 @@ from pxp.agents.base import Agent, AgentUnavailable, Query
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.common_ground import ProbeResult, human_turns, truths
 from pxp.protocols.pxp.rules import Sender
-from pxp.running import journal
-from pxp.running.engine import StepResult, call_rows, instance_view, load, record_calls
+from pxp.running.pxp import journal
+from pxp.running.pxp.engine import StepResult, call_rows, instance_view, load, record_calls
 from pxp.storage.tables import LLMCall, Probe, utcnow
 
 _PR = Probe.__table__  # type: ignore[attr-defined]

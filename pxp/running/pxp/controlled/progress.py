@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from sqlalchemy import Engine
 
-from pxp.running.runner import Usage, run_counts, run_usage
+from pxp.running.pxp.controlled.runner import Usage, run_counts, run_usage
 
 
 def _usage_text(u: Usage) -> str:

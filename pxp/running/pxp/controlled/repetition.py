@@ -2,7 +2,7 @@
 
 Sessions inside a repetition are sequential (the machine carries the context of earlier
 kept sessions); each runs through the engine's one session loop
-(pxp.running.engine.interact_session), then LEARN decides (pxp.running.learn). A transient
+(pxp.running.pxp.engine.interact_session), then LEARN decides (pxp.running.pxp.controlled.learn). A transient
 failure (AgentUnavailable) or Ctrl-C pauses the repetition; resuming retries the step that
 failed, and nothing stored is ever repeated.
 
@@ -28,11 +28,11 @@ from pxp.llm.limits import call_limit
 from pxp.llm.models import context_window, estimate_tokens
 from pxp.llm.redact import redact_any
 from pxp.protocols.pxp.rules import Sender
-from pxp.running.config import RunConfig, parse_carry
-from pxp.running.engine import Interrupted, StepResult, instance_view, interact_session
-from pxp.running.evaluate import Score
-from pxp.running.learn import Rep, carried_tokens, eval_views, learn
-from pxp.running.probes import hook
+from pxp.running.pxp.config import RunConfig, parse_carry
+from pxp.running.pxp.controlled.learn import Rep, carried_tokens, eval_views, learn
+from pxp.running.pxp.controlled.probes import hook
+from pxp.running.pxp.engine import Interrupted, StepResult, instance_view, interact_session
+from pxp.running.pxp.evaluate import Score
 from pxp.storage.store import db_session, run_sessions, session_msgs
 from pxp.storage.tables import Evaluation, Experiment, Run, Session, utcnow
 
@@ -42,7 +42,7 @@ SYSTEM_TOKENS = 1_000
 
 
 class Observer(Protocol):
-    """What the runner reports as it goes (pxp.running.progress draws it). Called from worker threads."""
+    """What the runner reports as it goes (pxp.running.pxp.controlled.progress draws it). Called from worker threads."""
 
     def run_started(self, rep: int, run_id: int, total: int, done: int) -> None: ...
 

@@ -1,7 +1,7 @@
 """Controlled experiments: INTERACT(X, n, k) over R repetitions (the follow-up paper's Method).
 
-The orchestration: an experiment stored by pxp.running.experiments runs (or resumes) its
-unfinished repetitions (pxp.running.repetition) at the same time in threads, and every LLM
+The orchestration: an experiment stored by pxp.running.pxp.experiments runs (or resumes) its
+unfinished repetitions (pxp.running.pxp.controlled.repetition) at the same time in threads, and every LLM
 call holds one slot of the shared limit (pxp.llm.limits). A run is resumed from the
 database alone; the usage queries here feed the progress display and the CLI's summary.
 """
@@ -22,9 +22,9 @@ from sqlmodel import col
 from pxp.agents.base import Agent
 from pxp.llm.limits import set_call_limit
 from pxp.protocols.pxp.rules import Sender
-from pxp.running.config import RunConfig, RunError
-from pxp.running.factory import make_agents
-from pxp.running.repetition import Observer, run_repetition, set_run_status
+from pxp.running.pxp.config import RunConfig, RunError
+from pxp.running.pxp.controlled.repetition import Observer, run_repetition, set_run_status
+from pxp.running.pxp.factory import make_agents
 from pxp.storage.store import db_session, experiment_runs, find_experiment, run_sessions
 from pxp.storage.tables import Experiment, LLMCall, Run
 
@@ -32,7 +32,7 @@ AgentFactory = Callable[[Engine, Experiment, Run], Mapping[Sender, Agent]]
 
 
 def default_agents(engine: Engine, exp: Experiment, run: Run) -> Mapping[Sender, Agent]:
-    """The agents the experiment's config names (pxp.running.factory)."""
+    """The agents the experiment's config names (pxp.running.pxp.factory)."""
     return make_agents(engine, exp, run)
 
 

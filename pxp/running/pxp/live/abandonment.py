@@ -17,8 +17,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
-from pxp.running import audit
-from pxp.running.live.assignment import allowed_cases, case_number, live_run, overlap_of
+from pxp.running.pxp.live.assignment import allowed_cases, case_number, live_run, overlap_of
+from pxp.storage import audit
 from pxp.storage.tables import Annotator, Claim, Experiment, Instance, Message, Run, Session, utcnow
 
 

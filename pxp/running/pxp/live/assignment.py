@@ -22,9 +22,9 @@ from sqlmodel import Session as DB
 from sqlmodel import col, select
 
 from pxp.protocols.errors import PxpError
-from pxp.running import audit
-from pxp.running.config import RunConfig, RunError
-from pxp.running.experiments import create_experiment
+from pxp.running.pxp.config import RunConfig, RunError
+from pxp.running.pxp.experiments import create_experiment
+from pxp.storage import audit
 from pxp.storage.store import db_session
 from pxp.storage.tables import Annotator, Claim, Experiment, Run, Session, utcnow
 
@@ -77,7 +77,7 @@ def create_live_experiment(
 
     Each case is annotated by `overlap` distinct annotators; `case_lists` (annotator name →
     instance keys) restricts what each annotator is served. Stored by
-    pxp.running.experiments.create_experiment, as every experiment is.
+    pxp.running.pxp.experiments.create_experiment, as every experiment is.
     """
     if n < 2 or k < 1:
         raise LiveError("n must be at least 2 and k at least 1")

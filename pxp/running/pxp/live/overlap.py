@@ -16,7 +16,7 @@ from sqlalchemy import Engine, func
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
-from pxp.running.live.assignment import LiveError, live_run, overlap_of
+from pxp.running.pxp.live.assignment import LiveError, live_run, overlap_of
 from pxp.storage.tables import Annotator, Session
 
 MAX_ROWS = 200_000

@@ -1,7 +1,7 @@
 """Live turns: the session as the Annotate page sees it, and the two steps (DESIGN §1, §3).
 
 Each human turn is one engine step with a BrowserHuman, then one step of the machine
-(simulated or an LLM, built by pxp.running.factory exactly as a controlled run builds it).
+(simulated or an LLM, built by pxp.running.pxp.factory exactly as a controlled run builds it).
 The engine's unique (session_id, j) key makes a repeated submission lose cleanly
 (StepConflict), so every step happens exactly once.
 """
@@ -19,11 +19,11 @@ from pxp.agents.base import Agent, Answer, Facts, Query
 from pxp.agents.browser import BrowserHuman
 from pxp.protocols.pxp.intelligibility import session_flags
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, conformance, next_sender
-from pxp.running import audit
-from pxp.running.config import RunError
-from pxp.running.engine import Guard, SessionClosed, StepConflict, StepResult, TagRefused, step
-from pxp.running.factory import dataset_task, make_agents
-from pxp.running.live.assignment import LiveError, case_number, live_run, machine_name, overlap_of, slot_number
+from pxp.running.pxp.config import RunError
+from pxp.running.pxp.engine import Guard, SessionClosed, StepConflict, StepResult, TagRefused, step
+from pxp.running.pxp.factory import dataset_task, make_agents
+from pxp.running.pxp.live.assignment import LiveError, case_number, live_run, machine_name, overlap_of, slot_number
+from pxp.storage import audit
 from pxp.storage.store import session_msgs
 from pxp.storage.tables import Annotator, Asset, Dataset, Experiment, Instance, Run, Session, utcnow
 from pxp.tasks.base import task_match_kind
@@ -103,7 +103,7 @@ class LiveSession:
 
 
 def _match_kind_and_labels(db: DB, ds: Dataset) -> tuple[str, list[str]]:
-    """The dataset's MATCH kind and label set (pxp.running.factory.dataset_task, the one rule)."""
+    """The dataset's MATCH kind and label set (pxp.running.pxp.factory.dataset_task, the one rule)."""
     try:
         spec = dataset_task(db, ds)
     except ValueError:
@@ -154,7 +154,7 @@ def load_session(engine: Engine, session_id: int) -> LiveSession:
 def machine_for(engine: Engine, experiment_id: int) -> Agent:
     """The machine agent the live experiment's config names (simulated or provider:model).
 
-    Built through pxp.running.factory, exactly as a controlled run builds it.
+    Built through pxp.running.pxp.factory, exactly as a controlled run builds it.
     """
     with DB(engine) as db:
         exp, run = live_run(db, experiment_id)
