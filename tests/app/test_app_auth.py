@@ -20,10 +20,10 @@ from streamlit.testing.v1 import AppTest
 
 from pxp.app.auth import OPEN_NOTE
 from pxp.app.router import VIEWS
-from pxp.running.access import add_member
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Annotator, Message, Session
+from pxp.team.access import add_member
 from tests.factories import make_rad
 
 APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")

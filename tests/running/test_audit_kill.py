@@ -19,7 +19,7 @@ import textwrap
 from sqlalchemy import Engine, func, select
 from sqlmodel import col
 
-from pxp.running.live.assignment import create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.assignment import create_live_experiment, ensure_annotator
 from pxp.storage.tables import AuditEvent, Claim, Message
 from tests.factories import make_rad
 
@@ -28,9 +28,9 @@ CHILD = textwrap.dedent("""
     from sqlalchemy import event
     from pxp.agents.base import Answer, Facts
     from pxp.protocols.pxp.rules import Sender
-    from pxp.running.live.abandonment import take_over
-    from pxp.running.live.assignment import claim_next
-    from pxp.running.live.turns import load_session, machine_for, machine_step, submit_human
+    from pxp.running.pxp.live.abandonment import take_over
+    from pxp.running.pxp.live.assignment import claim_next
+    from pxp.running.pxp.live.turns import load_session, machine_for, machine_step, submit_human
     from pxp.storage.store import make_engine
 
     url, eid, ann, bob, kill_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])

@@ -13,8 +13,8 @@ from pxp.app import resources, ui
 from pxp.app.annotate.keys import AGREE_KEYS, MATCH_KEYS, NO_PREDICTION, SUBMIT_KEY, TAG_KEYS, S
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.pxp.rules import Sender, Tag
-from pxp.running.access import submit_as
-from pxp.running.live.turns import LiveSession
+from pxp.running.pxp.live.turns import LiveSession
+from pxp.team.access import submit_as
 
 
 def _yes_no(label: str, key: str, keys: tuple[str, str], fill: tuple[str, str]) -> bool | None:
