@@ -130,17 +130,25 @@ REACTION_BYTES = 4 * MB
 
 @byte_cached(MOLECULE_BYTES)
 def _molecule(smiles: str, width: int, height: int) -> tuple[str, dict[str, Any]]:
-    from pxp.data.render import molecule_properties, molecule_svg
+    """Drawn in a worker process with a timeout (pxp.data.sandbox): never in the server."""
+    from pxp.data.chem import check_smiles_size
+    from pxp.data.render import molecule_drawing
+    from pxp.data.sandbox import run_sandboxed
 
-    return molecule_svg(smiles, size=(width, height)).decode("utf-8"), molecule_properties(smiles)
+    check_smiles_size(smiles)  # refused here, without a worker
+    return run_sandboxed(molecule_drawing, smiles, width, height)
 
 
 @byte_cached(REACTION_BYTES)
 def _reaction(reactants: str, target: str) -> tuple[str, int]:
-    from pxp.data.render import reaction_svg, reaction_width
+    """Drawn in a worker process with a timeout (pxp.data.sandbox): never in the server."""
+    from pxp.data.chem import check_smiles_size
+    from pxp.data.render import reaction_drawing
+    from pxp.data.sandbox import run_sandboxed
 
-    svg = reaction_svg(reactants, target)
-    return svg.decode("utf-8"), reaction_width(svg)
+    check_smiles_size(reactants)
+    check_smiles_size(target)
+    return run_sandboxed(reaction_drawing, reactants, target)
 
 
 @byte_cached(DISPLAY_PNG_BYTES)
@@ -162,11 +170,15 @@ def molecule(smiles: str, *, caption: str | None = None, properties: bool = True
              width: int = 420) -> None:
     """The molecule drawing and, below it, its properties; a bad SMILES is one line."""
     from pxp.data.chem import InvalidSmiles
+    from pxp.data.sandbox import ChemFailed
 
     try:
         svg, props = _molecule(smiles, width, int(width * 0.7))
     except InvalidSmiles as err:
-        st.warning(str(err))
+        st.warning(escape_md(str(err)))
+        return
+    except ChemFailed as err:
+        st.warning(escape_md(f"The molecule is not drawn: the drawing {err}."))
         return
     st.image(svg, caption=caption, width=width)
     st.code(smiles, language=None, wrap_lines=True)
@@ -182,11 +194,15 @@ def reaction(reactants: str, target: str,
              caption: str = "Proposed step: reactants → target") -> None:
     """The proposed step reactants → target, or one line why it cannot be drawn."""
     from pxp.data.chem import InvalidSmiles
+    from pxp.data.sandbox import ChemFailed
 
     try:
         svg, width = _reaction(reactants, target)
     except InvalidSmiles as err:
-        st.warning(str(err))
+        st.warning(escape_md(str(err)))
+        return
+    except ChemFailed as err:
+        st.warning(escape_md(f"The step is not drawn: the drawing {err}."))
         return
     st.image(svg, caption=caption, width=width)  # natural size: atom labels stay legible
 

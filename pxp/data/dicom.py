@@ -35,7 +35,7 @@ from pxp.data.common import (
     store_instances,
 )
 from pxp.data.deidentify import deidentify
-from pxp.data.images import MAX_PIXELS, PreparedImage
+from pxp.data.images import MAX_FRAMES, MAX_PIXELS, PreparedImage
 from pxp.data.jpeg_repair import repair_sequential_scans
 from pxp.protocols.errors import PxpError
 
@@ -107,6 +107,9 @@ def dicom_images(ds: Any, where: str, warns: list[str]) -> tuple[PreparedImage, 
 
     rows, cols = int(ds.get("Rows", 0) or 0), int(ds.get("Columns", 0) or 0)
     frames = int(ds.get("NumberOfFrames", 1) or 1)
+    if frames > MAX_FRAMES:
+        raise ImportProblems([f"{where}: {frames} frames is more than the {MAX_FRAMES} frame limit "
+                              "(a radiograph is one picture)"])
     if rows * cols * frames > MAX_PIXELS:
         raise ImportProblems([f"{where}: {cols}×{rows}×{frames} pixels is more than the "
                               f"{MAX_PIXELS:,} pixel limit"])

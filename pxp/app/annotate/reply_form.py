@@ -89,10 +89,12 @@ def answer_form(s: LiveSession) -> None:
         if chosen is None and (match is None or agree is None) and invalid in (None, NO_PREDICTION):
             st.markdown(":blue[:material/touch_app:] Answer the two questions above, or pick a "
                         "tag yourself.")
+        elif invalid not in (None, NO_PREDICTION):
+            pass  # the SMILES field's own line says why: one line, not two
         elif invalid is not None and not (chosen is not None and turn.refused):
-            st.error(f"Cannot send: {invalid}", icon=":material/error:")
+            st.error(f"Cannot send: {ui.escape_md(invalid)}", icon=":material/error:")
         elif turn.refused:
-            st.error(f"Not allowed: {turn.refused}")
+            st.error(f"Not allowed: {ui.escape_md(turn.refused)}")
         elif turn.tag is not None:
             line = st.container(horizontal=True, vertical_alignment="center")
             with line:
@@ -134,7 +136,7 @@ def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str 
         try:
             canon = ".".join(sorted(smiles_set(value)))
         except InvalidSmiles as err:
-            st.error(str(err))
+            st.error(ui.escape_md(str(err)))
             return value, str(err)
         st.caption("Canonical form:")
         st.code(canon, language=None, wrap_lines=True)
@@ -151,10 +153,10 @@ def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None)
     if token in sent:
         return
     if invalid is not None:
-        st.error(f"Not sent: {invalid}.")
+        st.error(f"Not sent: {ui.escape_md(invalid)}.")
         return
     if not turn.ok or turn.facts is None:
-        st.error(f"Not sent: {turn.refused or 'the tag is not allowed'}")
+        st.error(f"Not sent: {ui.escape_md(turn.refused or 'the tag is not allowed')}")
         return
     out = submit_as(resources.engine(), s.id, annotator_id=S.get("annotate_me", -1), j=s.j, answer=answer,
                     facts=turn.facts)
