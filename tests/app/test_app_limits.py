@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Engine
 
 from pxp.data.chem import SMILES_MAX_ATOMS, SMILES_MAX_CHARS, SMILES_MAX_FRAGMENTS
-from tests.app.test_app import app_db, by_suffix, current, login, new_app, ok  # noqa: F401
+from tests.app.test_app import app_db, by_suffix, login, new_app, ok  # noqa: F401  (app_db is a fixture)
 from tests.data.test_input_limits import CASES
 from tests.factories import make_drug
 
@@ -20,7 +20,7 @@ def plain(shown: str) -> str:
 
 
 @pytest.mark.parametrize("limit", sorted(CASES))
-def test_the_smiles_field_at_and_one_over_each_limit(app_db: tuple[str, Engine], limit: str) -> None:
+def test_the_smiles_field_at_and_one_over_each_limit(app_db: tuple[str, Engine], limit: str) -> None:  # noqa: F811
     _, engine = app_db
     make_drug(engine)
     at = login(new_app("annotate"), "toy-drug")
@@ -35,7 +35,7 @@ def test_the_smiles_field_at_and_one_over_each_limit(app_db: tuple[str, Engine],
     assert any(c.value == "Canonical form:" for c in at.caption)
 
 
-def test_huge_smiles_are_one_line(app_db: tuple[str, Engine]) -> None:
+def test_huge_smiles_are_one_line(app_db: tuple[str, Engine]) -> None:  # noqa: F811
     _, engine = app_db
     make_drug(engine)
     at = login(new_app("annotate"), "toy-drug")
@@ -48,7 +48,7 @@ def test_huge_smiles_are_one_line(app_db: tuple[str, Engine]) -> None:
     assert SMILES_MAX_ATOMS < SMILES_MAX_CHARS and SMILES_MAX_FRAGMENTS < SMILES_MAX_ATOMS
 
 
-def test_a_smiles_error_line_is_text(app_db: tuple[str, Engine]) -> None:
+def test_a_smiles_error_line_is_text(app_db: tuple[str, Engine]) -> None:  # noqa: F811
     """Markdown in the field comes back escaped: no image, link or directive is made from it."""
     _, engine = app_db
     make_drug(engine)

@@ -211,7 +211,7 @@ def test_sandbox_timeout_and_crash_cost_one_call() -> None:
     """A call that hangs or kills its worker is one ChemFailed; the next call works."""
     import os
 
-    with pytest.raises(ChemFailed, match="longer than the 0.5 s limit"):
+    with pytest.raises(ChemFailed, match=r"longer than the 0\.5 s limit"):
         run_sandboxed(time.sleep, 30, timeout=0.5)
     with pytest.raises(ChemFailed, match="worker process stopped"):
         run_sandboxed(os.abort)
