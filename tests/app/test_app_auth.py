@@ -164,6 +164,18 @@ def test_a_stale_tab_cannot_write_after_the_session_changed_hands(app_db: Engine
     with DB(engine) as db:
         assert len(db.exec(select(Message).where(Message.session_id == sid)).all()) == 1, "nothing written"
     assert at.session_state["annotate_sid"] != sid, "the tab moved on to a case of her own"
+    # ... and says so: one line that the reply was not sent, the typed reply kept to copy, audited
+    [line] = [e.value for e in at.error]
+    assert "was not sent" in line and "taken over by another annotator" in line, line
+    with DB(engine) as db:
+        first = db.exec(select(Message).where(Message.session_id == sid)).one()  # Yes, Yes: its answer
+    assert [c.value for c in at.code] == [f"{first.prediction}\n\n{first.explanation}"]
+    from pxp.running.audit import audit_events
+
+    refused = [e for e in audit_events(engine) if e.action == "refused"]
+    assert [(e.actor, e.session_id, e.j) for e in refused] == [("ann@example.org", sid, 2)]
+    by_suffix(at.button, "annotate_hide_refused").click().run()
+    assert not at.error, "hidden on request"
 
 
 def test_the_audit_page_lists_who_did_what(app_db: Engine) -> None:

@@ -11,6 +11,7 @@ from pxp.agents.base import Answer
 from pxp.agents.browser import HumanTurn, answer_changed, human_turn, label_options, predictions_match
 from pxp.app import resources, ui
 from pxp.app.annotate.keys import AGREE_KEYS, MATCH_KEYS, NO_PREDICTION, SUBMIT_KEY, TAG_KEYS, S
+from pxp.app.annotate.refused import form_shown
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.pxp.rules import Sender, Tag
 from pxp.running.access import submit_as
@@ -47,6 +48,7 @@ def answer_form(s: LiveSession) -> None:
     machine = s.last_from(Sender.MACHINE)
     mine = s.last_from(Sender.HUMAN)
     assert machine is not None
+    form_shown(s.id, j)
     st.markdown(f"**Your reply (message {j})**")
     c1, c2 = st.columns(2)
     with c1:
@@ -160,9 +162,11 @@ def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None)
         return
     out = submit_as(resources.engine(), s.id, annotator_id=S.get("annotate_me", -1), j=s.j, answer=answer,
                     facts=turn.facts)
-    if out.status == "refused":
-        st.error(f"Not sent: {out.message}")
+    if out.status in ("refused", "closed"):
+        st.error(f"Not sent: {ui.escape_md(out.message)}. Your reply is still in the form.",
+                 icon=":material/block:")
         return
+    S.pop("annotate_refused", None)  # an earlier refusal's note has served its purpose
     if out.status != "sent":
         S["annotate_notice"] = f"Not sent again: {out.message} (perhaps from another tab)."
     sent.add(token)

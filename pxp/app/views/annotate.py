@@ -13,6 +13,7 @@ from pxp.app import auth, resources, ui
 from pxp.app.annotate.case_pane import instance_panel, split
 from pxp.app.annotate.conversation import current_session, finished_note, machine_turn, transcript_panel
 from pxp.app.annotate.keys import SUBMIT_KEY, S
+from pxp.app.annotate.refused import refused_note
 from pxp.app.annotate.reply_form import answer_form, keyboard_help
 from pxp.app.annotate.sidebar import choose_experiment, identity, show_abandoned, show_progress
 from pxp.protocols.pxp.rules import Sender
@@ -61,7 +62,8 @@ def annotate(eid: int, annotator_id: int) -> None:
     sid = current_session(eid, annotator_id)
     notice = S.pop("annotate_notice", None)
     if notice:
-        st.warning(notice)
+        st.warning(ui.escape_md(notice))
+    refused_note()
     finished_note()
     if sid is None:
         no_cases(eid, annotator_id)
