@@ -8,6 +8,7 @@ someone else now holds, and the admins' Audit page lists who did what.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 
 from pxp.app.auth import OPEN_NOTE
 from pxp.app.router import VIEWS
+from pxp.app.ui import escape_md
 from pxp.running.access import add_member
 from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
 from pxp.storage.store import get_engine
@@ -48,7 +50,8 @@ def app(page: str, user: dict[str, Any] | None = None, query: dict[str, str] | N
     at = AppTest.from_file(APP, default_timeout=60)
     if user is not None:
         at.secrets["auth"] = AUTH
-        at.user = {"is_logged_in": False} if not user else {"is_logged_in": True, **user}
+        # a fresh login: the ID token's issue time is now unless the test gives one
+        at.user = {"is_logged_in": False} if not user else {"is_logged_in": True, "iat": int(time.time()), **user}
     at.run()
     at.switch_page(str(VIEWS / f"{page}.py"))
     for k, v in (query or {}).items():
@@ -84,6 +87,37 @@ def test_with_login_nobody_sees_a_page_before_logging_in(app_db: Engine) -> None
         assert [i.value for i in at.info] == ["This pxp server requires login."]
         assert [b.label for b in at.button] == ["Log in"]
         assert not at.title or [t.value for t in at.title] == ["pxp"]
+
+
+def test_logout_ends_the_login_on_the_server(app_db: Engine) -> None:
+    """A login cookie issued before the user's logout is refused (a copy taken before logging out
+    gives no access); a later login works; another user is not affected."""
+    from pxp.running.logins import record_logout
+
+    issued = int(time.time()) - 600
+    at = app("home", user={**ANN, "iat": issued})
+    assert [i.value for i in at.info] != ["This pxp server requires login."]
+    record_logout(app_db, "Ann@Example.org", issued)
+    at = app("home", user={**ANN, "iat": issued})
+    assert [i.value for i in at.info] == ["This pxp server requires login."]
+    assert [w.value for w in at.warning] == [escape_md("You logged out after this login was made: log in again.")]
+    assert [b.label for b in at.button] == ["Log in"]
+    assert [i.value for i in app("home", user={**ANN, "iat": int(time.time()) + 1}).info] != [
+        "This pxp server requires login."]
+    assert not app("home", user={**RITA, "iat": issued}).warning
+
+
+def test_a_login_older_than_the_maximum_age_is_refused(app_db: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = int(time.time()) - 13 * 3600
+    at = app("home", user={**ANN, "iat": old})
+    assert [w.value for w in at.warning] == [
+        escape_md("Your login is older than 12 hours, the longest a login lasts here: log in again.")]
+    monkeypatch.setenv("PXP_MAX_LOGIN_HOURS", "24")
+    assert not app("home", user={**ANN, "iat": old}).warning
+    monkeypatch.setenv("PXP_MAX_LOGIN_HOURS", "1")
+    assert "older than 1 hours" in app("home", user={**ANN, "iat": int(time.time()) - 3700}).warning[0].value
+    at = app("home", user={**ANN, "iat": None})
+    assert [i.value for i in at.info] == ["This pxp server requires login."] and "no issue time" in at.warning[0].value
 
 
 def test_someone_not_on_the_team_gets_one_line(app_db: Engine) -> None:

@@ -7,6 +7,7 @@ An annotator with no dataset is not sent to the Datasets page they cannot open."
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import Any
 
 import pytest
@@ -35,7 +36,7 @@ def direct(page: str, user: dict[str, Any] | None) -> AppTest:
     at = AppTest.from_file(str(VIEWS / f"{page}.py"), default_timeout=60)
     if user is not None:
         at.secrets["auth"] = AUTH
-        at.user = {"is_logged_in": True, **user}
+        at.user = {"is_logged_in": True, "iat": int(time.time()), **user}  # a fresh login
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
