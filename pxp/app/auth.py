@@ -185,7 +185,7 @@ def permit(action: str, detail: str = "") -> bool:
     """`refusal`, shown: True if the current user may do `action`, else one error line and False."""
     line = refusal(action, detail)
     if line is not None:
-        st.error(line, icon=":material/block:")
+        st.error(ui.escape_md(line), icon=":material/block:")
     return line is None
 
 

@@ -39,10 +39,13 @@ _WJ = "\u2060"  # WORD JOINER: invisible, but no GFM autolink spans it
 
 
 def escape_md(text: str) -> str:
-    """Short untrusted text that st.markdown shows literally (names, keys, labels).
+    """Untrusted text (a user's, a file's or a provider's) that any Markdown-rendering element shows
+    literally: the one escaping helper of the app, for messages, error and warning lines, toasts,
+    captions, subheaders, expander labels, file names and the logged-in name.
 
     Every ASCII punctuation mark is backslash-escaped, which breaks links, images,
-    HTML tags, emphasis, LaTeX $…$ and Streamlit :color[...] directives; a word joiner
+    HTML tags, `javascript:` links, emphasis, LaTeX $…$, Streamlit's :color[...] and
+    :material/…: directives and emoji shortcodes; a word joiner
     after "://", "www." and "@" stops GFM's autolinks, which ignore escapes. Line
     breaks are kept as hard breaks. Longer text goes through show_text (st.text).
     """
@@ -231,7 +234,7 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
     try:
         png = display_png(engine, instance_id, window=window, level=level)
     except ImageRejected as err:
-        st.warning(str(err))
+        st.warning(escape_md(str(err)))
         return
     if png is None:
         st.info("This case has no image.")

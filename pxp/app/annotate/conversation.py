@@ -39,7 +39,7 @@ def machine_turn(s: LiveSession) -> bool:
     """Produce the machine's message if it is its turn; False when it failed (retry shown)."""
     err_key = f"annotate_machine_error_{s.id}_{s.j}"
     if err_key in S:
-        st.error(f"The machine agent could not answer: {S[err_key]}")
+        st.error(f"The machine agent could not answer: {ui.escape_md(str(S[err_key]))}")
         st.button("Retry", key=f"annotate_retry_{s.id}_{s.j}", type="primary",
                   on_click=lambda: S.pop(err_key, None), shortcut=SUBMIT_KEY)
         return False

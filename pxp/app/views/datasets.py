@@ -75,9 +75,9 @@ def import_panel() -> None:
             S["datasets_failed"] = out.messages
             st.rerun()
         auth.audited("imported", out.messages[0])
-        st.success(out.messages[0])
+        st.success(ui.escape_md(out.messages[0]))
         for w in out.messages[1:]:
-            st.warning(w)
+            st.warning(ui.escape_md(w))
     failed = S.pop("datasets_failed", None)
     if failed:
         st.error(f"Nothing was imported ({len(failed)} problem(s)); the uploads were cleared, choose them again:")
@@ -121,7 +121,7 @@ def browse() -> None:
                 try:
                     png = ui.display_png(eng, r.id)
                 except ImageRejected as err:
-                    st.warning(str(err))
+                    st.warning(ui.escape_md(str(err)))
                     png = None
                 if png is not None:
                     st.image(png, width="stretch")
