@@ -13,6 +13,7 @@ from typing import Any
 
 import streamlit as st
 
+from pxp.app.viewer import image_viewer as image_viewer  # the pages' one way to show a radiograph
 from pxp.llm.bytecache import MB, byte_cached
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
@@ -239,52 +240,7 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
     if png is None:
         st.info("This case has no image.")
         return
-    image_viewer(png)
-
-
-_VIEWER = """<div id="v" style="position:relative;overflow:hidden;width:100%;height:{h}px;
-background:#000;border-radius:8px;cursor:grab;touch-action:none">
-<img id="i" alt="" draggable="false" src="data:image/png;base64,{b64}"
- style="position:absolute;left:0;top:0;transform-origin:0 0;user-select:none"></div>
-<div style="font:12px sans-serif;color:#666;margin-top:4px">Wheel: zoom · drag: pan ·
-double-click: fit</div>
-<script>
-// A client-side viewer: wheel zoom about the cursor, drag to pan, double-click to fit.
-// The image is inline (data: URI); nothing is fetched and no text is rendered as HTML.
-(function () {{
-  const v = document.getElementById("v"), i = document.getElementById("i");
-  let s = 1, x = 0, y = 0, fit = 1, drag = null;
-  function show() {{ i.style.transform = `translate(${{x}}px,${{y}}px) scale(${{s}})`; }}
-  function reset() {{
-    fit = Math.min(v.clientWidth / i.naturalWidth, v.clientHeight / i.naturalHeight);
-    s = fit; x = (v.clientWidth - i.naturalWidth * s) / 2; y = (v.clientHeight - i.naturalHeight * s) / 2;
-    show();
-  }}
-  i.onload = reset; if (i.complete) reset();
-  v.addEventListener("wheel", (e) => {{
-    e.preventDefault();
-    const r = v.getBoundingClientRect(), px = e.clientX - r.left, py = e.clientY - r.top;
-    const n = Math.min(Math.max(s * Math.exp(-e.deltaY * 0.0015), fit), fit * 8);
-    x = px - (px - x) * n / s; y = py - (py - y) * n / s; s = n; show();
-  }}, {{passive: false}});
-  v.addEventListener("pointerdown", (e) => {{ drag = [e.clientX - x, e.clientY - y];
-    v.setPointerCapture(e.pointerId); v.style.cursor = "grabbing"; }});
-  v.addEventListener("pointermove", (e) => {{ if (drag) {{ x = e.clientX - drag[0];
-    y = e.clientY - drag[1]; show(); }} }});
-  v.addEventListener("pointerup", () => {{ drag = null; v.style.cursor = "grab"; }});
-  v.addEventListener("dblclick", reset);
-  window.pxpViewer = () => ({{scale: s / fit, x: x, y: y}});
-}})();
-</script>"""
-
-
-def image_viewer(png: bytes, *, height: int = 420) -> None:
-    """The radiograph, lossless (PNG), zoomed with the wheel and panned by dragging in the
-    browser: no page rerun per step, nothing fetched from anywhere (issue 17)."""
-    import base64
-
-    b64 = base64.b64encode(png).decode("ascii")
-    st.iframe(_VIEWER.format(h=height, b64=b64), height=height + 24)
+    image_viewer(png, key=f"{key}_viewer")
 
 
 _SCROLL_JS = """<script>

@@ -3,6 +3,7 @@ flow of the human in the browser against the simulated agent (DESIGN §1)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +77,11 @@ def by_suffix(widgets: Any, suffix: str) -> Any:
 def ok(at: AppTest) -> AppTest:
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def plain(shown: str) -> str:
+    """The text a reader sees in escaped Markdown (pxp.app.ui.escape_md undone)."""
+    return re.sub(r"\\(.)", r"\1", shown.replace("\u2060", ""))
 
 
 def texts(at: AppTest) -> str:
@@ -337,11 +343,11 @@ def test_rad_images_zoom_and_synthetic_badge(app_db: tuple[str, Engine]) -> None
     make_rad_images(engine, size=(400, 300))
     at = login(new_app("annotate"), "toy-rad-img")
     assert "synthetic" in texts(at)
-    # the client-side viewer: the PNG inline (lossless), wheel/drag in the browser, nothing fetched
-    frames = [e for e in at.get("iframe")]
-    html = frames[0].proto.srcdoc
-    assert 'src="data:image/png;base64,' in html and "wheel" in html and "pointermove" in html
-    assert "http" not in html and "_zoom" not in str([s.key for s in at.slider])
+    # the client-side viewer: the PNG (lossless) is the component's data, sent in the page's own
+    # session (no media URL); wheel/drag in the browser, nothing fetched
+    [viewer] = at.get("bidi_component")
+    assert viewer.proto.bytes.startswith(b"\x89PNG\r\n") and not at.get("imgs")
+    assert "_zoom" not in str([s.key for s in at.slider])
 
 
 # --- the other pages ---------------------------------------------------------------------
@@ -382,7 +388,7 @@ def test_experiments_page_runs_in_a_background_worker(app_db: tuple[str, Engine]
     assert p.sessions == 2 * len(DRUGS) and p.done == p.sessions and p.status == "finished"
     at.run()
     ok(at)
-    assert "bg-run" in texts(at)
+    assert "**bg\\-run**" in texts(at)  # the name escaped (ui.escape_md)
 
 
 def test_worker_cancel_and_resume(app_db: tuple[str, Engine]) -> None:
@@ -465,7 +471,7 @@ def test_settings_saves_prefs_and_never_shows_keys(
     at.text_input(key="settings_generator").input("anthropic")
     at.get("form_submit_button")[0].click().run()
     ok(at)
-    assert any("generator: write provider:model" in e.value for e in at.error)
+    assert any("generator: write provider:model" in plain(e.value) for e in at.error)
     at.number_input(key="settings_n").set_value(8)
     at.text_input(key="settings_generator").input("openai:gpt-4o-mini")
     at.get("form_submit_button")[0].click().run()
@@ -599,7 +605,7 @@ def test_an_unreachable_database_is_one_line(monkeypatch: pytest.MonkeyPatch) ->
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     ok(at)
-    errors = [e.value for e in at.error]
+    errors = [plain(e.value) for e in at.error]
     assert len(errors) == 1 and "cannot open the postgresql+psycopg database" in errors[0]
     assert "secret-pw" not in errors[0] and "\n" not in errors[0]
 

@@ -3,20 +3,13 @@ and one over (README "Limits on input"); the refusal and any SMILES error show t
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from sqlalchemy import Engine
 
 from pxp.data.chem import SMILES_MAX_ATOMS, SMILES_MAX_CHARS, SMILES_MAX_FRAGMENTS
-from tests.app.test_app import app_db, by_suffix, login, new_app, ok  # noqa: F401  (app_db is a fixture)
+from tests.app.test_app import app_db, by_suffix, login, new_app, ok, plain  # noqa: F401  (app_db is a fixture)
 from tests.data.test_input_limits import CASES
 from tests.factories import make_drug
-
-
-def plain(shown: str) -> str:
-    """The text a reader sees in escaped Markdown (pxp.app.ui.escape_md undone)."""
-    return re.sub(r"\\(.)", r"\1", shown.replace("\u2060", ""))
 
 
 @pytest.mark.parametrize("limit", sorted(CASES))

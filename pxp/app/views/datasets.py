@@ -123,8 +123,8 @@ def browse() -> None:
                 except ImageRejected as err:
                     st.warning(ui.escape_md(str(err)))
                     png = None
-                if png is not None:
-                    st.image(png, width="stretch")
+                if png is not None:  # through the page's session, never a media URL (pxp.app.viewer)
+                    ui.image_viewer(png, key=f"datasets_img_{r.id}")
             st.caption("Reference answer")
             ui.show_prediction(r.reference_prediction, "smiles" if info.task == "drug" else "label")
             ui.show_text(r.reference_explanation, empty="(no explanation)")

@@ -61,8 +61,8 @@ def instance_thumb(s: LiveSession) -> None:
         except ImageRejected as err:
             st.warning(ui.escape_md(str(err)))
             return
-        if png is not None:
-            st.image(png, width="stretch")
+        if png is not None:  # through the page's session, never a media URL (pxp.app.viewer)
+            ui.image_viewer(png, key=f"sessions_img_{s.id}")
     else:
         ui.show_text(s.payload, empty="")
 
