@@ -336,6 +336,9 @@ def test_untrusted_text_is_escaped(app_db: tuple[str, Engine]) -> None:
     assert escape_md("a <b> [x](y) http://z www.q a@b.c $x$ :red[t]") == (
         rf"a \<b\> \[x\]\(y\) http\:\/\/{wj}z www\.{wj}q a\@{wj}b\.c \$x\$ \:red\[t\]"
     )
+    # javascript: links, Material icons and colour directives, images: every mark escaped
+    assert escape_md("[c](javascript:alert(1)) :material/home: :blue-background[b] ![i](x)") == (
+        r"\[c\]\(javascript\:alert\(1\)\) \:material\/home\: \:blue\-background\[b\] \!\[i\]\(x\)")
 
 
 def test_rad_images_zoom_and_synthetic_badge(app_db: tuple[str, Engine]) -> None:
