@@ -402,7 +402,8 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             assert zoomed["scale"] > 1.5 and panned["x"] > zoomed["x"], (zoomed, panned)
             # the viewer's image came in the page's session (no media URL); the scroll script
             # (a srcdoc frame) fetches nothing from anywhere
-            assert not [u for u, _ in requests if "/media/" in u and u.endswith(".png")]
+            icons = page.evaluate("() => [...document.querySelectorAll('link[rel*=icon]')].map((l) => l.href)")
+            assert not [u for u, _ in requests if "/media/" in u and u.endswith(".png") and u not in icons]
             assert not [u for u, f in requests if f == "about:srcdoc" and not u.startswith("data:")]
 
             # DRUG: the machine's step is drawn; RATIFY in three keys, no clicks

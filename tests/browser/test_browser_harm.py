@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import os
-import secrets
 import threading
 import time
 import urllib.request
@@ -31,8 +30,8 @@ from pxp.running.audit import audit_events
 from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Session
-from tests.browser.test_browser_app import CHROMIUM, _free_port, _idle, _start_streamlit, _stop, launch
-from tests.browser.test_browser_auth import _log_in, _log_out
+from tests.browser.test_browser_app import CHROMIUM, _idle, _stop, launch
+from tests.browser.test_browser_auth import _log_in, _log_out, start_with_login
 from tests.factories import make_drug, make_rad_images
 
 pytestmark = pytest.mark.browser
@@ -69,27 +68,8 @@ def harm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     rad_sid = claim_next(engine, experiment_id=rad, annotator_id=ensure_annotator(engine, name="rex@example.org"))
     assert rad_sid is not None
     users = [User(sub=email, claims={"email": email, "name": name}) for email, name in (ANN, ADA)]
-    home = tmp_path / "home"
-    (home / ".streamlit").mkdir(parents=True)
-    cookie = secrets.token_hex(16)
     with run_server_in_thread(port=0, user_claims=users) as provider_server:
-        provider = f"http://localhost:{provider_server.server_port}"
-
-        def pick() -> int:
-            port = _free_port()
-            (home / ".streamlit" / "secrets.toml").write_text(
-                "[auth]\n"
-                f'redirect_uri = "http://127.0.0.1:{port}/oauth2callback"\n'
-                f'cookie_secret = "{cookie}"\n'
-                'client_id = "pxp-test"\n'
-                'client_secret = "pxp-test-secret"\n'
-                f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n'
-            )
-            return port
-
-        env = {**os.environ, "PXP_DATABASE_URL": url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
-               "HOME": str(home)}
-        proc, base, log = _start_streamlit(env, tmp_path, pick=pick)
+        proc, base, log = start_with_login(tmp_path, f"http://localhost:{provider_server.server_port}", url)
         try:
             yield base, url
         finally:
