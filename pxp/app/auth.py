@@ -17,6 +17,7 @@ from typing import Any
 import streamlit as st
 
 from pxp.app import resources, ui
+from pxp.app.refused import role_lost
 from pxp.running import audit
 from pxp.running.access import AccessDenied, at_least, role_for
 from pxp.running.access import may as role_may
@@ -131,6 +132,7 @@ def gate() -> User | None:
         who = user.email or user.name
         st.error(f"{ui.escape_md(who)} is not on this study's team: ask an admin to run "
                  f"pxp users add {ui.escape_md(who)}", icon=":material/block:")
+        role_lost(user.annotator_name)  # a Send pressed meanwhile says it was not sent
         st.button("Log out", on_click=log_out, key="auth_logout_denied")
         st.stop()
     return user

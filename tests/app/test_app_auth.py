@@ -26,6 +26,7 @@ from pxp.running.access import add_member
 from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Annotator, Message, Session
+from tests.app.test_app import plain
 from tests.factories import make_rad
 
 APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
@@ -62,7 +63,7 @@ def app(page: str, user: dict[str, Any] | None = None, query: dict[str, str] | N
 
 
 def texts(at: AppTest) -> str:
-    parts = [m.value for m in at.markdown] + [e.value for e in at.error] + [c.value for c in at.caption]
+    parts = [m.value for m in at.markdown] + [plain(e.value) for e in at.error] + [c.value for c in at.caption]
     parts += [i.value for i in at.info] + [t.value for t in at.title]
     return "\n".join(str(p) for p in parts)
 
@@ -134,7 +135,7 @@ def test_someone_not_on_the_team_gets_one_line(app_db: Engine) -> None:
 ])
 def test_each_role_opens_its_pages_only(app_db: Engine, user: dict[str, str], page: str, refused: bool) -> None:
     at = app(page, user=user)
-    errors = [e.value for e in at.error]
+    errors = [plain(e.value) for e in at.error]
     role = {"ann@example.org": "annotator", "Rita@Example.org": "researcher"}.get(user["email"], "admin")
     line = f"Your role ({role}) may not open the {page.capitalize()} page."
     assert (line in errors) is refused, errors
@@ -149,13 +150,13 @@ def test_an_annotator_cannot_open_another_annotators_session_by_url(app_db: Engi
     other = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="bob@example.org"))
     mine = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="ann@example.org"))
     at = app("sessions", user=ANN, query={"session": str(other)})
-    assert [e.value for e in at.error] == [f"You may not open session '{other}': it is not one of yours."]
+    assert [plain(e.value) for e in at.error] == [f"You may not open session '{other}': it is not one of yours."]
     at = app("sessions", user=ANN, query={"session": "1 OR 1=1"})
-    assert [e.value for e in at.error] == ["You may not open session '1 OR 1=1': it is not one of yours."]
+    assert [plain(e.value) for e in at.error] == ["You may not open session '1 OR 1=1': it is not one of yours."]
     at = app("sessions", user=ANN, query={"session": str(mine)})
-    assert not at.error and [h.value for h in at.subheader] == [f"Session {mine} · live-team · case 2"]
+    assert not at.error and [plain(h.value) for h in at.subheader] == [f"Session {mine} · live-team · case 2"]
     at = app("sessions", user=RITA, query={"session": str(other)})  # a researcher reads every session
-    assert not at.error and [h.value for h in at.subheader] == [f"Session {other} · live-team · case 1"]
+    assert not at.error and [plain(h.value) for h in at.subheader] == [f"Session {other} · live-team · case 1"]
     # the annotator's session list holds only her own sessions
     at = app("sessions", user=ANN)
     assert at.selectbox(key="sessions_annotator").options == ["ann@example.org"]
@@ -199,7 +200,7 @@ def test_a_stale_tab_cannot_write_after_the_session_changed_hands(app_db: Engine
         assert len(db.exec(select(Message).where(Message.session_id == sid)).all()) == 1, "nothing written"
     assert at.session_state["annotate_sid"] != sid, "the tab moved on to a case of her own"
     # ... and says so: one line that the reply was not sent, the typed reply kept to copy, audited
-    [line] = [e.value for e in at.error]
+    [line] = [plain(e.value) for e in at.error]
     assert "was not sent" in line and "taken over by another annotator" in line, line
     with DB(engine) as db:
         first = db.exec(select(Message).where(Message.session_id == sid)).one()  # Yes, Yes: its answer
@@ -210,6 +211,28 @@ def test_a_stale_tab_cannot_write_after_the_session_changed_hands(app_db: Engine
     assert [(e.actor, e.session_id, e.j) for e in refused] == [("ann@example.org", sid, 2)]
     by_suffix(at.button, "annotate_hide_refused").click().run()
     assert not at.error, "hidden on request"
+
+
+def test_a_send_after_the_role_was_removed_says_it_was_not_sent(app_db: Engine) -> None:
+    from pxp.running.access import remove_member
+    from pxp.running.audit import audit_events
+
+    engine = app_db
+    create_live_experiment(engine, dataset="toy-rad")
+    at = app("annotate", user=ANN)
+    sid = at.session_state["annotate_sid"]
+    by_suffix(at.button, "_match_yes").click().run()
+    by_suffix(at.button, "_agree_yes").click().run()
+    remove_member(engine, "ann@example.org")  # meanwhile an admin removed her from the team
+    by_suffix(at.button, f"annotate_{sid}_2_send").click().run()
+    assert not at.exception
+    errors = [plain(e.value) for e in at.error]
+    assert len(errors) == 2 and "is not on this study" in errors[0] and "was not sent" in errors[1], errors
+    assert len(at.code) == 1 and at.code[0].value.strip()
+    with DB(engine) as db:
+        assert len(db.exec(select(Message).where(Message.session_id == sid)).all()) == 1, "nothing written"
+    refused = [(e.actor, e.session_id, e.j) for e in audit_events(engine) if e.action == "refused"]
+    assert refused == [("ann@example.org", sid, 2)]
 
 
 def test_the_audit_page_lists_who_did_what(app_db: Engine) -> None:
@@ -225,7 +248,7 @@ def test_the_audit_page_lists_who_did_what(app_db: Engine) -> None:
     rows = list(zip(table["who"], table["did"], table["session"], strict=True))
     assert ("ann@example.org", "answered", sid) in rows and ("ann@example.org", "opened", sid) in rows
     at.text_input(key="audit_session").input("abc").run()
-    assert [e.value for e in at.error] == ["'abc' is not a session id (a whole number)."]
+    assert [plain(e.value) for e in at.error] == ["'abc' is not a session id (a whole number)."]
     del engine
 
 

@@ -36,7 +36,7 @@ def test_huge_smiles_are_one_line(app_db: tuple[str, Engine]) -> None:  # noqa: 
         by_suffix(at.text_input, "_pred").input("C" * n).run()
         ok(at)
         assert [plain(e.value) for e in at.error] == [
-            f"SMILES too long: {n:,} characters, over the limit of {SMILES_MAX_CHARS:,} characters for "
+            f"Cannot send: SMILES too long: {n:,} characters, over the limit of {SMILES_MAX_CHARS:,} characters for "
             "one-step reactants"]
     assert SMILES_MAX_ATOMS < SMILES_MAX_CHARS and SMILES_MAX_FRAGMENTS < SMILES_MAX_ATOMS
 

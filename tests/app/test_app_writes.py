@@ -26,7 +26,7 @@ from pxp.running.config import RunConfig
 from pxp.running.experiments import create_experiment
 from pxp.storage.tables import Dataset, Experiment
 from tests.app import test_app_auth
-from tests.app.test_app_auth import ADA, ANN, AUTH, RITA, app
+from tests.app.test_app_auth import ADA, ANN, AUTH, RITA, app, plain
 
 app_db = test_app_auth.app_db  # a fresh SQLite database with toy-rad and ann / rita / ada on the team
 
@@ -91,7 +91,7 @@ def test_saving_settings_is_refused_on_the_server_and_allowed_without_login(app_
     at = direct("settings", RITA)
     at.text_input(key="settings_generator").set_value("openai:gpt-4.1")
     _submit(at, "Save")
-    assert [e.value for e in at.error] == ["Your role (researcher) may not save settings: ask an admin."]
+    assert [plain(e.value) for e in at.error] == ["Your role (researcher) may not save settings: ask an admin."]
     assert not at.success and load_prefs(app_db) == before
     assert _refusals(app_db) == [("rita@example.org", "save settings")]
     for user in (ADA, None):  # an admin, and anyone without login (local use)
@@ -118,7 +118,7 @@ CSV = b"key,input,prediction,explanation\nc1,Rash after amoxicillin,Probable,Ons
 
 def test_an_import_is_refused_on_the_server(app_db: Engine) -> None:
     at = _import(RITA, "sneaky")
-    assert [e.value for e in at.error] == ["Your role (researcher) may not import datasets: ask an admin."]
+    assert [plain(e.value) for e in at.error] == ["Your role (researcher) may not import datasets: ask an admin."]
     with DB(app_db) as db:
         assert db.exec(select(Dataset.name)).all() == ["toy-rad"]
     assert _refusals(app_db) == [("rita@example.org", "import datasets: generic adr.csv")]

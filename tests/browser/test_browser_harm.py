@@ -158,9 +158,8 @@ def test_huge_smiles_are_one_line_and_the_server_stays_up(harm_server: tuple[str
                 _idle(page)
                 line = page.get_by_text("SMILES too long")
                 expect(line).to_have_count(1, timeout=30000)
-                expect(line).to_have_text(f"SMILES too long: {n:,} characters, over the limit of "
+                expect(line).to_have_text(f"Cannot send: SMILES too long: {n:,} characters, over the limit of "
                                           f"{SMILES_MAX_CHARS:,} characters for one-step reactants")
-                expect(page.get_by_text("Cannot send")).to_have_count(0)
             field.fill("CC(=O)Cl.Nc1ccccc1")  # a real step is drawn (in a worker) meanwhile
             field.press("Tab")
             _idle(page)

@@ -10,7 +10,7 @@ import streamlit as st
 from pxp.agents.base import AgentUnavailable
 from pxp.app import resources, ui
 from pxp.app.annotate.keys import SUBMIT_KEY, S
-from pxp.app.annotate.refused import stale_send
+from pxp.app.refused import stale_send
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.access import may_open
 from pxp.running.live.assignment import LiveError, claim_next
@@ -19,7 +19,7 @@ from pxp.running.live.turns import LiveSession, load_session, machine_step
 
 def current_session(eid: int, annotator_id: int) -> int | None:
     """The session on screen: kept across reruns; the next claim when it is done, taken over or closed
-    (a Send pressed for it meanwhile is refused with one line: pxp.app.annotate.refused)."""
+    (a Send pressed for it meanwhile is refused with one line: pxp.app.refused)."""
     sid = S.get("annotate_sid")
     key = (eid, annotator_id)
     if sid is not None and S.get("annotate_sid_for") == key:

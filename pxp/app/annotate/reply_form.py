@@ -11,7 +11,7 @@ from pxp.agents.base import Answer
 from pxp.agents.browser import HumanTurn, answer_changed, human_turn, label_options, predictions_match
 from pxp.app import resources, ui
 from pxp.app.annotate.keys import AGREE_KEYS, MATCH_KEYS, NO_PREDICTION, SUBMIT_KEY, TAG_KEYS, S
-from pxp.app.annotate.refused import form_shown
+from pxp.app.refused import form_shown
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.pxp.rules import Sender, Tag
 from pxp.running.access import submit_as
@@ -138,7 +138,7 @@ def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str 
         try:
             canon = ".".join(sorted(smiles_set(value)))
         except InvalidSmiles as err:
-            st.error(ui.escape_md(str(err)))
+            st.error(ui.escape_md(f"Cannot send: {err}"))  # the form's one line about it
             return value, str(err)
         st.caption("Canonical form:")
         st.code(canon, language=None, wrap_lines=True)

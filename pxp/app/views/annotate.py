@@ -13,9 +13,9 @@ from pxp.app import auth, resources, ui
 from pxp.app.annotate.case_pane import instance_panel, split
 from pxp.app.annotate.conversation import current_session, finished_note, machine_turn, transcript_panel
 from pxp.app.annotate.keys import SUBMIT_KEY, S
-from pxp.app.annotate.refused import refused_note
 from pxp.app.annotate.reply_form import answer_form, keyboard_help
 from pxp.app.annotate.sidebar import choose_experiment, identity, show_abandoned, show_progress
+from pxp.app.refused import refused_note
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.live.assignment import unlisted
 from pxp.running.live.turns import load_session
