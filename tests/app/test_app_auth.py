@@ -182,15 +182,11 @@ def by_suffix(widgets: Any, suffix: str) -> Any:
 
 def test_a_stale_tab_cannot_write_after_the_session_changed_hands(app_db: Engine) -> None:
     engine = app_db
-    create_live_experiment(engine, dataset="toy-rad")  # annotators create none (a researcher did)
-    at = app("annotate", user=ANN)
-    sid = at.session_state["annotate_sid"]
+    at, sid = _ratify_ready(engine)
     with DB(engine) as db:
         me = db.exec(select(Annotator).where(Annotator.name == "ann@example.org")).one()
         s = db.get(Session, sid)
         assert s is not None and s.annotator_id == me.id
-    by_suffix(at.button, "_match_yes").click().run()
-    by_suffix(at.button, "_agree_yes").click().run()
     bob = ensure_annotator(engine, name="bob@example.org")
     with engine.begin() as c:  # meanwhile the case was taken over by bob
         c.execute(update(Session).where(Session.id == sid).values(annotator_id=bob))  # type: ignore[arg-type]
@@ -213,16 +209,22 @@ def test_a_stale_tab_cannot_write_after_the_session_changed_hands(app_db: Engine
     assert not at.error, "hidden on request"
 
 
+def _ratify_ready(engine: Engine) -> tuple[AppTest, int]:
+    """Ann on her first case of a new live experiment, Yes and Yes answered, Send not yet pressed."""
+    create_live_experiment(engine, dataset="toy-rad")  # annotators create none (a researcher did)
+    at = app("annotate", user=ANN)
+    sid = at.session_state["annotate_sid"]
+    by_suffix(at.button, "_match_yes").click().run()
+    by_suffix(at.button, "_agree_yes").click().run()
+    return at, int(sid)
+
+
 def test_a_send_after_the_role_was_removed_says_it_was_not_sent(app_db: Engine) -> None:
     from pxp.running.access import remove_member
     from pxp.running.audit import audit_events
 
     engine = app_db
-    create_live_experiment(engine, dataset="toy-rad")
-    at = app("annotate", user=ANN)
-    sid = at.session_state["annotate_sid"]
-    by_suffix(at.button, "_match_yes").click().run()
-    by_suffix(at.button, "_agree_yes").click().run()
+    at, sid = _ratify_ready(engine)
     remove_member(engine, "ann@example.org")  # meanwhile an admin removed her from the team
     by_suffix(at.button, f"annotate_{sid}_2_send").click().run()
     assert not at.exception
@@ -237,11 +239,7 @@ def test_a_send_after_the_role_was_removed_says_it_was_not_sent(app_db: Engine) 
 
 def test_the_audit_page_lists_who_did_what(app_db: Engine) -> None:
     engine = app_db
-    create_live_experiment(engine, dataset="toy-rad")
-    at = app("annotate", user=ANN)
-    sid = at.session_state["annotate_sid"]
-    by_suffix(at.button, "_match_yes").click().run()
-    by_suffix(at.button, "_agree_yes").click().run()
+    at, sid = _ratify_ready(engine)
     by_suffix(at.button, "_send").click().run()
     at = app("audit", user=ADA)
     table = at.dataframe[0].value

@@ -11,6 +11,7 @@ give no access after it.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import threading
@@ -129,6 +130,18 @@ class Health:
         self._thread.join(5)
 
 
+@contextlib.contextmanager
+def _logged_in(browser: Any, base: str, email: str) -> Iterator[tuple[Any, Any]]:
+    """(browser context, page) of a fresh 1280×720 browser logged in as `email`, closed after."""
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        _log_in(page, base, email)
+        yield context, page
+    finally:
+        context.close()
+
+
 def _annotate(page: Any, base: str) -> None:
     from playwright.sync_api import expect
 
@@ -145,10 +158,7 @@ def test_huge_smiles_are_one_line_and_the_server_stays_up(harm_server: tuple[str
     from playwright.sync_api import expect
 
     base, _ = harm_server
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    try:
-        _log_in(page, base, ANN[0])
+    with _logged_in(browser, base, ANN[0]) as (_, page):
         _annotate(page, base)
         field = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
         with Health(base) as health:
@@ -166,8 +176,6 @@ def test_huge_smiles_are_one_line_and_the_server_stays_up(harm_server: tuple[str
             expect(page.get_by_text("Canonical form:")).to_be_visible(timeout=30000)
         assert health.latencies and not health.failures, health.failures
         assert max(health.latencies) < 1.0, max(health.latencies)
-    finally:
-        context.close()
 
 
 def _inputs(page: Any) -> list[Any]:
@@ -194,15 +202,12 @@ _MADE = """() => {
 
 def test_payloads_in_every_text_input_stay_text(harm_server: tuple[str, str], browser: Any) -> None:
     base, _ = harm_server
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
     requests: list[str] = []
     dialogs: list[str] = []
     where: dict[str, str] = {}  # a request's URL -> the page it was made from
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     filled: dict[str, int] = {}
-    try:
-        _log_in(page, base, ADA[0])  # the provider's own login page is not the app's
+    with _logged_in(browser, base, ADA[0]) as (_, page):  # the provider's own login page is not the app's
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.on("request", lambda r: (requests.append(r.url), where.setdefault(r.url, page.url)))
         nav = page.get_by_test_id("stSidebarNav").locator("a")
         pages = sorted({str(nav.nth(i).get_attribute("href")) for i in range(nav.count())})
@@ -218,8 +223,6 @@ def test_payloads_in_every_text_input_stay_text(harm_server: tuple[str, str], br
                     filled[href] = filled.get(href, 0) + 1
                     assert page.evaluate(_MADE) == [], (href, page.evaluate(_MADE))
         assert page.get_by_text("Logged in as Ada ![a](http").count() == 1, "the display name shown as text"
-    finally:
-        context.close()
     assert sum(filled.values()) >= 10, filled
     assert not dialogs, dialogs
     assert requests
@@ -233,10 +236,7 @@ def test_a_stale_tab_send_says_it_was_not_sent(harm_server: tuple[str, str], bro
 
     base, url = harm_server
     engine = get_engine(url)
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    try:
-        _log_in(page, base, ANN[0])
+    with _logged_in(browser, base, ANN[0]) as (_, page):
         _annotate(page, base)
         for button in ("Yes Shortcut Alt + 5", "Yes Shortcut Alt + 7"):
             page.get_by_role("button", name=button).click()
@@ -255,8 +255,6 @@ def test_a_stale_tab_send_says_it_was_not_sent(harm_server: tuple[str, str], bro
         expect(page.get_by_test_id("stCode").filter(has_text=typed).first).to_be_visible()
         refused = [e for e in audit_events(engine) if e.action == "refused"]
         assert [(e.actor, e.session_id) for e in refused] == [(ANN[0], sid)]
-    finally:
-        context.close()
 
 
 def test_the_radiograph_reaches_only_the_logged_in_page(harm_server: tuple[str, str], browser: Any) -> None:
@@ -268,20 +266,15 @@ def test_the_radiograph_reaches_only_the_logged_in_page(harm_server: tuple[str, 
 
     base, url = harm_server
     sid = _rad_session(url)
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
     media: list[str] = []
-    page.on("request", lambda r: media.append(r.url) if "/media/" in r.url else None)
-    try:
-        _log_in(page, base, ADA[0])
+    with _logged_in(browser, base, ADA[0]) as (_, page):
+        page.on("request", lambda r: media.append(r.url) if "/media/" in r.url else None)
         page.goto(f"{base}/sessions?session={sid}")
         _idle(page)
         viewer = page.locator("[data-pxp-viewer]")
         expect(viewer).to_have_attribute("data-drawn", re.compile(r"[1-9]"), timeout=30000)
         shown = page.evaluate("() => window.pxpViewer()")
         assert (shown["width"], shown["height"]) == (400, 300), shown
-    finally:
-        context.close()
     stranger = browser.new_context(viewport=VIEWPORT)
     try:
         for u in media:  # every media URL of the logged-in page, replayed without the login cookie
@@ -297,16 +290,11 @@ def test_cookies_copied_before_logout_are_refused_after_it(harm_server: tuple[st
     from playwright.sync_api import expect
 
     base, _ = harm_server
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    try:
-        _log_in(page, base, ANN[0])
+    with _logged_in(browser, base, ANN[0]) as (context, page):
         expect(page.get_by_text(f"Logged in as {ANN[1]} (annotator)")).to_be_visible(timeout=30000)
         copied = [c for c in context.cookies() if c["name"].startswith("_streamlit_user")]
         assert copied
         _log_out(page, base)
-    finally:
-        context.close()
     thief = browser.new_context(viewport=VIEWPORT)
     thief.add_cookies(copied)
     page = thief.new_page()
