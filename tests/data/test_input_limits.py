@@ -165,6 +165,22 @@ def test_image_frames_at_and_one_over() -> None:
         open_image(_png((8, 8), MAX_FRAMES + 1), where="x.png")
 
 
+def test_image_frames_through_the_csv_importer_and_the_cli(db_url: str, tmp_path: Path) -> None:
+    """An image column naming a file over the frame limit: one line naming it, exit 1; at the limit, imported."""
+    (tmp_path / "ok.png").write_bytes(_png((8, 8), MAX_FRAMES))
+    (tmp_path / "over.png").write_bytes(_png((8, 8), MAX_FRAMES + 1))
+    runner = CliRunner()
+    for name, code in (("over", 1), ("ok", 0)):
+        f = tmp_path / f"{name}.csv"
+        f.write_text(f"input,image,label\nx,{name}.png,Pneumonia\n")
+        res = runner.invoke(app, ["--db", db_url, "import", "csv", str(f), "--task", "rad"])
+        assert res.exit_code == code, res.stderr
+        if code:
+            assert res.stderr.splitlines() == [
+                f"error: over.csv:2: over.png: {MAX_FRAMES + 1} frames is more than the {MAX_FRAMES} frame limit "
+                "(a radiograph is one picture)"]
+
+
 def test_image_pixels_at_and_one_over() -> None:
     w = 10_000
     assert MAX_PIXELS % w == 0
