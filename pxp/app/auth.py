@@ -1,11 +1,11 @@
 """Login and roles in the app (issue 13 §1).
 
 When `[auth]` is configured in Streamlit secrets, every page requires login through
-`st.login` (OpenID Connect) and the team table (pxp.running.access) gives the user a role;
+`st.login` (OpenID Connect) and the team table (pxp.team.access) gives the user a role;
 the router shows only the pages of that role. Without `[auth]` (local use, demos) nobody
 logs in: every page is open and the Annotate page keeps its name box, with a note that
 anyone can pick any name. A login ends on the server at Log out, or after the maximum login age
-(pxp.running.logins): its cookie, or a copy of it, is then refused.
+(pxp.team.logins): its cookie, or a copy of it, is then refused.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import streamlit as st
 
 from pxp.app import resources, ui
 from pxp.app.refused import role_lost
-from pxp.running import audit
-from pxp.running.access import AccessDenied, at_least, role_for
-from pxp.running.access import may as role_may
-from pxp.running.access import require as role_require
-from pxp.running.live.assignment import LiveError, ensure_annotator
-from pxp.running.logins import login_refusal, max_login_hours, record_logout
+from pxp.running.pxp.live.assignment import LiveError, ensure_annotator
+from pxp.storage import audit
+from pxp.team.access import AccessDenied, at_least, role_for
+from pxp.team.access import may as role_may
+from pxp.team.access import require as role_require
+from pxp.team.logins import login_refusal, max_login_hours, record_logout
 
 S = st.session_state
 #: the role of everyone when login is off (local use: the whole app is open)
@@ -109,7 +109,7 @@ def allowed(role: str, needed: str) -> bool:
 
 
 def may(action: str) -> bool:
-    """Whether the current user's role may do `action` (pxp.running.access.MAY; everyone without login)."""
+    """Whether the current user's role may do `action` (pxp.team.access.MAY; everyone without login)."""
     return role_may(current_role() or None, action)
 
 
@@ -170,7 +170,7 @@ def audited(action: str, detail: str = "") -> None:
 
 
 def refusal(action: str, detail: str = "") -> str | None:
-    """The server-side check at one of the pages' writes (pxp.running.access.require): None if the
+    """The server-side check at one of the pages' writes (pxp.team.access.require): None if the
     current user may do `action`, else the one line why not (a "refused" audit row is written).
 
     Read at the write itself, not only at the page check: a fragment's rerun skips the router.

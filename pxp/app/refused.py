@@ -2,7 +2,7 @@
 the annotator's reply (taken over by a colleague, closed, the user's role removed), the click of its
 Send is not lost in the move to the next case or the refusal. The annotator sees one line saying what
 happened and that the reply was not sent, the typed reply stays on screen to copy, and the server
-writes a "refused" audit row (pxp.running.access.refuse_stale).
+writes a "refused" audit row (pxp.team.access.refuse_stale).
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import streamlit as st
 
 from pxp.app import resources, ui
-from pxp.running import audit
-from pxp.running.access import refuse_stale
-from pxp.running.live.assignment import LiveError
-from pxp.running.live.turns import load_session
+from pxp.running.pxp.live.assignment import LiveError
+from pxp.running.pxp.live.turns import load_session
+from pxp.storage import audit
+from pxp.team.access import refuse_stale
 
 S = st.session_state
 

@@ -89,7 +89,7 @@ def _start(url: str) -> Started:
     if not is_empty(engine):
         return Started(engine)
     try:
-        from pxp.running.demo import ensure_demo
+        from pxp.running.pxp.controlled.demo import ensure_demo
     except ImportError:
         return Started(engine, "No demo data is installed yet: import a dataset on the Datasets page.")
     try:
@@ -128,7 +128,7 @@ MACHINE_BYTES = 32 * MB
 
 @byte_cached(MACHINE_BYTES, size=lambda _agent: MACHINE_COST)
 def _machine(url: str, experiment_id: int) -> Agent:
-    from pxp.running.live.turns import machine_for
+    from pxp.running.pxp.live.turns import machine_for
 
     return machine_for(get_engine(url), experiment_id)
 

@@ -19,7 +19,7 @@ import streamlit as st
 from PIL import Image, ImageDraw
 
 from pxp.app import auth, resources, ui
-from pxp.running.access import may_open
+from pxp.team.access import may_open
 
 VIEWS = Path(__file__).resolve().parent / "views"
 

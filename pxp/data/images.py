@@ -1,7 +1,7 @@
 """Safe image loading and content-addressed Asset storage (DESIGN §4, §6).
 
 Untrusted image files are bounded before anything is decoded: a file-size limit,
-formats restricted to PNG and JPEG (DICOM has its own reader, pxp.data.dicom),
+formats restricted to PNG and JPEG (DICOM has its own reader, pxp.data.importers.dicom),
 a pixel-count limit that also turns Pillow's decompression-bomb warning into a
 refusal, and a full decode so a corrupt or truncated file is a clear error. EXIF
 orientation is applied; a file that carries EXIF is re-encoded as PNG without it

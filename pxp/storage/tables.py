@@ -82,7 +82,7 @@ class Experiment(SQLModel, table=True):
     k: int = 3
     config: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
     created_at: datetime = Field(default_factory=utcnow)
-    #: the background worker running it ("host:pid") and its last heartbeat (pxp.running.workers)
+    #: the background worker running it ("host:pid") and its last heartbeat (pxp.running.workers.pool)
     worker: str | None = Field(default=None, max_length=200)
     heartbeat_at: datetime | None = None
 

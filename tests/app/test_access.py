@@ -12,7 +12,12 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 
 from pxp.agents.base import Answer, Facts
-from pxp.running.access import (
+from pxp.running.pxp.live.abandonment import take_over
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.turns import load_session, machine_for, machine_step
+from pxp.storage.audit import audit_events
+from pxp.storage.tables import Message, Session, TeamMember, utcnow
+from pxp.team.access import (
     AccessDenied,
     TeamError,
     add_member,
@@ -25,11 +30,6 @@ from pxp.running.access import (
     role_for,
     submit_as,
 )
-from pxp.running.audit import audit_events
-from pxp.running.live.abandonment import take_over
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
-from pxp.running.live.turns import load_session, machine_for, machine_step
-from pxp.storage.tables import Message, Session, TeamMember, utcnow
 from tests.factories import make_drug, make_rad, race
 
 

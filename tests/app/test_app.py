@@ -18,8 +18,8 @@ from streamlit.testing.v1 import AppTest
 from pxp.agents.base import AgentBase, Answer, Query
 from pxp.app.router import VIEWS
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, conformance
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
-from pxp.running.live.turns import machine_step
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.turns import machine_step
 from pxp.storage.store import get_engine
 from pxp.storage.tables import AppSetting, Experiment, Message, Session
 from tests.app.test_app_imports import Up
@@ -373,7 +373,7 @@ def test_sessions_page_shows_transcript_and_calls(app_db: tuple[str, Engine]) ->
 
 
 def test_experiments_page_runs_in_a_background_worker(app_db: tuple[str, Engine]) -> None:
-    from pxp.running import workers
+    from pxp.running.workers import pool as workers
 
     _, engine = app_db
     make_drug(engine)
@@ -395,9 +395,9 @@ def test_experiments_page_runs_in_a_background_worker(app_db: tuple[str, Engine]
 
 
 def test_worker_cancel_and_resume(app_db: tuple[str, Engine]) -> None:
-    from pxp.running import workers
-    from pxp.running.config import RunConfig
-    from pxp.running.experiments import create_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.experiments import create_experiment
+    from pxp.running.workers import pool as workers
 
     _, engine = app_db
     make_rad(engine, per_label=4)
@@ -441,7 +441,7 @@ def test_zip_members_cannot_escape(tmp_path: Path) -> None:
     import zipfile
 
     from pxp.app.imports import stage
-    from pxp.data.common import ImportProblems
+    from pxp.data.importers.common import ImportProblems
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
@@ -614,9 +614,9 @@ def test_an_unreachable_database_is_one_line(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_a_failing_worker_reports_one_line(app_db: tuple[str, Engine]) -> None:
-    from pxp.running import workers
-    from pxp.running.config import RunConfig
-    from pxp.running.experiments import create_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.experiments import create_experiment
+    from pxp.running.workers import pool as workers
     from pxp.storage.store import db_session
 
     _, engine = app_db
@@ -715,9 +715,9 @@ def test_a_worker_started_elsewhere_is_seen_through_its_heartbeat(app_db: tuple[
     import subprocess
     import sys
 
-    from pxp.running import workers
-    from pxp.running.config import RunConfig
-    from pxp.running.experiments import create_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.experiments import create_experiment
+    from pxp.running.workers import pool as workers
 
     url, engine = app_db
     make_rad(engine, per_label=4)
@@ -725,7 +725,7 @@ def test_a_worker_started_elsewhere_is_seen_through_its_heartbeat(app_db: tuple[
                             name="elsewhere")
     eid = exp.id or 0
     # a worker this server did not start: nothing of it is in this process's memory
-    other = subprocess.Popen([sys.executable, "-m", "pxp.running.workers", str(eid)],
+    other = subprocess.Popen([sys.executable, "-m", "pxp.running.workers.pool", str(eid)],
                              env={**os.environ, "PXP_DATABASE_URL": url},
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -761,9 +761,9 @@ def test_the_cli_refuses_an_experiment_the_app_runs(app_db: tuple[str, Engine]) 
     import subprocess
     import sys
 
-    from pxp.running import workers
-    from pxp.running.config import RunConfig
-    from pxp.running.experiments import create_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.experiments import create_experiment
+    from pxp.running.workers import pool as workers
 
     url, engine = app_db
     make_rad(engine)
@@ -788,7 +788,7 @@ def test_the_app_sees_a_cli_run_refuses_a_second_worker_and_its_cancel_pauses_it
     import subprocess
     import sys
 
-    from pxp.running import workers
+    from pxp.running.workers import pool as workers
 
     url, engine = app_db
     make_rad(engine, per_label=4)
@@ -832,9 +832,9 @@ def test_the_app_sees_a_cli_run_refuses_a_second_worker_and_its_cancel_pauses_it
 def test_a_dead_worker_is_not_running_once_its_heartbeat_is_stale(app_db: tuple[str, Engine]) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from pxp.running import workers
-    from pxp.running.config import RunConfig
-    from pxp.running.experiments import create_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.experiments import create_experiment
+    from pxp.running.workers import pool as workers
 
     _, engine = app_db
     make_drug(engine)

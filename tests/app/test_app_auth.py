@@ -22,10 +22,10 @@ from streamlit.testing.v1 import AppTest
 from pxp.app.auth import OPEN_NOTE
 from pxp.app.router import VIEWS
 from pxp.app.ui import escape_md
-from pxp.running.access import add_member
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Annotator, Message, Session
+from pxp.team.access import add_member
 from tests.app.test_app import plain
 from tests.factories import make_rad
 
@@ -93,7 +93,7 @@ def test_with_login_nobody_sees_a_page_before_logging_in(app_db: Engine) -> None
 def test_logout_ends_the_login_on_the_server(app_db: Engine) -> None:
     """A login cookie issued before the user's logout is refused (a copy taken before logging out
     gives no access); a later login works; another user is not affected."""
-    from pxp.running.logins import record_logout
+    from pxp.team.logins import record_logout
 
     issued = int(time.time()) - 600
     at = app("home", user={**ANN, "iat": issued})
@@ -201,7 +201,7 @@ def test_a_stale_tab_cannot_write_after_the_session_changed_hands(app_db: Engine
     with DB(engine) as db:
         first = db.exec(select(Message).where(Message.session_id == sid)).one()  # Yes, Yes: its answer
     assert [c.value for c in at.code] == [f"{first.prediction}\n\n{first.explanation}"]
-    from pxp.running.audit import audit_events
+    from pxp.storage.audit import audit_events
 
     refused = [e for e in audit_events(engine) if e.action == "refused"]
     assert [(e.actor, e.session_id, e.j) for e in refused] == [("ann@example.org", sid, 2)]
@@ -220,8 +220,8 @@ def _ratify_ready(engine: Engine) -> tuple[AppTest, int]:
 
 
 def test_a_send_after_the_role_was_removed_says_it_was_not_sent(app_db: Engine) -> None:
-    from pxp.running.access import remove_member
-    from pxp.running.audit import audit_events
+    from pxp.storage.audit import audit_events
+    from pxp.team.access import remove_member
 
     engine = app_db
     at, sid = _ratify_ready(engine)

@@ -7,7 +7,7 @@ from sqlalchemy import Engine, update
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
 from pxp.storage.tables import Experiment, Session
 from tests.app import test_app
 from tests.app.test_app import login, new_app, ok, plain, texts

@@ -1,5 +1,5 @@
 """Every write of the Experiments, Datasets and Settings pages passes one server-side role check
-(pxp.running.access.require, issue 13 §1), not only the router's page check: a fragment's rerun
+(pxp.team.access.require, issue 13 §1), not only the router's page check: a fragment's rerun
 skips the router, and so does running a page's script directly, as these tests do. A refusal is
 one line and a "refused" audit row, nothing is stored; without login everything stays allowed.
 An annotator with no dataset is not sent to the Datasets page they cannot open."""
@@ -19,12 +19,12 @@ from streamlit.testing.v1 import AppTest
 from pxp.app.prefs import load_prefs
 from pxp.app.router import NEEDS, VIEWS
 from pxp.app.ui import escape_md
-from pxp.running import workers
-from pxp.running.access import MAY, AccessDenied, require
-from pxp.running.audit import audit_events
-from pxp.running.config import RunConfig
-from pxp.running.experiments import create_experiment
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.workers import pool as workers
+from pxp.storage.audit import audit_events
 from pxp.storage.tables import Dataset, Experiment
+from pxp.team.access import MAY, AccessDenied, require
 from tests.app import test_app_auth
 from tests.app.test_app_auth import ADA, ANN, AUTH, RITA, app, plain
 

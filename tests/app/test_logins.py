@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from sqlalchemy import Engine
 
-from pxp.running.logins import MAX_LOGIN_HOURS, login_refusal, max_login_hours, record_logout
 from pxp.storage.tables import utcnow
+from pxp.team.logins import MAX_LOGIN_HOURS, login_refusal, max_login_hours, record_logout
 
 
 def test_a_logout_refuses_the_logins_issued_before_it(any_engine: Engine) -> None:

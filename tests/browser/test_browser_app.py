@@ -22,8 +22,8 @@ import pytest
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
-from pxp.running.live.turns import machine_step
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.turns import machine_step
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Annotator, Message, Session
 from tests.app.test_app import Says
@@ -110,7 +110,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
         pytest.skip(f"{CHROMIUM} is not installed")
     url = f"sqlite:///{tmp_path / 'browser.db'}"
     engine = get_engine(url)
-    from pxp.running.demo import ensure_demo
+    from pxp.running.pxp.controlled.demo import ensure_demo
 
     ensure_demo(engine)  # what first start does; done here so seeding below does not race it
     make_rad(engine, name="toy-rad")

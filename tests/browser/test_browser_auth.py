@@ -19,11 +19,11 @@ import pytest
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.running.access import add_member
-from pxp.running.audit import audit_events
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.storage.audit import audit_events
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Annotator, Session
+from pxp.team.access import add_member
 from tests.browser.test_browser_app import CHROMIUM, _free_port, _idle, _start_streamlit, _stop, launch
 from tests.factories import make_rad
 
@@ -52,7 +52,7 @@ def auth_server(tmp_path: Path, provider: str) -> Iterator[tuple[str, int, str]]
         pytest.skip(f"{CHROMIUM} is not installed")
     url = f"sqlite:///{tmp_path / 'auth.db'}"
     engine = get_engine(url)
-    from pxp.running.demo import ensure_demo
+    from pxp.running.pxp.controlled.demo import ensure_demo
 
     ensure_demo(engine)
     make_rad(engine, name="toy-rad")

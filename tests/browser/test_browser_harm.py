@@ -26,11 +26,11 @@ from PIL import Image
 from sqlalchemy import update
 
 from pxp.data.chem import SMILES_MAX_CHARS
-from pxp.running.access import add_member
-from pxp.running.audit import audit_events
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.storage.audit import audit_events
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Session
+from pxp.team.access import add_member
 from tests.browser.test_browser_app import CHROMIUM, _idle, _stop, launch
 from tests.browser.test_browser_auth import _log_in, _log_out, start_with_login
 from tests.factories import make_drug, make_rad_images

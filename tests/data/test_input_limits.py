@@ -1,6 +1,6 @@
 """Size limits on user and file input, at the limit and one over (README "Limits on input"):
 SMILES characters, atoms and fragments (pxp.data.chem), image pixels and frames (pxp.data.images,
-pxp.data.dicom), through the parser, the CSV/JSONL/study/transcript importers and the CLI. Each
+pxp.data.importers.dicom), through the parser, the CSV/JSONL/study/transcript importers and the CLI. Each
 refusal is one line naming the limit; nothing is stored.
 """
 
@@ -28,12 +28,12 @@ from pxp.data.chem import (
     canonical_smiles,
     smiles_set,
 )
-from pxp.data.common import ImportProblems
-from pxp.data.generic import import_table
 from pxp.data.images import MAX_FRAMES, MAX_PIXELS, ImageRejected, open_image
+from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.generic import import_table
+from pxp.data.importers.study import import_study_drug
+from pxp.data.importers.transcripts import import_transcripts
 from pxp.data.sandbox import ChemFailed, run_sandboxed
-from pxp.data.study import import_study_drug
-from pxp.data.transcripts import import_transcripts
 from pxp.storage.tables import Instance, Message
 
 TARGET = "CC(=O)Nc1ccc(O)cc1"
@@ -193,7 +193,7 @@ def test_dicom_frames_at_and_one_over(engine: Engine, tmp_path: Path) -> None:
     from pydicom.dataset import Dataset, FileMetaDataset
     from pydicom.uid import ExplicitVRLittleEndian, generate_uid
 
-    from pxp.data.dicom import import_dicom
+    from pxp.data.importers.dicom import import_dicom
 
     def save(path: Path, frames: int) -> None:
         meta = FileMetaDataset()

@@ -12,9 +12,9 @@ from pxp.app import resources, ui
 from pxp.app.annotate.keys import SUBMIT_KEY, S
 from pxp.app.refused import stale_send
 from pxp.protocols.pxp.rules import Sender
-from pxp.running.access import may_open
-from pxp.running.live.assignment import LiveError, claim_next
-from pxp.running.live.turns import LiveSession, load_session, machine_step
+from pxp.running.pxp.live.assignment import LiveError, claim_next
+from pxp.running.pxp.live.turns import LiveSession, load_session, machine_step
+from pxp.team.access import may_open
 
 
 def current_session(eid: int, annotator_id: int) -> int | None:

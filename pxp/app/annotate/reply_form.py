@@ -14,8 +14,8 @@ from pxp.app.annotate.keys import AGREE_KEYS, MATCH_KEYS, NO_PREDICTION, SUBMIT_
 from pxp.app.refused import form_shown
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.pxp.rules import Sender, Tag
-from pxp.running.access import submit_as
-from pxp.running.live.turns import LiveSession
+from pxp.running.pxp.live.turns import LiveSession
+from pxp.team.access import submit_as
 
 
 def _yes_no(label: str, key: str, keys: tuple[str, str], fill: tuple[str, str]) -> bool | None:

@@ -1,6 +1,6 @@
 """Audit (admins): who opened, answered, took over or abandoned which session, when (issue 13 §1).
 
-Reads the audit trail that pxp.running.audit writes at each live-session write.
+Reads the audit trail that pxp.storage.audit writes at each live-session write.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from pxp.app import resources, ui
-from pxp.running.audit import audit_events
+from pxp.storage.audit import audit_events
 
 st.title("Audit")
 st.caption("Every live-session write, newest first: who opened (claimed), answered, took over or "

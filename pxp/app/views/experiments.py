@@ -11,12 +11,12 @@ from pxp.app import auth, resources, ui
 from pxp.app.data import QueueView, dataset_choices, dataset_info, experiments_table, queue_view
 from pxp.app.prefs import load_prefs
 from pxp.llm.models import run_warnings
-from pxp.running import workers
-from pxp.running.checks import config_errors
-from pxp.running.config import RunConfig, RunError
-from pxp.running.estimate import dataset_facts, estimate, store_estimate
-from pxp.running.experiments import create_experiment
-from pxp.running.live.overlap import annotator_progress, overlap_summary
+from pxp.running.pxp.checks import config_errors
+from pxp.running.pxp.config import RunConfig, RunError
+from pxp.running.pxp.controlled.estimate import dataset_facts, estimate, store_estimate
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.pxp.live.overlap import annotator_progress, overlap_summary
+from pxp.running.workers import pool as workers
 
 S = st.session_state
 #: a real-LLM run estimated above this many US dollars needs the box ticked (`pxp run --max-usd`)

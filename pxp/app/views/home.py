@@ -10,7 +10,7 @@ from pxp.app import resources, ui
 from pxp.app.data import datasets_table, experiments_table
 from pxp.app.prefs import load_prefs
 from pxp.app.router import can_open
-from pxp.running.live.assignment import machine_name
+from pxp.running.pxp.live.assignment import machine_name
 
 HERE = Path(__file__).parent
 #: Home's links: (page in views/, label, icon)

@@ -13,8 +13,8 @@ from pxp.app.data import (
     sessions_count,
     sessions_table,
 )
-from pxp.running.live.assignment import LiveError
-from pxp.running.live.turns import LiveSession, load_session
+from pxp.running.pxp.live.assignment import LiveError
+from pxp.running.pxp.live.turns import LiveSession, load_session
 
 S = st.session_state
 PAGE = 500
