@@ -34,6 +34,11 @@ def _secret(name: str) -> str | None:
     return str(value) if value else None
 
 
+def secret(name: str) -> str | None:
+    """A Streamlit secret as text (None when unset or outside a running app's secrets)."""
+    return _secret(name)
+
+
 def _key_secret(name: str) -> str | None:
     """An LLM key from Streamlit secrets, only inside a running app."""
     from streamlit.runtime import exists

@@ -28,6 +28,9 @@ MAX_IMAGE_BYTES = 32 * 1024 * 1024
 """Largest image file accepted (bytes)."""
 MAX_PIXELS = 50_000_000
 """Largest image accepted (width × height); larger is treated as a decompression bomb."""
+MAX_FRAMES = 4
+"""Most frames in one image file (an animated PNG, a multi-picture JPEG; a DICOM series' frames):
+a radiograph is one picture, so a file of many frames is refused before anything is decoded."""
 ALLOWED_FORMATS = ("PNG", "JPEG")
 MIME = {"PNG": "image/png", "JPEG": "image/jpeg", "MPO": "image/jpeg"}
 
@@ -79,6 +82,10 @@ def open_image(data: bytes, *, where: str = "image") -> Image.Image:
                     f"{where}: {w}×{h} pixels is more than the {MAX_PIXELS:,} pixel limit "
                     "(possible decompression bomb)"
                 )
+            frames = int(getattr(im, "n_frames", 1) or 1)
+            if frames > MAX_FRAMES:
+                raise ImageRejected(f"{where}: {frames} frames is more than the {MAX_FRAMES} frame limit "
+                                    "(a radiograph is one picture)")
             im.load()
     except ImageRejected:
         raise

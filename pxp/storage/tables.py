@@ -317,6 +317,19 @@ class TeamMember(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class LoginEnd(SQLModel, table=True):
+    """When each user last logged out (README "Login and roles"): a login cookie issued before it
+    is refused, so cookies copied before a logout give no access afterwards."""
+
+    __tablename__ = "login_end"
+
+    #: the login email, lower-case
+    email: str = Field(primary_key=True, max_length=320)
+    ended_at: datetime = Field(default_factory=utcnow)
+    #: the issue time (seconds since the epoch) of the login that was ended
+    ended_iat: int = 0
+
+
 class AuditEvent(SQLModel, table=True):
     """Who did what to which session, when (issue 13 §1): opened, answered, took over, abandoned."""
 
@@ -351,4 +364,5 @@ ALL_TABLES = (
     TeamMember,
     AuditEvent,
     Probe,
+    LoginEnd,
 )

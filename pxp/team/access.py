@@ -188,17 +188,36 @@ def submit_as(
     """The human's message j, stored only if this annotator holds the session.
 
     Checked before the step (a clear line for an unknown or plainly foreign session) and again in
-    the write's transaction (`holds`). A refusal writes nothing to the session and leaves a
-    "refused" row in the audit trail.
+    the write's transaction (`holds`). A refusal (or a session closed meanwhile) writes nothing to the
+    session and leaves a "refused" row in the audit trail.
     """
     try:
         check_session(engine, session_id, annotator_id)
-        return submit_human(engine, session_id, j=j, answer=answer, facts=facts,
-                            guard=holds(session_id, annotator_id))
+        out = submit_human(engine, session_id, j=j, answer=answer, facts=facts,
+                           guard=holds(session_id, annotator_id))
     except (AccessDenied, StepRefused) as err:
+        out = SubmitOutcome("refused", str(err))
+    if out.status in ("refused", "closed"):
         audit.record(engine, "refused", session_id=session_id, annotator_id=annotator_id, j=j,
-                     detail=str(err))
-        return SubmitOutcome("refused", str(err))
+                     detail=out.message)
+    return out
+
+
+def refuse_stale(engine: Engine, session_id: int, *, annotator_id: int, j: int) -> str | None:
+    """A Send pressed in a tab whose case can no longer take it: None if the session is still this
+    annotator's and open (nothing to refuse), else why not, in words for the annotator, after
+    writing the "refused" audit row (the same row as `submit_as`; nothing is written to the session).
+    """
+    with DB(engine) as db:
+        s = db.get(Session, session_id)
+        holder, status = (s.annotator_id, s.status) if s is not None else (None, "gone")
+    if holder == annotator_id and status == "open":
+        return None
+    why = ("the case was taken over by another annotator" if holder != annotator_id
+           else f"the case is {status}")
+    audit.record(engine, "refused", session_id=session_id, annotator_id=annotator_id, j=j,
+                 detail=f"a stale tab's reply: {why}")
+    return why
 
 
 def may(role: str | None, action: str) -> bool:
@@ -244,6 +263,7 @@ __all__ = [
     "may",
     "may_open",
     "members",
+    "refuse_stale",
     "remove_member",
     "require",
     "role_for",

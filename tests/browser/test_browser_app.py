@@ -387,19 +387,23 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-case-2.png"))
 
             # the X-ray viewer zooms with the wheel and pans by drag in the browser (no rerun)
-            viewer = next(f for f in page.frames if f.query_selector("#v") is not None)
-            frame_el = viewer.frame_element().bounding_box()
+            viewer = page.locator("[data-pxp-viewer]")
+            expect(viewer).to_have_attribute("data-drawn", re.compile(r"[1-9]"), timeout=30000)
+            frame_el = viewer.bounding_box()
             assert frame_el is not None
             page.mouse.move(frame_el["x"] + 150, frame_el["y"] + 150)
             page.mouse.wheel(0, -600)
             page.wait_for_timeout(200)
-            zoomed = viewer.evaluate("() => window.pxpViewer()")
+            zoomed = page.evaluate("() => window.pxpViewer()")
             page.mouse.down()
             page.mouse.move(frame_el["x"] + 220, frame_el["y"] + 190)
             page.mouse.up()
-            panned = viewer.evaluate("() => window.pxpViewer()")
+            panned = page.evaluate("() => window.pxpViewer()")
             assert zoomed["scale"] > 1.5 and panned["x"] > zoomed["x"], (zoomed, panned)
-            # the viewer and the scroll script (srcdoc frames) fetch nothing from anywhere
+            # the viewer's image came in the page's session (no media URL); the scroll script
+            # (a srcdoc frame) fetches nothing from anywhere
+            icons = page.evaluate("() => [...document.querySelectorAll('link[rel*=icon]')].map((l) => l.href)")
+            assert not [u for u, _ in requests if "/media/" in u and u.endswith(".png") and u not in icons]
             assert not [u for u, f in requests if f == "about:srcdoc" and not u.startswith("data:")]
 
             # DRUG: the machine's step is drawn; RATIFY in three keys, no clicks

@@ -63,7 +63,18 @@ def auth_server(tmp_path: Path, provider: str) -> Iterator[tuple[str, int, str]]
     other = ensure_annotator(engine, name="other@example.org")
     sid = claim_next(engine, experiment_id=eid, annotator_id=other)
     assert sid is not None
-    home = tmp_path / "home"  # Streamlit reads ~/.streamlit/secrets.toml: the test's own [auth]
+    proc, base, log = start_with_login(tmp_path, provider, url)
+    try:
+        yield base, sid, url
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def start_with_login(tmp_path: Path, provider: str, url: str) -> tuple[Any, str, Any]:
+    """`streamlit run` on database `url` with `[auth]` pointing at the OIDC `provider`: (process,
+    base URL, its log). Streamlit reads ~/.streamlit/secrets.toml, so HOME is the test's own."""
+    home = tmp_path / "home"
     (home / ".streamlit").mkdir(parents=True)
     cookie = secrets.token_hex(16)
 
@@ -81,12 +92,7 @@ def auth_server(tmp_path: Path, provider: str) -> Iterator[tuple[str, int, str]]
 
     env = {**os.environ, "PXP_DATABASE_URL": url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
            "HOME": str(home)}
-    proc, base, log = _start_streamlit(env, tmp_path, pick=pick)
-    try:
-        yield base, sid, url
-    finally:
-        _stop(proc)
-        log.close()
+    return _start_streamlit(env, tmp_path, pick=pick)
 
 
 def _log_in(page: Any, base: str, email: str) -> None:

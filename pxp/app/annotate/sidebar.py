@@ -101,7 +101,7 @@ def choose_experiment() -> tuple[int, DeltaGenerator] | None:
                         base_url=prefs.base_url or None, temperature=prefs.generator_temperature,
                         max_tokens=prefs.generator_max_tokens)
             except (LiveError, AccessDenied) as err:
-                st.error(str(err))
+                st.error(ui.escape_md(str(err)))
                 return None
             exps = live_experiments(eng, dataset=ds)
     if not exps:
@@ -164,7 +164,7 @@ def new_experiment_form(dataset: str) -> None:
                               checker=prefs.checker, base_url=prefs.base_url or None, shuffle=shuffle,
                               temperature=prefs.generator_temperature, max_tokens=prefs.generator_max_tokens)
             except (LiveError, AccessDenied) as err:
-                st.error(str(err))
+                st.error(ui.escape_md(str(err)))
                 return
             S["annotate_select_experiment"] = (dataset, eid)  # selected on the next run
             S.pop("annotate_sid", None)

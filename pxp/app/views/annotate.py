@@ -15,6 +15,7 @@ from pxp.app.annotate.conversation import current_session, finished_note, machin
 from pxp.app.annotate.keys import SUBMIT_KEY, S
 from pxp.app.annotate.reply_form import answer_form, keyboard_help
 from pxp.app.annotate.sidebar import choose_experiment, identity, show_abandoned, show_progress
+from pxp.app.refused import refused_note
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.live.assignment import unlisted
 from pxp.running.pxp.live.turns import load_session
@@ -61,7 +62,8 @@ def annotate(eid: int, annotator_id: int) -> None:
     sid = current_session(eid, annotator_id)
     notice = S.pop("annotate_notice", None)
     if notice:
-        st.warning(notice)
+        st.warning(ui.escape_md(notice))
+    refused_note()
     finished_note()
     if sid is None:
         no_cases(eid, annotator_id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pxp.app import resources
+from pxp.app import resources, ui
 from pxp.storage.audit import audit_events
 
 st.title("Audit")
@@ -20,7 +20,7 @@ sid_text = c2.text_input("Session id", key="audit_session").strip()
 sid: int | None = None
 if sid_text:
     if not sid_text.isdigit():
-        st.error(f"{sid_text[:20]!r} is not a session id (a whole number).")
+        st.error(ui.escape_md(f"{sid_text[:20]!r} is not a session id (a whole number)."))
         st.stop()
     sid = int(sid_text)
 rows = audit_events(resources.engine(), actor=actor, session_id=sid, limit=2000)

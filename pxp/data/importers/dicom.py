@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from PIL import Image
 from sqlalchemy import Engine
 
-from pxp.data.images import MAX_PIXELS, PreparedImage
+from pxp.data.images import MAX_FRAMES, MAX_PIXELS, PreparedImage
 from pxp.data.importers.common import (
     ImportProblems,
     ImportResult,
@@ -107,6 +107,9 @@ def dicom_images(ds: Any, where: str, warns: list[str]) -> tuple[PreparedImage, 
 
     rows, cols = int(ds.get("Rows", 0) or 0), int(ds.get("Columns", 0) or 0)
     frames = int(ds.get("NumberOfFrames", 1) or 1)
+    if frames > MAX_FRAMES:
+        raise ImportProblems([f"{where}: {frames} frames is more than the {MAX_FRAMES} frame limit "
+                              "(a radiograph is one picture)"])
     if rows * cols * frames > MAX_PIXELS:
         raise ImportProblems([f"{where}: {cols}×{rows}×{frames} pixels is more than the "
                               f"{MAX_PIXELS:,} pixel limit"])

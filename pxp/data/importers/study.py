@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from pxp.data.chem import InvalidSmiles, canonical_smiles
+from pxp.data.chem import InvalidSmiles, canonical_smiles, smiles_size_problem
 from pxp.data.images import ImageCache, ImageRejected, resolve_inside
 from pxp.data.importers.common import (
     ImportProblems,
@@ -116,7 +116,10 @@ def import_study_rad(
 
 
 def smiles_problem(smiles: str, what: str) -> str | None:
-    """None if every dot-separated part parses with RDKit, else a reason."""
+    """None if every dot-separated part parses with RDKit, else a reason (sizes checked first)."""
+    too_large = smiles_size_problem(smiles)
+    if too_large:
+        return f"{what}: {too_large}"
     parts = [p for p in smiles.strip().split(".") if p]
     if not parts:
         return f"empty {what} SMILES"

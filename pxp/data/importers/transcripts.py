@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import select
 
+from pxp.data.chem import smiles_size_problem
 from pxp.data.importers.common import ImportProblems, read_jsonl
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, conformance, stop_reason
 from pxp.storage.store import db_session
@@ -123,6 +124,11 @@ def import_transcripts(
     if bounds:  # not a property of one session: --allow-nonconformant does not cover it
         raise ImportProblems(bounds)
     sessions, info = read_transcripts(path)
+    if task == "drug":  # predictions are SMILES: over a size limit, refused before anything is stored
+        sizes = [f"session {sid} (repetition {rep}), message {m.j}: {p}" for (rep, sid), msgs in sessions.items()
+                 for m in msgs if (p := smiles_size_problem(m.prediction))]
+        if sizes:
+            raise ImportProblems(sizes)
     bad: list[str] = []
     for (rep, sid), msgs in sessions.items():
         for v in conformance(msgs, n, k, status=info[(rep, sid)]["status"]):
