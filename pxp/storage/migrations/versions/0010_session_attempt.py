@@ -1,8 +1,8 @@
 """session_attempt: earlier attempts at a session run again from its start (format-aborted
 sessions of a paused run, re-run on resume)
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-11-25 05:40:00.000000
 """
 from alembic import op
@@ -10,8 +10,8 @@ import sqlalchemy as sa
 import sqlmodel
 
 
-revision = '0009'
-down_revision = '0008'
+revision = '0010'
+down_revision = '0009'
 branch_labels = None
 depends_on = None
 
