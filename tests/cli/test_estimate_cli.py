@@ -7,7 +7,6 @@ import os
 import pty
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +95,6 @@ def _on_a_terminal(args: list[str], reply: str, env: dict[str, str]) -> tuple[in
     proc = subprocess.Popen([sys.executable, "-m", "pxp.cli.main", *args], stdin=follower,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
     os.close(follower)
-    time.sleep(0.1)
     os.write(leader, reply.encode() + b"\n")
     try:
         _, stderr = proc.communicate(timeout=120)

@@ -9,7 +9,6 @@ import json
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -73,7 +72,7 @@ def _stop_study(url: str, tmp_path: Path, engine: Engine, study: str,
     finally:
         if waiter.poll() is None:
             waiter.kill()
-    time.sleep(0.2)
+    _all_lines(waiter)
     return waiter, lines
 
 
@@ -87,8 +86,18 @@ def _waiter(url: str, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
     proc = subprocess.Popen([*PXP, "--db", url, "run", *args], env=ENV, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True).start()  # type: ignore[union-attr]
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    _READERS[proc.pid] = reader
     return proc, lines
+
+
+_READERS: dict[int, threading.Thread] = {}  # each waiter's stderr reader, by pid
+
+
+def _all_lines(proc: subprocess.Popen[str]) -> None:
+    """Wait (generously) for the exited waiter's stderr reader to reach the end of its output."""
+    _READERS.pop(proc.pid).join(timeout=60)
 
 
 @pytest.mark.postgres
@@ -119,7 +128,7 @@ def test_a_distributed_grid_queues_every_experiment_and_equals_the_in_process_gr
         if waiter.poll() is None:
             waiter.kill()
         _stop(workers)
-    time.sleep(0.2)  # the stderr reader's last lines
+    _all_lines(waiter)
     assert waiter.returncode == 0, "".join(lines)
     assert sum(WARNING in ln for ln in lines) == 1, "".join(lines)
     assert "Traceback" not in "".join(lines)
