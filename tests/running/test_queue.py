@@ -32,7 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PXP = [sys.executable, "-c", "from pxp.cli.main import main; main()"]  # the console script's entry point
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 STALLED = 2.0  # seconds without a heartbeat before a dead worker's job is retried (tests only)
-KILLS = int(os.environ.get("PXP_TEST_KILLS", "10"))  # kill -9 a worker mid-repetition this many times (issue 14)
+# kill -9 a worker mid-repetition this many times: 3 in the suite (each kill is the same event: a job lost
+# mid-repetition, retried elsewhere); bench/bench_kill9.py runs the full campaign of 10
+KILLS = int(os.environ.get("PXP_TEST_KILLS", "3"))
 
 RUN_FLAGS = ["--dataset", "toy-rad", "--split", "train", "--seed", "2", "--learn", "--eval-at-start",
              "--sim-accuracy", str(HARSH["accuracy"]), "--sim-adopt", str(HARSH["adopt"]),
