@@ -209,10 +209,9 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
             _idle(page)
             expect(page.get_by_text("Simulated agent").first).to_be_visible()
             sid, msgs, _ = _session(url, "Dr Keyboard")
-            for _ in range(50):  # the page shows the case as the machine's INIT is being stored
-                if msgs:
-                    break
-                time.sleep(0.2)
+            deadline = time.monotonic() + 60  # the page shows the case as the machine's INIT is being stored
+            while not msgs and time.monotonic() < deadline:
+                time.sleep(0.1)
                 sid, msgs, _ = _session(url, "Dr Keyboard")
             assert [m.tag for m in msgs] == ["INIT"]
             smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")

@@ -23,11 +23,12 @@ CAREFUL = SimulatedAnswerer(probe_accuracy=1.0, slot_accuracy=1.0, format_error_
 
 def _wait_step(engine: Engine, step: int) -> Play | None:
     """The episode once `step` replies are stored (None: it is finished; step 0: started)."""
-    for _ in range(150):
+    deadline = time.monotonic() + 120  # generous: the app stores the reply in its own script run
+    while time.monotonic() < deadline:
         p = play.current(engine, MODEL)
         if (p is None and step > 0) or (p is not None and p.step >= step):
             return p
-        time.sleep(0.2)
+        time.sleep(0.1)
     raise AssertionError(f"reply {step} was not stored")
 
 
