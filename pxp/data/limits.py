@@ -8,3 +8,6 @@ MAX_ZIP_ENTRIES = 20_000
 """Most entries accepted in an uploaded or imported zip."""
 MAX_UNZIPPED_BYTES = 2 * 1024 * 1024 * 1024
 """Largest total unpacked size of a zip (bytes); more is refused as a zip bomb."""
+MAX_TEXT_CHARS = 64 * 1024
+"""Longest text a user pastes into a form or an import field (a prediction, an explanation,
+a label, a report): one limit, named in the error."""

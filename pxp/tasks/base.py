@@ -13,7 +13,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable
 
-from pxp.data.chem import smiles_set
+from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.errors import PxpError
 
 DEFAULT_AGREE_THRESHOLD = 0.5
@@ -133,3 +133,25 @@ def task_match_kind(task: str, config: dict[str, object] | None = None) -> str:
     if config and isinstance(config.get("match"), str):
         return str(config["match"])
     return TASK_MATCH_KIND.get(task, "text")
+
+
+#: MATCH kinds whose answer the content decides exactly (DESIGN §1): RAD labels, DRUG SMILES sets
+EXACT_MATCH_KINDS = frozenset({"label", "smiles"})
+
+
+def content_match(kind: str) -> Callable[[str, str], bool | None] | None:
+    """The task's MATCH for facts computed from content (pxp.protocols.pxp.facts), or None when
+    the kind is not exact; the function gives None when a prediction is empty or does not parse."""
+    if kind not in EXACT_MATCH_KINDS:
+        return None
+    fn = match_for(kind)
+
+    def match(y1: str, y2: str) -> bool | None:
+        if not y1.strip() or not y2.strip():
+            return None
+        try:
+            return fn(y1, y2)
+        except InvalidSmiles:
+            return None
+
+    return match
