@@ -465,9 +465,10 @@ def test_annotators_side_by_side_from_transcripts(any_engine: Engine, tmp_path: 
     }
     for inst, pair in plan.items():
         for ann, tags in zip(("h1", "h2"), pair, strict=True):
-            for j, (sender, tag) in enumerate(tags, start=1):
+            preds = fit_content(tags, ("CCO", "CC(=O)O", "c1ccccc1O", "CCN"))
+            for j, ((sender, tag), pred) in enumerate(zip(tags, preds, strict=True), start=1):
                 lines.append(json.dumps({"session": f"{inst}-{ann}", "instance": inst, "j": j, "sender": sender,
-                                         "tag": tag, "annotator": ann}))
+                                         "tag": tag, "annotator": ann, "prediction": pred}))
     path = tmp_path / "live.jsonl"
     path.write_text("\n".join(lines) + "\n")
     import_transcripts(any_engine, path, name="DRUG-live", n=10, k=3, task="drug")
