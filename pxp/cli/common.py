@@ -53,10 +53,36 @@ def hoist_db(args: list[str], commands: dict[str, Any]) -> list[str]:
 
 
 class DbGroup(TyperGroup):
-    """pxp's command group: `--db URL` before or after any command (issue 11 §4)."""
+    """pxp's command group: `--db URL` before or after any command, and a usage error (a bad
+    option value, an unknown option, --db twice) as one line, like every other error."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist_db(args, dict(self.commands)))
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except typer.TyperException as e:  # typer's click errors: usage, bad values, missing files
+            if type(e).__name__ == "NoArgsIsHelpError":
+                e.show()  # `pxp` or `pxp import` alone: the help, as before
+                sys.exit(e.exit_code)
+            sys.exit(usage_line(e))
+        except typer.Abort:
+            err.print("aborted", highlight=False, markup=False)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def usage_line(e: typer.TyperException) -> int:
+    """Print a typer (click) error as one line (what, where, what to do); its exit code."""
+    text = " ".join(e.format_message().split())
+    ctx = getattr(e, "ctx", None)
+    hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    err.print(f"error: {text}{hint}", highlight=False, markup=False, emoji=False, soft_wrap=True)
+    return e.exit_code
 
 
 app = typer.Typer(
@@ -71,8 +97,9 @@ import_app = typer.Typer(help="Import transcripts, study datasets, CSV/JSONL, DI
                          no_args_is_help=True)
 app.add_typer(import_app, name="import")
 
-out = Console()
-err = Console(stderr=True)
+# text from users, files and providers is printed literally: no ":smile:" emoji codes
+out = Console(emoji=False)
+err = Console(stderr=True, emoji=False)
 
 
 class CliState:

@@ -24,11 +24,11 @@ def _run(call: Callable[[], Any]) -> None:
         res = call()
     except ImportProblems as e:
         for p in e.problems:
-            err.print(f"[red]error:[/red] {p}", highlight=False, soft_wrap=True)
+            err.print(f"[red]error:[/red] {escape(p)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     out.print(f"imported {res.summary()}", highlight=False, markup=False, soft_wrap=True)
     for w in res.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False, soft_wrap=True)
 
 
 Split = Annotated[str | None, typer.Option("--split", help="train, val or test for every row.")]
@@ -139,7 +139,7 @@ def demo_cmd() -> None:
         loaded = ensure_demo(state.engine())
     except ImportProblems as e:
         for p in e.problems:
-            err.print(f"[red]error:[/red] {p}", highlight=False, soft_wrap=True)
+            err.print(f"[red]error:[/red] {escape(p)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     exps = ", ".join(DEMO_EXPERIMENTS.values())
     if loaded:
