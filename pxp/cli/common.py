@@ -150,7 +150,7 @@ class CliState:
         from pxp.storage.store import StoreError
 
         try:
-            return get_engine(self.db, must_exist=True)
+            return get_engine(self.db, must_exist=True, migrate=False)
         except StoreError as e:
             fail(str(e))
 

@@ -64,7 +64,7 @@ def database_url(url: str | None = None) -> str:
 
 def sqlite_file(url: str | None = None) -> Path | None:
     """The file of a SQLite URL (None for other databases and in-memory ones)."""
-    parsed = make_url(database_url(url))
+    parsed = supported_url(database_url(url))
     if parsed.get_backend_name() != "sqlite":
         return None
     db = parsed.database or ""
@@ -107,6 +107,23 @@ def _sqlite_ro_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+_EXAMPLE_URLS = "sqlite:///pxp.db or postgresql+psycopg://user@host/db"
+
+
+def supported_url(url: str) -> Any:
+    """The parsed URL of a SQLite or PostgreSQL database; StoreError (one line) for anything else."""
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StoreError(f"the database URL {url.split('@')[-1]!r} is not a URL; give e.g. {_EXAMPLE_URLS}") from None
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise StoreError(f"pxp stores its data in SQLite or PostgreSQL, not {parsed.get_backend_name()!r}; "
+                         f"give e.g. {_EXAMPLE_URLS}")
+    return parsed
+
+
 def make_engine(url: str | None = None, *, must_exist: bool = False) -> Engine:
     """A new engine for `url`: SQLite files get WAL and a 30 s busy timeout.
 
@@ -116,7 +133,7 @@ def make_engine(url: str | None = None, *, must_exist: bool = False) -> Engine:
     immutable when its folder is read-only too).
     """
     url = database_url(url)
-    parsed = make_url(url)
+    parsed = supported_url(url)
     if parsed.get_backend_name() == "sqlite":
         db = parsed.database or ""
         path = sqlite_file(url)
@@ -148,11 +165,73 @@ def is_read_only(engine: Engine) -> bool:
     return engine.url.get_backend_name() == "sqlite" and engine.url.query.get("mode") == "ro"
 
 
+class ForeignDatabase(StoreError):
+    """A database that holds tables but not pxp's schema: pxp never touches it."""
+
+
+def schema_state(engine: Engine) -> tuple[str, str | None]:
+    """("empty" | "pxp" | "old" | "foreign" | "unknown", its Alembic revision) of a database.
+
+    "foreign": tables but no pxp schema (no alembic_version); "unknown": a revision none of
+    pxp's migrations know (another application's, or a newer pxp's); "old": pxp's, before head.
+    """
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import inspect
+
+    tables = set(inspect(engine).get_table_names())
+    if not tables:
+        return "empty", None
+    if "alembic_version" not in tables:
+        return "foreign", None
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    script = ScriptDirectory.from_config(alembic_config())
+    if current is None:
+        return ("empty" if tables == {"alembic_version"} else "foreign"), None
+    try:
+        known = script.get_revision(current) is not None
+    except Exception:  # alembic's own errors for a revision it cannot resolve
+        known = False
+    if not known:
+        return "unknown", current
+    return ("pxp" if current == script.get_current_head() else "old"), current
+
+
+def _shown(engine: Engine) -> str:
+    path = sqlite_file(engine.url.render_as_string(hide_password=True))
+    return str(path) if path is not None else engine.url.render_as_string(hide_password=True)
+
+
+def check_schema(engine: Engine, *, migrate: bool, init: bool = False) -> None:
+    """Refuse, with one line and nothing changed, a database pxp must not touch; migrate when allowed.
+
+    pxp creates its tables only in an empty database, or in one with other tables when `init`
+    (`pxp db init`) says so; a reading command (`migrate` False) never changes the schema.
+    """
+    state, current = schema_state(engine)
+    where = _shown(engine)
+    if state == "unknown":
+        raise StoreError(f"{where}: its schema revision {current!r} is not one of this pxp's (another "
+                         "application's database, or one from a newer pxp); nothing was changed")
+    if state == "foreign" and not init:
+        raise ForeignDatabase(f"{where} has tables but no pxp schema; pxp does not touch another "
+                              "application's database: use an empty one, or `pxp db init` to add pxp's tables")
+    if state == "pxp":
+        return
+    if not migrate:
+        what = "has no pxp tables yet" if state in ("empty", "foreign") else "has an older pxp schema"
+        raise StoreError(f"{where} {what}; a reading command changes nothing: import data, run "
+                         "`pxp demo` or `pxp db init` first")
+    upgrade(engine)
+
+
 def get_engine(url: str | None = None, *, migrate: bool = True, must_exist: bool = False) -> Engine:
-    """A cached engine per URL, migrated to the latest schema on first use.
+    """A cached engine per URL, checked (check_schema) and migrated to the latest schema on first use.
 
     `must_exist`: see make_engine. A read-only database is not migrated; one whose
-    schema is older than this pxp's is refused with one line.
+    schema is older than this pxp's is refused with one line. `migrate` False (the reading
+    commands) never changes the schema.
     """
     key = database_url(url)
     path = sqlite_file(key)
@@ -163,12 +242,24 @@ def get_engine(url: str | None = None, *, migrate: bool = True, must_exist: bool
         engine = _engines.get(key_ro)
         if engine is None:
             engine = make_engine(key, must_exist=must_exist)
-            if is_read_only(engine):
-                _check_head(engine, path)
-            elif migrate:
-                upgrade(engine)
+            try:
+                if is_read_only(engine):
+                    _check_head(engine, path)
+                else:
+                    check_schema(engine, migrate=migrate)
+            except BaseException:
+                engine.dispose()
+                raise
             _engines[key_ro] = engine
+            if migrate or is_read_only(engine):
+                _migrated.add(key_ro)
+        elif migrate and key_ro not in _migrated:
+            check_schema(engine, migrate=True)
+            _migrated.add(key_ro)
     return engine
+
+
+_migrated: set[str] = set()
 
 
 def forget_engine(url: str | None = None) -> None:
@@ -176,6 +267,7 @@ def forget_engine(url: str | None = None) -> None:
     key = database_url(url)
     with _lock:
         for k in (key, f"{key}#ro"):
+            _migrated.discard(k)
             engine = _engines.pop(k, None)
             if engine is not None:
                 engine.dispose()
