@@ -109,15 +109,18 @@ class CliState:
 
     def engine(self, *, must_exist: bool = False) -> Engine:
         """The database of a command that creates data (a new SQLite file is announced at the end)."""
+        from pxp.storage.store import StoreError
+
         if must_exist:
             return self.reader()
-        path = sqlite_file(self.db)
-        if path is not None and not path.exists() and self.created is None:
-            made = [p for p in reversed(path.parents) if not p.exists()]
-            engine = get_engine(self.db)
-            self.created = (path, made)
-            return engine
-        return get_engine(self.db)
+        try:
+            path = sqlite_file(self.db)
+            if path is not None and not path.exists() and self.created is None:
+                made = [p for p in reversed(path.parents) if not p.exists()]
+                self.created = (path, made)
+            return get_engine(self.db)
+        except StoreError as e:
+            fail(str(e))
 
     def finish(self, ok: bool) -> None:
         """End of a command: say once that it created a database; a failed command that created
