@@ -1,0 +1,105 @@
+"""Bad input files, one family at a time: each is one line naming the file, the line or field
+and what to do, a non-zero exit, and nothing written (README, "Errors")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func
+from sqlmodel import Session as DB
+from sqlmodel import select
+from typer.testing import CliRunner
+
+from pxp.cli.main import app
+from pxp.storage.store import get_engine
+from pxp.storage.tables import Dataset, Experiment, Instance, Message
+
+runner = CliRunner()
+
+
+def pxp(*args: str) -> Any:
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def counts(url: str) -> tuple[int, ...]:
+    with DB(get_engine(url)) as db:
+        return tuple(int(db.exec(select(func.count()).select_from(t)).one()) for t in (Dataset, Instance, Experiment,
+                                                                                       Message))
+
+
+def errors(res: Any) -> list[str]:
+    assert "Traceback" not in res.output and "╭" not in res.output
+    return [x for x in res.output.splitlines() if x.strip()]
+
+
+# --- transcripts -------------------------------------------------------------------------
+
+INIT = {"session": "s", "instance": "x", "j": 1, "sender": "machine", "tag": "INIT", "prediction": "Pneumonia",
+        "explanation": "e"}
+REPLY = {"session": "s", "instance": "x", "j": 2, "sender": "human", "tag": "REFUTE", "prediction": "Atelectasis",
+         "explanation": "mine"}
+
+
+def _lines(*recs: dict[str, Any] | str) -> str:
+    return "\n".join(r if isinstance(r, str) else json.dumps(r) for r in recs) + "\n"
+
+
+@pytest.mark.parametrize(("content", "opts", "why"), [
+    (_lines(INIT, {**REPLY, "j": 2.5}), [], "t.jsonl:2: j must be a whole number of at least 1, got the number 2.5"),
+    (_lines(INIT, {**REPLY, "j": "2"}), [], "t.jsonl:2: j must be a whole number of at least 1, got '2'"),
+    (_lines(INIT, {**REPLY, "prediction": None}), [], 't.jsonl:2: prediction must be a JSON string ("" for none), '
+     "got null"),
+    (_lines(INIT, {**REPLY, "prediction": ["Atelectasis"]}), [], "t.jsonl:2: prediction must be a JSON string"),
+    (_lines(INIT, {**REPLY, "explanation": 42}), [], "t.jsonl:2: explanation must be a JSON string"),
+    (_lines(INIT, {**REPLY, "session": {"id": 1}}), [], "t.jsonl:2: session must be a non-empty string or a whole "
+     "number, got an object"),
+    (_lines(INIT, {**REPLY, "agree": "maybe"}), [], "t.jsonl:2: agree must be true, false or null, got 'maybe'"),
+    (_lines(INIT, {**REPLY, "repetition": 0}), [], "t.jsonl:2: repetition must be a whole number of at least 1"),
+    (_lines(INIT, '{"session": "s", "session": "t", "instance": "x", "j": 2, "sender": "h", "tag": "REFUTE"}'), [],
+     "t.jsonl:2: the key 'session' appears twice"),
+    (_lines(INIT, '{"session": "s", "instance": "x", "j": 2, "sender": "h", "tag": "REFUTE", "agree": NaN}'), [],
+     "t.jsonl:2: NaN is not a JSON number"),
+    (_lines(INIT, REPLY), ["--task", "foo"], "--task: unknown task 'foo' for transcripts; use one of rad, drug, text"),
+    (_lines(INIT, REPLY), ["--k", "11"], "--k: k must be at most the message bound n = 10, got 11"),
+    (_lines(INIT, REPLY), ["--n", "1"], "--n: the message bound n must be at least 2, got 1"),
+    (_lines(INIT, REPLY), ["--k", "0"], "--k: k must be at least 1, got 0"),
+    (_lines(INIT, REPLY), ["--n", "5000"], "--n: the message bound n must be at most 1000"),
+    (_lines(INIT, {**REPLY, "prediction": "Fracture"}), ["--task", "rad"],
+     "t.jsonl:2: prediction Fracture is not one of the RAD labels"),
+    (_lines({**INIT, "prediction": "CCO"}, {**REPLY, "prediction": "C1CC"}), ["--task", "drug"],
+     "t.jsonl:2: prediction is not a reactant set: not a valid SMILES: 'C1CC'"),
+    (_lines({**INIT, "prediction": "CCO"}, {**REPLY, "prediction": ""}), ["--task", "drug"],
+     "t.jsonl:2: prediction is not a reactant set: no SMILES given"),
+    (_lines(INIT, {**REPLY, "tag": "RATIFY", "prediction": "Pneumonia", "match": False}), ["--task", "rad"],
+     "t.jsonl:2: match is false in the file but MATCH over the predictions gives true"),
+    (_lines(INIT, REPLY, {**INIT, "j": 3, "tag": "REVISE"}), ["--n", "3"],
+     "t.jsonl:3: tagged REVISE but the machine's answer is the same as its message 1"),
+    (_lines(INIT, REPLY, {**INIT, "j": 3, "tag": "REFUTE", "explanation": "edited", "changed": False}), ["--n", "3"],
+     "t.jsonl:3: changed is false in the file but the machine's answer differs from its message 1"),
+    (_lines(INIT, {**REPLY, "prediction": "x" * (64 * 1024 + 1)}), [],
+     "t.jsonl:2: prediction is 65,537 characters, over the 65,536-character limit for a text field"),
+])
+def test_bad_transcripts_are_one_line_and_store_nothing(db_url: str, tmp_path: Path, content: str,
+                                                         opts: list[str], why: str) -> None:
+    f = tmp_path / "t.jsonl"
+    f.write_text(content)
+    before = counts(db_url)
+    res = pxp("--db", db_url, "import", "transcripts", str(f), "--name", "t", *opts)
+    assert res.exit_code == 1
+    lines = errors(res)
+    assert len(lines) == 1 and lines[0].startswith("error: ") and why in lines[0], res.output
+    assert counts(db_url) == before
+
+
+def test_a_good_transcript_is_still_imported_with_facts_from_content(db_url: str, tmp_path: Path) -> None:
+    f = tmp_path / "t.jsonl"
+    f.write_text(_lines(INIT, {**REPLY, "session": "s", "agree": True},
+                        {**INIT, "j": 3, "tag": "REFUTE", "agree": True}))
+    res = pxp("--db", db_url, "import", "transcripts", str(f), "--name", "t", "--task", "rad", "--n", "3")
+    assert res.exit_code == 0, res.output
+    with DB(get_engine(db_url)) as db:
+        facts = [(m.j, m.match, m.agree, m.changed) for m in db.exec(select(Message).order_by(Message.j)).all()]
+    assert facts == [(1, None, None, None), (2, False, True, False), (3, False, True, False)]
