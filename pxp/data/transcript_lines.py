@@ -9,78 +9,16 @@ file, the line and the field.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pxp.data.chem import InvalidSmiles, smiles_set
-from pxp.data.common import ImportProblems, read_text
+from pxp.data.common import json_kind
 from pxp.data.limits import MAX_TEXT_CHARS
+from pxp.data.match import normalise_label
 from pxp.protocols.pxp.facts import MatchFn, content_facts, short, tag_contradiction
 from pxp.protocols.pxp.rules import Msg, Tag
-from pxp.tasks.base import normalise_label
-
-
-class _Duplicate(ValueError):
-    pass
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _Duplicate(f"the key {k!r} appears twice")
-        out[k] = v
-    return out
-
-
-def _constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def read_objects(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """The JSON objects of a JSONL file with their line numbers, values as JSON typed them.
-
-    A line that is not one JSON object, a key given twice and NaN/Infinity are refused.
-    """
-    text = read_text(path)
-    rows: list[tuple[int, dict[str, Any]]] = []
-    problems: list[str] = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = f"{path.name}:{lineno}"
-        try:
-            rec = json.loads(line, object_pairs_hook=_object, parse_constant=_constant)
-        except json.JSONDecodeError as err:
-            problems.append(f"{where}: not valid JSON ({err.msg}); write one JSON object per line")
-            continue
-        except ValueError as err:  # a duplicate key, NaN or Infinity
-            problems.append(f"{where}: {err}; fix the line")
-            continue
-        if not isinstance(rec, dict):
-            problems.append(f"{where}: expected a JSON object {{...}}, got {_kind(rec)}")
-            continue
-        rows.append((lineno, rec))
-    if problems:
-        raise ImportProblems(problems)
-    return rows
-
-
-def _kind(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, (int, float)):
-        return f"the number {v!r}"
-    if isinstance(v, list):
-        return "an array"
-    if isinstance(v, dict):
-        return "an object"
-    return f"{v!r}"
 
 
 class Line:
@@ -90,7 +28,7 @@ class Line:
         self.rec, self.where, self.problems = rec, where, problems
 
     def _bad(self, field: str, what: str) -> None:
-        self.problems.append(f"{self.where}: {field} must be {what}, got {_kind(self.rec.get(field))}")
+        self.problems.append(f"{self.where}: {field} must be {what}, got {json_kind(self.rec.get(field))}")
 
     def whole(self, field: str, *, default: int | None = None, least: int = 1) -> int | None:
         v = self.rec.get(field)

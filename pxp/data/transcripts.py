@@ -21,13 +21,12 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from pxp.data.common import ImportProblems
-from pxp.data.transcript_lines import Filed, Line, check_prediction, read_objects, settle_facts
+from pxp.data.common import ImportProblems, read_objects
+from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
+from pxp.data.transcript_lines import Filed, Line, check_prediction, settle_facts
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, conformance, session_bounds, stop_reason
 from pxp.storage.store import db_session
 from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session
-from pxp.tasks.base import content_match, task_match_kind
-from pxp.tasks.registry import task_spec
 
 REQUIRED = ("session", "instance", "j", "sender", "tag")
 
@@ -60,7 +59,7 @@ def read_transcripts(
     filed: dict[tuple[int, str], list[Filed]] = defaultdict(list)
     info: dict[tuple[int, str], dict[str, Any]] = {}
     seen: dict[tuple[int, str, int], int] = {}  # (rep, session, j) -> its line; the store keys messages by (session, j)
-    labels = task_spec(task).labels
+    labels = STUDY_LABELS if task == "rad" else ()
     for lineno, rec in read_objects(path):
         where = f"{path.name}:{lineno}"
         line = Line(rec, where, problems)
