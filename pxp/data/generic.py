@@ -135,6 +135,10 @@ def import_table(
         if empty:
             problems.append(f"{where}: empty {', '.join(empty)}")
             continue
+        if task == "rad" and "prediction" in col_of and not prediction:
+            problems.append(f"{where}: empty label in column {col_of['prediction']!r}; fill it in, or import "
+                            "without a label column for an unlabelled dataset")
+            continue
         if task == "drug":
             bad = [p for p in (smiles_problem(x, "target (input)"),
                                smiles_problem(prediction, "reactant (prediction)")

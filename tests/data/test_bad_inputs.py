@@ -14,6 +14,7 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from pxp.cli.main import app
+from pxp.data.common import ImportProblems
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Dataset, Experiment, Instance, Message
 
@@ -103,3 +104,71 @@ def test_a_good_transcript_is_still_imported_with_facts_from_content(db_url: str
     with DB(get_engine(db_url)) as db:
         facts = [(m.j, m.match, m.agree, m.changed) for m in db.exec(select(Message).order_by(Message.j)).all()]
     assert facts == [(1, None, None, None), (2, False, True, False), (3, False, True, False)]
+
+
+# --- CSV / JSONL -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "content", "why"), [
+    ("d.csv", "input,label,label\na,b,c\n", "d.csv:1: column 'label' appears twice in the header"),
+    ("d.csv", "input,label,explanation\na,b\n", "d.csv:2: 2 fields but the header has 3; every row needs one"),
+    ("d.csv", "input,label\na,b,c\n", "d.csv:2: 3 fields but the header has 2"),
+    ("d.jsonl", '{"input": "a", "label": true}\n', "d.jsonl:1: field 'label' must be text or a number, got a boolean"),
+    ("d.jsonl", '{"input": ["a"]}\n', "d.jsonl:1: field 'input' must be text or a number, got an array"),
+    ("d.jsonl", '{"input": {"a": 1}}\n', "d.jsonl:1: field 'input' must be text or a number, got an object"),
+    ("d.jsonl", '{"input": "a", "label": NaN}\n', "d.jsonl:1: NaN is not a JSON number"),
+    ("d.jsonl", '{"input": "a", "label": Infinity}\n', "d.jsonl:1: Infinity is not a JSON number"),
+    ("d.jsonl", '{"input": "a", "input": "b"}\n', "d.jsonl:1: the key 'input' appears twice"),
+    ("d.jsonl", json.dumps({"key": "k" * 301, "input": "a"}) + "\n", "longer than the 300 characters a key may have"),
+    ("d.csv", "input,label\n" + "x" * (64 * 1024 + 1) + ",b\n", "d.csv:2: a field is longer than the "
+     "65,536-character limit for a text field"),
+])
+def test_bad_tables_are_one_line_and_store_nothing(db_url: str, tmp_path: Path, name: str, content: str,
+                                                   why: str) -> None:
+    f = tmp_path / name
+    f.write_text(content)
+    before = counts(db_url)
+    res = pxp("--db", db_url, "import", "csv" if name.endswith(".csv") else "jsonl", str(f))
+    assert res.exit_code == 1
+    lines = errors(res)
+    assert len(lines) == 1 and why in lines[0], res.output
+    assert counts(db_url) == before
+
+
+def test_an_empty_rad_label_is_refused(db_url: str, tmp_path: Path) -> None:
+    from PIL import Image
+
+    Image.new("L", (64, 64)).save(tmp_path / "a.png")
+    f = tmp_path / "r.csv"
+    f.write_text("image,label\na.png,\n")
+    res = pxp("--db", db_url, "import", "csv", str(f), "--task", "rad")
+    assert res.exit_code == 1 and "r.csv:2: empty label in column 'label'" in errors(res)[0]
+    assert counts(db_url) == (0, 0, 0, 0)
+
+
+def test_reimporting_never_changes_an_instance_a_session_refers_to(db_url: str) -> None:
+    from pxp.data.common import NewInstance, store_instances
+    from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+    from tests.factories import make_rad
+
+    engine = get_engine(db_url)
+    make_rad(engine, per_label=1)
+    eid = create_live_experiment(engine, dataset="toy-rad")
+    sid = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="r"))
+    assert sid is not None
+    with DB(engine) as db:
+        from pxp.storage.tables import Session
+
+        used = db.exec(select(Instance).join(Session, Session.instance_id == Instance.id)).one()  # type: ignore[arg-type]
+    other = "Pneumonia" if used.label != "Pneumonia" else "Atelectasis"
+    item = NewInstance(key=used.key, label=other, reference_prediction=other)
+    with pytest.raises(ImportProblems) as info:
+        store_instances(engine, name="toy-rad", task="rad", items=[item])
+    assert info.value.problems == [f"dataset 'toy-rad': key {used.key!r} already holds other content, and stored "
+                                   "sessions were run on it; import under a new --name (a new version of the "
+                                   "dataset)"]
+    with DB(engine) as db:
+        again = db.get(Instance, used.id)
+        assert again is not None and again.label == used.label
+    # the same content again, or under a new name, is fine
+    assert store_instances(engine, name="toy-rad-v2", task="rad", items=[item]).added == 1
