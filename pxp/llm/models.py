@@ -7,6 +7,7 @@ model list (when it was fetched, `served`) does not name it. Checked 2026-11-23.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -56,10 +57,11 @@ def context_window(spec: str) -> int | None:
 
 def _anthropic_deprecations() -> dict[str, str]:
     try:
-        from anthropic.resources.messages.messages import DEPRECATED_MODELS
-    except ImportError:  # an SDK without the table
+        module = importlib.import_module("anthropic.resources.messages.messages")
+    except ImportError:  # an SDK without the module
         return {}
-    return {str(k): str(v) for k, v in DEPRECATED_MODELS.items()}
+    table = getattr(module, "DEPRECATED_MODELS", None)  # not exported by every SDK version
+    return {str(k): str(v) for k, v in table.items()} if isinstance(table, dict) else {}
 
 
 def deprecation(provider: str, model: str) -> str | None:
