@@ -18,6 +18,7 @@ from typing import Any
 
 from pxp.agents.base import AgentBase, Answer, Facts, Query
 from pxp.data.chem import InvalidSmiles
+from pxp.data.limits import MAX_TEXT_CHARS
 from pxp.protocols.pxp.facts import ContentFacts, content_facts, content_refusal, same_answer
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, agent_tag, check_tag, implied_facts, tag_reason
 from pxp.tasks.base import (
@@ -55,6 +56,8 @@ class BrowserHuman(AgentBase):
     def facts(self, q: Query, answer: Answer) -> Facts | None:
         """The facts as stored: match and changed from the content (whatever the form sent),
         agree and a chosen tag from the expert; ProtocolError (one line) for a refused tag."""
+        if (why := too_long(answer)) is not None:
+            raise ProtocolError(why)
         content = human_content(q.history, answer, match_kind=self.match_kind)
         turn = human_turn(q.j, q.k, match=self._facts.match, agree=self._facts.agree,
                           changed=content.changed, chosen=self._facts.tag, content=content,
@@ -92,6 +95,15 @@ def answer_changed(
         return False
     return not same_answer(new.prediction, new.explanation, previous.prediction, previous.explanation,
                            content_match(match_kind))
+
+
+def too_long(answer: Answer) -> str | None:
+    """Why the answer cannot be sent for its length (the one text limit, named), or None."""
+    for what, text in (("prediction", answer.prediction), ("explanation", answer.explanation)):
+        if len(text) > MAX_TEXT_CHARS:
+            return (f"your {what} is {len(text):,} characters, over the {MAX_TEXT_CHARS:,}-character limit "
+                    "for a text field; shorten it")
+    return None
 
 
 def human_content(history: Sequence[Msg], answer: Answer, *, match_kind: str = "label") -> ContentFacts:

@@ -30,7 +30,7 @@ from pxp.running.live.turns import load_session, machine_for, machine_step, subm
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Experiment, Message, Run, Session
 from pxp.tasks.base import content_match, normalise_label
-from tests.factories import make_drug
+from tests.factories import make_drug, make_rad
 
 M, H = Sender.MACHINE, Sender.HUMAN
 runner = CliRunner()
@@ -254,3 +254,17 @@ def test_a_file_fact_that_contradicts_content_is_refused(tmp_path: Path, engine:
     else:
         raise AssertionError("imported")
     assert messages(engine) == 0
+
+
+def test_an_answer_over_the_text_limit_is_refused_naming_it(engine: Engine) -> None:
+    make_rad(engine)
+    eid = create_live_experiment(engine, dataset="toy-rad")
+    sid = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="r"))
+    assert sid is not None
+    machine_step(engine, sid, machine_for(engine, eid))
+    out = submit_human(engine, sid, j=2, answer=Answer("Pneumonia", "x" * (64 * 1024 + 1)),
+                       facts=Facts(True, True, False))
+    assert out.status == "refused"
+    assert out.message == ("your explanation is 65,537 characters, over the 65,536-character limit for a text "
+                           "field; shorten it")
+    assert messages(engine) == 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pxp.agents.base import Answer
-from pxp.agents.browser import HumanTurn, human_content, human_turn, label_options, prediction_noun
+from pxp.agents.browser import HumanTurn, human_content, human_turn, label_options, prediction_noun, too_long
 from pxp.app import resources, ui
 from pxp.app.annotate.keys import AGREE_KEYS, MATCH_KEYS, NO_PREDICTION, SUBMIT_KEY, TAG_KEYS, S
 from pxp.data.chem import InvalidSmiles, smiles_set
@@ -153,6 +153,9 @@ def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None)
         return
     if invalid is not None:
         st.error(f"Not sent: {invalid}.")
+        return
+    if (why := too_long(answer)) is not None:
+        st.error(f"Not sent: {why}.")
         return
     if not turn.ok or turn.facts is None:
         st.error(f"Not sent: {turn.refused or 'the tag is not allowed'}")
