@@ -172,3 +172,47 @@ def test_reimporting_never_changes_an_instance_a_session_refers_to(db_url: str) 
         assert again is not None and again.label == used.label
     # the same content again, or under a new name, is fine
     assert store_instances(engine, name="toy-rad-v2", task="rad", items=[item]).added == 1
+
+
+# --- DICOM -------------------------------------------------------------------------------
+
+
+def _dicom_folder(tmp_path: Path) -> Path:
+    from tests.data.test_data_dicom import make_dicom
+
+    folder = tmp_path / "scans"
+    folder.mkdir()
+    make_dicom(folder / "a.dcm")
+    make_dicom(folder / "b.dcm")
+    return folder
+
+
+@pytest.mark.parametrize(("labels", "extra", "why"), [
+    ("file,label\na.dcm,Pneumonia\nb.dcm,Atelectasis\nc.dcm,Pneumonia\n", [],
+     "labels.csv:4: no file 'c.dcm' in scans; fix the path or drop the row"),
+    ("file,label\na.dcm,Pneumonia\nb.dcm,Atelectasis\na.dcm,Cardiomegaly\n", [],
+     "labels.csv:4: file 'a.dcm' is also on line 2; list each file once"),
+    ("file,label\na.dcm,Pneumonia\nb.dcm,Atelectasis\n", ["--label", "Pneumonia"],
+     "give --label (one label for every image) or --labels (a CSV), not both"),
+])
+def test_bad_dicom_labels_are_one_line_and_store_nothing(db_url: str, tmp_path: Path, labels: str,
+                                                         extra: list[str], why: str) -> None:
+    folder = _dicom_folder(tmp_path)
+    (tmp_path / "labels.csv").write_text(labels)
+    before = counts(db_url)
+    res = pxp("--db", db_url, "import", "dicom", str(folder), "--labels", str(tmp_path / "labels.csv"), *extra)
+    assert res.exit_code == 1
+    lines = errors(res)
+    assert len(lines) == 1 and why in lines[0], res.output
+    assert counts(db_url) == before
+
+
+def test_a_zip_without_dicom_names_the_zip(db_url: str, tmp_path: Path) -> None:
+    import zipfile
+
+    z = tmp_path / "empty-scans.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("readme.txt", "no images here")
+    res = pxp("--db", db_url, "import", "dicom", str(z))
+    assert res.exit_code == 1 and "empty-scans.zip: no DICOM files found" in errors(res)[-1]
+    assert "pxp-dicom-" not in res.output and counts(db_url) == (0, 0, 0, 0)
