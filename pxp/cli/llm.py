@@ -128,9 +128,11 @@ def task_attach_cmd(
     dataset: Annotated[str, typer.Option("--dataset", help="Dataset to attach it to.")],
 ) -> None:
     """Store a custom task config with a dataset; runs on it then use the config."""
+    from sqlmodel import select
+
     from pxp.storage.store import db_session, find_dataset
-    from pxp.storage.tables import Dataset
-    from pxp.tasks.custom import TaskConfigError, load_task_config
+    from pxp.storage.tables import Dataset, Instance
+    from pxp.tasks.custom import TaskConfigError, dataset_fit, load_task_config
 
     try:
         cfg = load_task_config(file)
@@ -140,6 +142,9 @@ def task_attach_cmd(
         ds = find_dataset(db, name=dataset)
         if ds is None:
             fail(f"no dataset named {dataset!r}")
+        refs = db.exec(select(Instance.key, Instance.reference_prediction).where(Instance.dataset_id == ds.id)).all()
+        if (why := dataset_fit(cfg, ds.name, ds.task, [(str(k), str(p or "")) for k, p in refs])) is not None:
+            fail(why)
         row = db.get(Dataset, ds.id)
         assert row is not None
         row.config = {**(row.config or {}), "task_config": cfg.model_dump()}

@@ -216,3 +216,45 @@ def test_a_zip_without_dicom_names_the_zip(db_url: str, tmp_path: Path) -> None:
     res = pxp("--db", db_url, "import", "dicom", str(z))
     assert res.exit_code == 1 and "empty-scans.zip: no DICOM files found" in errors(res)[-1]
     assert "pxp-dicom-" not in res.output and counts(db_url) == (0, 0, 0, 0)
+
+
+# --- task configs ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "content", "why"), [
+    ("t.toml", 'name = "t"\n[prompts]\ninstance = "Case of {patient}"\n',
+     "prompts.instance: unknown placeholder {patient}; this template may use {payload}, {labels}"),
+    ("t.toml", 'name = "t"\n[prompts]\ninstance = "Case {payload!r}"\n',
+     "prompts.instance: malformed or unclosed placeholder '{payload!r}'"),
+    ("t.toml", 'name = "t"\n[prompts]\ninstance = "Case {} {payload}"\n', "malformed or unclosed placeholder '{}"),
+    ("t.toml", 'name = "t"\n[prompts]\ninstance = "Case {payload"\n', "malformed or unclosed placeholder '{payload'"),
+    ("t.toml", 'name = "t"\n[prompts]\nsystem = "Answer {payload}"\n',
+     "prompts.system: unknown placeholder {payload}; this template may use {labels}, {format}"),
+    ("t.toml", 'name = "t"\n[prompts]\ninstance = "What is it?"\n', "no {payload}, so the case is never sent"),
+    ("t.toml", 'name = "t"\nmatch = "label"\nlabels = ["a", " "]\n', "labels: label 2 is empty"),
+    ("t.toml", 'name = "RAD"\n', "name: 'RAD' is a built-in task; choose another name"),
+    ("t.toml", 'name = "t"\nmatch = "label"\nlabels = ["a", "b"]\n[[few_shot]]\ninput = "x"\nprediction = "c"\n',
+     "few_shot[1].prediction: 'c' is not one of the labels (a, b)"),
+    ("t.yaml", 'name: t\n', "t.yaml: a task config is a .toml or .json file, not .yaml"),
+])
+def test_bad_task_configs_are_one_line(db_url: str, tmp_path: Path, name: str, content: str, why: str) -> None:
+    f = tmp_path / name
+    f.write_text(content)
+    res = pxp("--db", db_url, "task", "check", str(f))
+    assert res.exit_code == 1
+    lines = errors(res)
+    assert len(lines) == 1 and why in lines[0], res.output
+
+
+def test_a_label_task_is_not_attached_to_a_smiles_dataset(db_url: str, tmp_path: Path) -> None:
+    from tests.factories import make_drug
+
+    make_drug(get_engine(db_url))
+    f = tmp_path / "t.toml"
+    f.write_text('name = "t"\nmatch = "label"\nlabels = ["a", "b"]\n')
+    res = pxp("--db", db_url, "task", "attach", str(f), "--dataset", "toy-drug")
+    assert res.exit_code == 1
+    assert "dataset 'toy-drug' holds SMILES (task drug); task 't' needs match = 'smiles'" in errors(res)[0]
+    with DB(get_engine(db_url)) as db:
+        ds = db.exec(select(Dataset).where(Dataset.name == "toy-drug")).one()
+        assert "task_config" not in (ds.config or {})
