@@ -177,8 +177,8 @@ def implied_facts(
         candidates = [(False, False)]
     else:
         candidates = [(True, False), (False, True), (False, False)]
-    if match is not None and agree is not None and (match, agree) in candidates:
-        candidates.insert(0, (match, agree))
+    # facts already known (both, or one of them) come first, so a computed match is kept
+    candidates.sort(key=lambda c: (match is not None and c[0] != match) + (agree is not None and c[1] != agree))
     reasons = []
     for m, a in candidates:
         reason = check_tag(tag, j, k, m, a, changed)
