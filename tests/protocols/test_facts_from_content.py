@@ -25,12 +25,11 @@ from pxp.data.common import ImportProblems
 from pxp.data.transcripts import import_transcripts
 from pxp.protocols.pxp.facts import ContentFacts, content_facts, content_violations
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, agent_tag, stop_reason
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
-from pxp.running.live.turns import load_session, machine_for, machine_step, submit_human
+from pxp.running.live.turns import load_session, submit_human
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Experiment, Message, Run, Session
 from pxp.tasks.base import content_match, normalise_label
-from tests.factories import make_drug, make_rad
+from tests.factories import live_session_at_j2, make_drug, make_rad
 
 M, H = Sender.MACHINE, Sender.HUMAN
 runner = CliRunner()
@@ -101,10 +100,7 @@ def test_the_yes_no_question_never_overrides_the_prediction() -> None:
 
 def test_submitting_a_contradicted_tag_stores_nothing(engine: Engine) -> None:
     make_drug(engine)
-    eid = create_live_experiment(engine, dataset="toy-drug")
-    sid = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="chemist"))
-    assert sid is not None
-    machine_step(engine, sid, machine_for(engine, eid))
+    sid = live_session_at_j2(engine, "toy-drug")
     theirs = load_session(engine, sid).messages[0].prediction
     mine = "CCO" if smiles(theirs, "CCO") is False else "CCN"
     # the form says match = True: the content says otherwise, and the engine decides
@@ -258,10 +254,7 @@ def test_a_file_fact_that_contradicts_content_is_refused(tmp_path: Path, engine:
 
 def test_an_answer_over_the_text_limit_is_refused_naming_it(engine: Engine) -> None:
     make_rad(engine)
-    eid = create_live_experiment(engine, dataset="toy-rad")
-    sid = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="r"))
-    assert sid is not None
-    machine_step(engine, sid, machine_for(engine, eid))
+    sid = live_session_at_j2(engine, "toy-rad")
     out = submit_human(engine, sid, j=2, answer=Answer("Pneumonia", "x" * (64 * 1024 + 1)),
                        facts=Facts(True, True, False))
     assert out.status == "refused"
