@@ -83,12 +83,9 @@ def run_cmd(
         "--instances", help="A clembench instances.json (default: both domains from --seed).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Instances and simulated answerer seed (2026).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes (and LLM calls) at once.")] = 4,
-    probe_accuracy: Annotated[float, typer.Option(
-        min=0.0, max=1.0, help="Simulated: chance a probe reply is right.")] = 0.9,
-    slot_accuracy: Annotated[float, typer.Option(
-        min=0.0, max=1.0, help="Simulated: chance an answer gives the value.")] = 0.9,
-    format_error_rate: Annotated[float, typer.Option(
-        min=0.0, max=1.0, help="Simulated: chance a reply has no tag.")] = 0.02,
+    probe_accuracy: Annotated[float, typer.Option(help="Simulated: chance a probe reply is right.")] = 0.9,
+    slot_accuracy: Annotated[float, typer.Option(help="Simulated: chance an answer gives the value.")] = 0.9,
+    format_error_rate: Annotated[float, typer.Option(help="Simulated: chance a reply has no tag.")] = 0.02,
     latency_ms: Annotated[float, typer.Option(min=0.0, help="Simulated: delay of every reply (ms).")] = 0.0,
     temperature: Annotated[float | None, typer.Option(min=0.0, help="LLM sampling temperature.")] = None,
 ) -> None:
