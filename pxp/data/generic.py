@@ -34,10 +34,10 @@ from pxp.data.common import (
     check_split,
     check_task,
     read_csv,
-    read_jsonl,
     store_instances,
 )
 from pxp.data.images import ImageCache, ImageRejected, PreparedImage
+from pxp.data.jsonl import read_jsonl
 from pxp.data.study import smiles_problem
 
 FIELDS = ("key", "input", "image", "prediction", "label", "explanation", "split")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pxp.data.chem import InvalidSmiles, smiles_set
-from pxp.data.common import json_kind
+from pxp.data.jsonl import json_kind
 from pxp.data.limits import MAX_TEXT_CHARS
 from pxp.data.match import normalise_label
 from pxp.protocols.pxp.facts import MatchFn, content_facts, short, tag_contradiction

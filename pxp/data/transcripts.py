@@ -21,7 +21,8 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from pxp.data.common import ImportProblems, read_objects
+from pxp.data.common import ImportProblems
+from pxp.data.jsonl import read_objects
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
 from pxp.data.transcript_lines import Filed, Line, check_prediction, settle_facts
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, conformance, session_bounds, stop_reason
@@ -29,6 +30,9 @@ from pxp.storage.store import db_session
 from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session
 
 REQUIRED = ("session", "instance", "j", "sender", "tag")
+#: every field a transcript line may have (pxp export writes receiver and created_at too)
+FIELDS = (*REQUIRED, "prediction", "explanation", "match", "agree", "changed", "repetition", "annotator", "status",
+          "receiver", "created_at")
 
 
 @dataclass
@@ -63,6 +67,11 @@ def read_transcripts(
     for lineno, rec in read_objects(path):
         where = f"{path.name}:{lineno}"
         line = Line(rec, where, problems)
+        unknown = [k for k in rec if k not in FIELDS]
+        if unknown:
+            problems.append(f"{where}: unknown field {', '.join(repr(k) for k in unknown)}; a transcript line "
+                            f"has {', '.join(FIELDS)}")
+            continue
         missing = [f for f in REQUIRED if rec.get(f) in (None, "")]
         if set(missing) <= {"j", "sender", "tag"} and rec.get("status") == "aborted" and "j" in missing:
             # a session aborted before its first message: no message, counted apart
@@ -89,6 +98,9 @@ def read_transcripts(
             tag = Tag.parse(tag_text) if tag_text is not None else None
         except ProtocolError as err:
             problems.append(f"{where}: {err}")
+        receiver = rec.get("receiver")
+        if receiver is not None and sender is not None and receiver not in (sender.other.value, sender.other.value[0]):
+            problems.append(f"{where}: receiver {receiver!r} is not the other agent ({sender.other.value})")
         if None in (sid, inst, j, rep, sender, tag, prediction, explanation, status):
             continue
         assert sid is not None and inst is not None and j is not None and rep is not None
