@@ -63,6 +63,8 @@ def _lines(*recs: dict[str, Any] | str) -> str:
      "t.jsonl:2: the key 'session' appears twice"),
     (_lines(INIT, '{"session": "s", "instance": "x", "j": 2, "sender": "h", "tag": "REFUTE", "agree": NaN}'), [],
      "t.jsonl:2: NaN is not a JSON number"),
+    (_lines(INIT, {**REPLY, "predicton": "x"}), [], "t.jsonl:2: unknown field 'predicton'; a transcript line has"),
+    (_lines(INIT, {**REPLY, "receiver": "human"}), [], "t.jsonl:2: receiver 'human' is not the other agent (machine)"),
     (_lines(INIT, REPLY), ["--task", "foo"], "--task: unknown task 'foo' for transcripts; use one of rad, drug, text"),
     (_lines(INIT, REPLY), ["--k", "11"], "--k: k must be at most the message bound n = 10, got 11"),
     (_lines(INIT, REPLY), ["--n", "1"], "--n: the message bound n must be at least 2, got 1"),
