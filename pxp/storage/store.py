@@ -220,9 +220,11 @@ def check_schema(engine: Engine, *, migrate: bool, init: bool = False) -> None:
     if state == "pxp":
         return
     if not migrate:
-        what = "has no pxp tables yet" if state in ("empty", "foreign") else "has an older pxp schema"
-        raise StoreError(f"{where} {what}; a reading command changes nothing: import data, run "
-                         "`pxp demo` or `pxp db init` first")
+        if state == "old":
+            raise StoreError(f"{where} has an older pxp schema ({current}); a reading command changes nothing: "
+                             "run `pxp db init` to upgrade it")
+        raise StoreError(f"{where} has no pxp tables yet; a reading command changes nothing: import data, "
+                         "run `pxp demo` or `pxp db init` first")
     upgrade(engine)
 
 

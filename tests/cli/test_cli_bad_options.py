@@ -163,3 +163,20 @@ def test_an_unknown_schema_revision_is_one_line(url: str) -> None:
 def test_an_unsupported_database_url_is_one_line(db: str, why: str) -> None:
     res = pxp("--db", db, "validate")
     assert res.exit_code == 1 and why in one_line(res) and "secret" not in res.output
+
+
+def test_a_reading_command_never_migrates(url: str) -> None:
+    path = Path(url.removeprefix("sqlite:///"))
+    con = sqlite3.connect(path)
+    con.execute("update alembic_version set version_num = '0001'")
+    con.commit()
+    con.close()
+    from pxp.storage.store import forget_engine
+
+    forget_engine(url)
+    for args in (["validate"], ["report", "--experiment", "x"]):
+        res = pxp("--db", url, *args)
+        assert res.exit_code == 1 and "has an older pxp schema (0001)" in one_line(res)
+    con = sqlite3.connect(path)
+    assert con.execute("select version_num from alembic_version").fetchall() == [("0001",)]
+    con.close()
