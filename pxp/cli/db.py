@@ -18,7 +18,8 @@ app.add_typer(db_app, name="db")
 def db_init_cmd() -> None:
     """Create pxp's tables (or upgrade them to this pxp's schema) in the --db database, beside any
     other tables it holds."""
-    from pxp.storage.store import check_schema, forget_engine, make_engine
+    from pxp.storage.schema import check_schema
+    from pxp.storage.store import forget_engine, make_engine
 
     engine = make_engine(state.db)
     try:

@@ -14,8 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, event, func
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import make_url
@@ -23,8 +21,13 @@ from sqlalchemy.pool import NullPool
 from sqlmodel import Session as DB
 from sqlmodel import col, create_engine, select
 
-from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
+from pxp.storage.schema import ForeignDatabase as ForeignDatabase  # schema checks live in pxp.storage.schema
+from pxp.storage.schema import StoreError as StoreError
+from pxp.storage.schema import alembic_config as alembic_config
+from pxp.storage.schema import check_head, check_schema
+from pxp.storage.schema import schema_state as schema_state
+from pxp.storage.schema import upgrade as upgrade
 from pxp.storage.settings import get_settings
 from pxp.storage.tables import (
     Dataset,
@@ -35,13 +38,8 @@ from pxp.storage.tables import (
     Session,
 )
 
-_MIGRATIONS = Path(__file__).parent / "migrations"
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
-
-
-class StoreError(PxpError, RuntimeError):
-    """A database problem worth one clear line to the user."""
 
 
 class DatabaseMissing(StoreError):
@@ -165,69 +163,6 @@ def is_read_only(engine: Engine) -> bool:
     return engine.url.get_backend_name() == "sqlite" and engine.url.query.get("mode") == "ro"
 
 
-class ForeignDatabase(StoreError):
-    """A database that holds tables but not pxp's schema: pxp never touches it."""
-
-
-def schema_state(engine: Engine) -> tuple[str, str | None]:
-    """("empty" | "pxp" | "old" | "foreign" | "unknown", its Alembic revision) of a database.
-
-    "foreign": tables but no pxp schema (no alembic_version); "unknown": a revision none of
-    pxp's migrations know (another application's, or a newer pxp's); "old": pxp's, before head.
-    """
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
-    from sqlalchemy import inspect
-
-    tables = set(inspect(engine).get_table_names())
-    if not tables:
-        return "empty", None
-    if "alembic_version" not in tables:
-        return "foreign", None
-    with engine.connect() as conn:
-        current = MigrationContext.configure(conn).get_current_revision()
-    script = ScriptDirectory.from_config(alembic_config())
-    if current is None:
-        return ("empty" if tables == {"alembic_version"} else "foreign"), None
-    try:
-        known = script.get_revision(current) is not None
-    except Exception:  # alembic's own errors for a revision it cannot resolve
-        known = False
-    if not known:
-        return "unknown", current
-    return ("pxp" if current == script.get_current_head() else "old"), current
-
-
-def _shown(engine: Engine) -> str:
-    path = sqlite_file(engine.url.render_as_string(hide_password=True))
-    return str(path) if path is not None else engine.url.render_as_string(hide_password=True)
-
-
-def check_schema(engine: Engine, *, migrate: bool, init: bool = False) -> None:
-    """Refuse, with one line and nothing changed, a database pxp must not touch; migrate when allowed.
-
-    pxp creates its tables only in an empty database, or in one with other tables when `init`
-    (`pxp db init`) says so; a reading command (`migrate` False) never changes the schema.
-    """
-    state, current = schema_state(engine)
-    where = _shown(engine)
-    if state == "unknown":
-        raise StoreError(f"{where}: its schema revision {current!r} is not one of this pxp's (another "
-                         "application's database, or one from a newer pxp); nothing was changed")
-    if state == "foreign" and not init:
-        raise ForeignDatabase(f"{where} has tables but no pxp schema; pxp does not touch another "
-                              "application's database: use an empty one, or `pxp db init` to add pxp's tables")
-    if state == "pxp":
-        return
-    if not migrate:
-        if state == "old":
-            raise StoreError(f"{where} has an older pxp schema ({current}); a reading command changes nothing: "
-                             "run `pxp db init` to upgrade it")
-        raise StoreError(f"{where} has no pxp tables yet; a reading command changes nothing: import data, "
-                         "run `pxp demo` or `pxp db init` first")
-    upgrade(engine)
-
-
 def get_engine(url: str | None = None, *, migrate: bool = True, must_exist: bool = False) -> Engine:
     """A cached engine per URL, checked (check_schema) and migrated to the latest schema on first use.
 
@@ -246,7 +181,7 @@ def get_engine(url: str | None = None, *, migrate: bool = True, must_exist: bool
             engine = make_engine(key, must_exist=must_exist)
             try:
                 if is_read_only(engine):
-                    _check_head(engine, path)
+                    check_head(engine, path)
                 else:
                     check_schema(engine, migrate=migrate)
             except BaseException:
@@ -279,35 +214,6 @@ def holds_data(engine: Engine) -> bool:
     """True when the database holds a dataset or an experiment."""
     with DB(engine) as db:
         return count_rows(db, Dataset) + count_rows(db, Experiment) > 0
-
-
-def _check_head(engine: Engine, path: Path | None) -> None:
-    """A read-only database must already be at the latest schema (it cannot be migrated)."""
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
-
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    with engine.connect() as conn:
-        current = MigrationContext.configure(conn).get_current_revision()
-    if current != head:
-        raise StoreError(f"{path} is read-only and its schema ({current or 'none'}) is not this pxp's "
-                         f"({head}); copy it to writable storage to upgrade it")
-
-
-def alembic_config(engine: Engine | None = None) -> Config:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(_MIGRATIONS))
-    if engine is not None:
-        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%"))
-    return cfg
-
-
-def upgrade(engine: Engine) -> None:
-    """Apply every Alembic migration up to head (idempotent)."""
-    cfg = alembic_config(engine)
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
 
 
 @contextmanager
