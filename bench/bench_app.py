@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pxp.agents.base import Answer, Facts
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
-from pxp.running.live.turns import load_session, machine_for, machine_step, submit_human
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.turns import load_session, machine_for, machine_step, submit_human
 from pxp.storage.store import get_engine
 from tests.factories import make_rad
 
@@ -69,7 +69,7 @@ def bench_page() -> None:
     from streamlit.testing.v1 import AppTest
 
     from pxp.app.router import VIEWS
-    from pxp.running.demo import ensure_demo
+    from pxp.running.pxp.controlled.demo import ensure_demo
 
     url = f"sqlite:///{tempfile.mkdtemp()}/page.db"
     os.environ["PXP_DATABASE_URL"] = url

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from pxp.data.make_demo import DATA_DIR, DRUGS
+from pxp.data.demo.make_demo import DATA_DIR, DRUGS
+from pxp.data.importers.study import import_study_drug, import_study_rad
 from pxp.data.render import molecule_svg, reaction_svg, xray_display_png
-from pxp.data.study import import_study_drug, import_study_rad
-from pxp.running.demo import ensure_demo
+from pxp.running.pxp.controlled.demo import ensure_demo
 from pxp.storage.store import make_engine, upgrade
 
 STUDY = Path(__file__).resolve().parents[2] / "shared" / "data" / "pxp-study" / "data"

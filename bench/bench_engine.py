@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pxp.running.config import RunConfig
-from pxp.running.engine import step
-from pxp.running.experiments import create_experiment
-from pxp.running.factory import make_agents
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.engine import step
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.pxp.factory import make_agents
 from pxp.storage.store import db_session, make_engine, run_sessions, upgrade
 from pxp.storage.tables import Dataset, Experiment, Instance, Run
 

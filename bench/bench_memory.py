@@ -30,7 +30,7 @@ from PIL import Image
 from sqlmodel import Session as DB
 from sqlmodel import func, select
 
-from pxp.running.live.assignment import create_live_experiment
+from pxp.running.pxp.live.assignment import create_live_experiment
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Asset, Dataset, Instance, Message
 from tests.browser.test_browser_app import CHROMIUM, _start_streamlit, _stop, launch

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from pxp.running.config import RunConfig
-from pxp.running.demo import DEMO_RAD, ensure_demo
-from pxp.running.experiments import create_experiment
-from pxp.running.repetition import run_repetition
-from pxp.running.runner import default_agents, run_experiment
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.demo import DEMO_RAD, ensure_demo
+from pxp.running.pxp.controlled.repetition import run_repetition
+from pxp.running.pxp.controlled.runner import default_agents, run_experiment
+from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.store import db_session, experiment_runs, make_engine, upgrade
 
 

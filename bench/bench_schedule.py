@@ -15,7 +15,7 @@ where the checkpoints are every m-th session and the last. With LEARN off every 
 session is kept, so the defaults' test evaluations are (kept sessions) x |test split| and their
 interaction calls are exactly the scheduled run's (the schedule does not change the sessions).
 
-It also checks the cost estimate (pxp.running.estimate, issue 14 §1): for each scheduled run it prints
+It also checks the cost estimate (pxp.running.pxp.controlled.estimate, issue 14 §1): for each scheduled run it prints
 the estimated calls beside the actual ones and the relative error (goal: within 15 %); the
 evaluation calls are exact when LEARN keeps every session, the interaction calls rest on the
 assumed session lengths.
@@ -34,11 +34,11 @@ from pathlib import Path
 from sqlalchemy import Engine, func
 from sqlmodel import col, select
 
-from pxp.running.config import RunConfig
-from pxp.running.estimate import dataset_facts, estimate
-from pxp.running.experiments import create_experiment
-from pxp.running.repetition import eval_due
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.estimate import dataset_facts, estimate
+from pxp.running.pxp.controlled.repetition import eval_due
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.store import db_session, make_engine, upgrade
 from pxp.storage.tables import Dataset, Experiment, Instance, LLMCall, Run, Session
 

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, func, insert, select
 
 from pxp.analysis.scorekeeping import report
 from pxp.protocols.scorekeeping.instances import generate
-from pxp.running.scorekeeping import RunSettings, run_game
+from pxp.running.scorekeeping.runs import RunSettings, run_game
 from pxp.storage.scorekeeping import SkCall, SkEpisode
 from pxp.storage.store import make_engine, upgrade
 

@@ -18,11 +18,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pxp.agents.base import Answer, Facts
-from pxp.running.access import submit_as
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
-from pxp.running.live.turns import load_session, machine_for, machine_step, submit_human
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.turns import load_session, machine_for, machine_step, submit_human
 from pxp.storage.store import db_session, make_engine, upgrade
 from pxp.storage.tables import Dataset, Instance
+from pxp.team.access import submit_as
 
 
 def measure(url: str, sessions: int, guarded: bool) -> list[float]:

@@ -28,11 +28,11 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, text
 
 from pxp.analysis.report import report_json
-from pxp.running.config import RunConfig
-from pxp.running.experiments import create_experiment
-from pxp.running.queue import enqueue, ensure_schema
-from pxp.running.queue_wait import run_distributed
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.workers.queue import enqueue, ensure_schema
+from pxp.running.workers.queue_wait import run_distributed
 from pxp.storage.store import db_session, make_engine, upgrade
 from pxp.storage.tables import Dataset, Instance
 

@@ -161,8 +161,8 @@ def fit_content(tags: Sequence[tuple[str, str]], pool: Sequence[str] = ("p", "q"
 
 def live_session_at_j2(engine: Engine, dataset: str, annotator: str = "r") -> int:
     """A live session on `dataset` claimed by `annotator`, the machine's INIT stored: the human's turn."""
-    from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
-    from pxp.running.live.turns import machine_for, machine_step
+    from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+    from pxp.running.pxp.live.turns import machine_for, machine_step
 
     eid = create_live_experiment(engine, dataset=dataset)
     sid = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name=annotator))

@@ -56,7 +56,7 @@ class Facts:
 class CallRecord(CallCost):
     """Accounting of one LLM (or simulated) call, a plain record the caller stores as an LLMCall row."""
 
-    #: its llmcall_pending row while it is not stored (pxp.running.journal)
+    #: its llmcall_pending row while it is not stored (pxp.running.pxp.journal)
     pending_id: int | None = None
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from pxp.agents.base import AgentBase, Answer, Facts, Query
 from pxp.data.chem import InvalidSmiles
-from pxp.data.limits import MAX_TEXT_CHARS
+from pxp.data.importers.limits import MAX_TEXT_CHARS
 from pxp.protocols.pxp.facts import ContentFacts, content_facts, content_refusal, same_answer
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, agent_tag, check_tag, implied_facts, tag_reason
 from pxp.tasks.base import (

@@ -18,8 +18,8 @@ from pxp.analysis.queries import GROUP_BY, AnalysisError, Selection
 from pxp.analysis.tables import table1, table1_by
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.intelligibility import Table1, table1_rows
-from pxp.running.config import RunConfig
-from pxp.running.evaluate import performance_series, render_series
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.evaluate import performance_series, render_series
 from pxp.storage.store import db_session, find_experiment
 from pxp.storage.tables import Experiment
 
@@ -178,7 +178,7 @@ def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) 
 
 
 def _performance(reports: list[dict[str, Any]], fmt: str, full: bool = False) -> list[str]:
-    """The machine performance series of each report that has one (pxp.running.evaluate)."""
+    """The machine performance series of each report that has one (pxp.running.pxp.evaluate)."""
     out: list[str] = []
     for r in reports:
         if r.get("performance"):

@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 
 from pxp.analysis.queries import AnalysisError
 from pxp.protocols.scorekeeping.scores import ACCURACY, EPISODE_SCORE_NAMES, PLAYED, QUALITY, QUALITY_STD, leaderboard
-from pxp.running.scorekeeping_games import StoredScores, stored_scores
+from pxp.running.scorekeeping.games import StoredScores, stored_scores
 
 FORMATS = ("table", "json", "csv")
 

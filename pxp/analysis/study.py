@@ -1,7 +1,7 @@
 """A named study (issue 14 §4): its experiments' Table 1 side by side, and the paired comparisons.
 
 The experiments of study S are those `pxp run --grid` created with config["study"] = S
-(pxp.running.grid). Two of them are compared pair by pair (pxp.analysis.statistics: paired
+(pxp.running.pxp.controlled.grid). Two of them are compared pair by pair (pxp.analysis.statistics: paired
 differences, bootstrap 95 % CIs, McNemar's test) when they differ only in the machine: same
 dataset, interaction split, seed, shuffle, n and k, hence the same instances in the same order.
 """

@@ -1,25 +1,29 @@
 """Login and roles in the app (issue 13 §1).
 
 When `[auth]` is configured in Streamlit secrets, every page requires login through
-`st.login` (OpenID Connect) and the team table (pxp.running.access) gives the user a role;
+`st.login` (OpenID Connect) and the team table (pxp.team.access) gives the user a role;
 the router shows only the pages of that role. Without `[auth]` (local use, demos) nobody
 logs in: every page is open and the Annotate page keeps its name box, with a note that
-anyone can pick any name.
+anyone can pick any name. A login ends on the server at Log out, or after the maximum login age
+(pxp.team.logins): its cookie, or a copy of it, is then refused.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
 from pxp.app import resources, ui
-from pxp.running import audit
-from pxp.running.access import AccessDenied, at_least, role_for
-from pxp.running.access import may as role_may
-from pxp.running.access import require as role_require
-from pxp.running.live.assignment import LiveError, ensure_annotator
+from pxp.app.refused import role_lost
+from pxp.running.pxp.live.assignment import LiveError, ensure_annotator
+from pxp.storage import audit
+from pxp.team.access import AccessDenied, at_least, role_for
+from pxp.team.access import may as role_may
+from pxp.team.access import require as role_require
+from pxp.team.logins import login_refusal, max_login_hours, record_logout
 
 S = st.session_state
 #: the role of everyone when login is off (local use: the whole app is open)
@@ -48,8 +52,35 @@ def login_on() -> bool:
     return resources.auth_configured()
 
 
+def _issued_at() -> float | None:
+    """The login's issue time: the ID token's `iat` claim Streamlit keeps in its login cookie."""
+    raw: Any = st.user.get("iat")
+    try:
+        return float(raw) if raw is not None and not isinstance(raw, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _ended() -> str | None:
+    """Why the cookie's login no longer holds (logged out since, too old), or None."""
+    email = str(st.user.get("email") or st.user.get("sub") or "")
+    hours = max_login_hours(os.environ.get("PXP_MAX_LOGIN_HOURS") or resources.secret("PXP_MAX_LOGIN_HOURS"))
+    return login_refusal(resources.engine(), email, _issued_at(), max_hours=hours)
+
+
+def log_out() -> None:
+    """Log out on the server too: the login is recorded as ended, so a copy of its cookie is refused."""
+    if st.user.is_logged_in:
+        record_logout(resources.engine(), str(st.user.get("email") or st.user.get("sub") or ""), _issued_at())
+    st.logout()
+
+
 def _claims_user() -> User | None:
     if not st.user.is_logged_in:
+        return None
+    ended = _ended()
+    if ended is not None:
+        S["auth_ended"] = ended
         return None
     email = str(st.user.get("email") or "").strip().lower()
     name = str(st.user.get("name") or st.user.get("preferred_username") or email or st.user.get("sub") or "")
@@ -78,7 +109,7 @@ def allowed(role: str, needed: str) -> bool:
 
 
 def may(action: str) -> bool:
-    """Whether the current user's role may do `action` (pxp.running.access.MAY; everyone without login)."""
+    """Whether the current user's role may do `action` (pxp.team.access.MAY; everyone without login)."""
     return role_may(current_role() or None, action)
 
 
@@ -91,6 +122,9 @@ def gate() -> User | None:
     if user is None:
         st.title("pxp")
         st.info("This pxp server requires login.", icon=":material/lock:")
+        ended = S.pop("auth_ended", None) if st.user.is_logged_in else None
+        if ended:
+            st.warning(ui.escape_md(ended), icon=":material/logout:")
         st.button("Log in", on_click=st.login, type="primary", key="auth_login")
         st.stop()
     assert user is not None
@@ -98,7 +132,8 @@ def gate() -> User | None:
         who = user.email or user.name
         st.error(f"{ui.escape_md(who)} is not on this study's team: ask an admin to run "
                  f"pxp users add {ui.escape_md(who)}", icon=":material/block:")
-        st.button("Log out", on_click=st.logout, key="auth_logout_denied")
+        role_lost(user.annotator_name)  # a Send pressed meanwhile says it was not sent
+        st.button("Log out", on_click=log_out, key="auth_logout_denied")
         st.stop()
     return user
 
@@ -109,7 +144,7 @@ def sidebar(user: User | None) -> None:
         return
     with st.sidebar:
         st.caption(f"Logged in as **{ui.escape_md(user.name)}** ({user.role})")
-        st.button("Log out", on_click=st.logout, key="auth_logout")
+        st.button("Log out", on_click=log_out, key="auth_logout")
 
 
 def own_sessions_only() -> str | None:
@@ -135,7 +170,7 @@ def audited(action: str, detail: str = "") -> None:
 
 
 def refusal(action: str, detail: str = "") -> str | None:
-    """The server-side check at one of the pages' writes (pxp.running.access.require): None if the
+    """The server-side check at one of the pages' writes (pxp.team.access.require): None if the
     current user may do `action`, else the one line why not (a "refused" audit row is written).
 
     Read at the write itself, not only at the page check: a fragment's rerun skips the router.
@@ -152,7 +187,7 @@ def permit(action: str, detail: str = "") -> bool:
     """`refusal`, shown: True if the current user may do `action`, else one error line and False."""
     line = refusal(action, detail)
     if line is not None:
-        st.error(line, icon=":material/block:")
+        st.error(ui.escape_md(line), icon=":material/block:")
     return line is None
 
 
@@ -168,5 +203,5 @@ def annotator_id() -> int | None:
 
 
 __all__ = ["LOCAL_ROLE", "OPEN_NOTE", "User", "allowed", "annotator_id", "current_role", "current_user",
-           "gate", "login_on", "may", "own_sessions_only", "permit", "refusal",
+           "gate", "log_out", "login_on", "may", "own_sessions_only", "permit", "refusal",
            "sidebar"]

@@ -20,9 +20,9 @@ from sqlmodel import col, select
 from pxp.protocols.pxp.facts import conformance_with_content
 from pxp.protocols.pxp.intelligibility import session_flags
 from pxp.protocols.pxp.rules import Sender, Tag
-from pxp.running.checks import config_errors
-from pxp.running.queue import TASK, is_postgres
-from pxp.running.queue import workers as queue_workers
+from pxp.running.pxp.checks import config_errors
+from pxp.running.workers.queue import TASK, is_postgres
+from pxp.running.workers.queue import workers as queue_workers
 from pxp.storage.tables import (
     Annotator,
     Dataset,
@@ -157,7 +157,7 @@ def experiments_table(engine: Engine, *, mode: str | None = None) -> pd.DataFram
 
 
 def _machine_label(machine: str) -> str:
-    from pxp.running.live.assignment import machine_name
+    from pxp.running.pxp.live.assignment import machine_name
 
     return machine_name(machine) if machine else ""
 
@@ -279,7 +279,7 @@ def session_calls(engine: Engine, session_id: int) -> pd.DataFrame:
                                        "error"])
 
 
-# --- the distributed queue of `pxp run --distributed` (issue 14 §3, pxp.running.queue) ----------
+# --- the distributed queue of `pxp run --distributed` (issue 14 §3, pxp.running.workers.queue) ----------
 
 _REPETITION_JOBS = text(
     "SELECT DISTINCT ON (j.args->>'run_id') (j.args->>'experiment_id')::int, r.repetition, j.status::text, "

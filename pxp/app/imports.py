@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
-from pxp.data.common import ImportProblems
-from pxp.data.zips import extract_zip
+from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.zips import extract_zip
 
 
 class Upload(Protocol):
@@ -57,25 +57,25 @@ class ImportKind:
 KINDS: tuple[ImportKind, ...] = (
     ImportKind("study_rad", "Chest X-ray study CSV (RAD)",
                "The study's CSV (case, label, report, img_path) plus its images as a zip or files.",
-               ("csv",), True, "pxp.data.study", "import_study_rad"),
+               ("csv",), True, "pxp.data.importers.study", "import_study_rad"),
     ImportKind("study_drug", "Retrosynthesis study CSV (DRUG)",
                "The study's CSV of targets, reactant SMILES and explanations.",
-               ("csv",), False, "pxp.data.study", "import_study_drug"),
+               ("csv",), False, "pxp.data.importers.study", "import_study_drug"),
     ImportKind("generic", "Any CSV or JSONL table",
                "One instance per row. Name the columns below when they are not already called "
                "key, input, image, prediction, explanation, split.",
-               ("csv", "jsonl"), True, "pxp.data.generic", "import_table"),
+               ("csv", "jsonl"), True, "pxp.data.importers.generic", "import_table"),
     ImportKind("dicom", "DICOM images (a zip)",
                "A zip of DICOM files, with an optional labels CSV (file,label[,report][,split]). "
                "Identifying tags are stripped before anything is stored.",
-               ("zip",), False, "pxp.data.dicom", "import_dicom"),
+               ("zip",), False, "pxp.data.importers.dicom", "import_dicom"),
     ImportKind("task", "Custom task config (TOML or JSON)",
                "A task defined by a config (labels or free text, prompts, MATCH and AGREE), "
                "attached to an existing dataset.",
                ("toml", "json"), False, "pxp.tasks.custom", "load_task_config"),
     ImportKind("transcripts", "Transcripts (JSONL)",
                "One message per line: session, instance, j, sender, tag, prediction, explanation.",
-               ("jsonl",), False, "pxp.data.transcripts", "import_transcripts"),
+               ("jsonl",), False, "pxp.data.importers.transcripts", "import_transcripts"),
 )
 
 

@@ -34,6 +34,11 @@ def _secret(name: str) -> str | None:
     return str(value) if value else None
 
 
+def secret(name: str) -> str | None:
+    """A Streamlit secret as text (None when unset or outside a running app's secrets)."""
+    return _secret(name)
+
+
 def _key_secret(name: str) -> str | None:
     """An LLM key from Streamlit secrets, only inside a running app."""
     from streamlit.runtime import exists
@@ -84,7 +89,7 @@ def _start(url: str) -> Started:
     if not is_empty(engine):
         return Started(engine)
     try:
-        from pxp.running.demo import ensure_demo
+        from pxp.running.pxp.controlled.demo import ensure_demo
     except ImportError:
         return Started(engine, "No demo data is installed yet: import a dataset on the Datasets page.")
     try:
@@ -123,7 +128,7 @@ MACHINE_BYTES = 32 * MB
 
 @byte_cached(MACHINE_BYTES, size=lambda _agent: MACHINE_COST)
 def _machine(url: str, experiment_id: int) -> Agent:
-    from pxp.running.live.turns import machine_for
+    from pxp.running.pxp.live.turns import machine_for
 
     return machine_for(get_engine(url), experiment_id)
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import streamlit as st
 from PIL import Image, ImageDraw
 
-from pxp.app import auth, resources
-from pxp.running.access import may_open
+from pxp.app import auth, resources, ui
+from pxp.team.access import may_open
 
 VIEWS = Path(__file__).resolve().parent / "views"
 
@@ -63,7 +63,8 @@ def route() -> None:
     try:
         started = resources.start()
     except resources.DatabaseUnavailable as err:
-        st.error(f"{err}. Check PXP_DATABASE_URL (or the database_url secret).", icon=":material/error:")
+        st.error(f"{ui.escape_md(str(err))}. Check PXP_DATABASE_URL (or the database_url secret).",
+                 icon=":material/error:")
         st.stop()
     user = auth.gate()
     role = auth.current_role()
@@ -84,7 +85,7 @@ def route() -> None:
     notice = started.fresh_notice()
     if notice and not st.session_state.get("app_notice_shown"):
         st.session_state["app_notice_shown"] = True
-        st.toast(notice)
+        st.toast(ui.escape_md(notice))
     page.run()
 
 
@@ -95,5 +96,6 @@ def guard_session_param(role: str) -> None:
         return
     me = auth.annotator_id()
     if not raw.isdigit() or me is None or not may_open(resources.engine(), int(raw), me):
-        st.error(f"You may not open session {raw[:20]!r}: it is not one of yours.", icon=":material/block:")
+        st.error(ui.escape_md(f"You may not open session {raw[:20]!r}: it is not one of yours."),
+                 icon=":material/block:")
         st.stop()

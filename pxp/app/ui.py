@@ -13,6 +13,7 @@ from typing import Any
 
 import streamlit as st
 
+from pxp.app.viewer import image_viewer as image_viewer  # the pages' one way to show a radiograph
 from pxp.llm.bytecache import MB, byte_cached
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
@@ -39,10 +40,13 @@ _WJ = "\u2060"  # WORD JOINER: invisible, but no GFM autolink spans it
 
 
 def escape_md(text: str) -> str:
-    """Short untrusted text that st.markdown shows literally (names, keys, labels).
+    """Untrusted text (a user's, a file's or a provider's) that any Markdown-rendering element shows
+    literally: the one escaping helper of the app, for messages, error and warning lines, toasts,
+    captions, subheaders, expander labels, file names and the logged-in name.
 
     Every ASCII punctuation mark is backslash-escaped, which breaks links, images,
-    HTML tags, emphasis, LaTeX $…$ and Streamlit :color[...] directives; a word joiner
+    HTML tags, `javascript:` links, emphasis, LaTeX $…$, Streamlit's :color[...] and
+    :material/…: directives and emoji shortcodes; a word joiner
     after "://", "www." and "@" stops GFM's autolinks, which ignore escapes. Line
     breaks are kept as hard breaks. Longer text goes through show_text (st.text).
     """
@@ -130,17 +134,25 @@ REACTION_BYTES = 4 * MB
 
 @byte_cached(MOLECULE_BYTES)
 def _molecule(smiles: str, width: int, height: int) -> tuple[str, dict[str, Any]]:
-    from pxp.data.render import molecule_properties, molecule_svg
+    """Drawn in a worker process with a timeout (pxp.data.sandbox): never in the server."""
+    from pxp.data.chem import check_smiles_size
+    from pxp.data.render import molecule_drawing
+    from pxp.data.sandbox import run_sandboxed
 
-    return molecule_svg(smiles, size=(width, height)).decode("utf-8"), molecule_properties(smiles)
+    check_smiles_size(smiles)  # refused here, without a worker
+    return run_sandboxed(molecule_drawing, smiles, width, height)
 
 
 @byte_cached(REACTION_BYTES)
 def _reaction(reactants: str, target: str) -> tuple[str, int]:
-    from pxp.data.render import reaction_svg, reaction_width
+    """Drawn in a worker process with a timeout (pxp.data.sandbox): never in the server."""
+    from pxp.data.chem import check_smiles_size
+    from pxp.data.render import reaction_drawing
+    from pxp.data.sandbox import run_sandboxed
 
-    svg = reaction_svg(reactants, target)
-    return svg.decode("utf-8"), reaction_width(svg)
+    check_smiles_size(reactants)
+    check_smiles_size(target)
+    return run_sandboxed(reaction_drawing, reactants, target)
 
 
 @byte_cached(DISPLAY_PNG_BYTES)
@@ -162,11 +174,15 @@ def molecule(smiles: str, *, caption: str | None = None, properties: bool = True
              width: int = 420) -> None:
     """The molecule drawing and, below it, its properties; a bad SMILES is one line."""
     from pxp.data.chem import InvalidSmiles
+    from pxp.data.sandbox import ChemFailed
 
     try:
         svg, props = _molecule(smiles, width, int(width * 0.7))
     except InvalidSmiles as err:
-        st.warning(str(err))
+        st.warning(escape_md(str(err)))
+        return
+    except ChemFailed as err:
+        st.warning(escape_md(f"The molecule is not drawn: the drawing {err}."))
         return
     st.image(svg, caption=caption, width=width)
     st.code(smiles, language=None, wrap_lines=True)
@@ -182,11 +198,15 @@ def reaction(reactants: str, target: str,
              caption: str = "Proposed step: reactants → target") -> None:
     """The proposed step reactants → target, or one line why it cannot be drawn."""
     from pxp.data.chem import InvalidSmiles
+    from pxp.data.sandbox import ChemFailed
 
     try:
         svg, width = _reaction(reactants, target)
     except InvalidSmiles as err:
-        st.warning(str(err))
+        st.warning(escape_md(str(err)))
+        return
+    except ChemFailed as err:
+        st.warning(escape_md(f"The step is not drawn: the drawing {err}."))
         return
     st.image(svg, caption=caption, width=width)  # natural size: atom labels stay legible
 
@@ -215,57 +235,12 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
     try:
         png = display_png(engine, instance_id, window=window, level=level)
     except ImageRejected as err:
-        st.warning(str(err))
+        st.warning(escape_md(str(err)))
         return
     if png is None:
         st.info("This case has no image.")
         return
-    image_viewer(png)
-
-
-_VIEWER = """<div id="v" style="position:relative;overflow:hidden;width:100%;height:{h}px;
-background:#000;border-radius:8px;cursor:grab;touch-action:none">
-<img id="i" alt="" draggable="false" src="data:image/png;base64,{b64}"
- style="position:absolute;left:0;top:0;transform-origin:0 0;user-select:none"></div>
-<div style="font:12px sans-serif;color:#666;margin-top:4px">Wheel: zoom · drag: pan ·
-double-click: fit</div>
-<script>
-// A client-side viewer: wheel zoom about the cursor, drag to pan, double-click to fit.
-// The image is inline (data: URI); nothing is fetched and no text is rendered as HTML.
-(function () {{
-  const v = document.getElementById("v"), i = document.getElementById("i");
-  let s = 1, x = 0, y = 0, fit = 1, drag = null;
-  function show() {{ i.style.transform = `translate(${{x}}px,${{y}}px) scale(${{s}})`; }}
-  function reset() {{
-    fit = Math.min(v.clientWidth / i.naturalWidth, v.clientHeight / i.naturalHeight);
-    s = fit; x = (v.clientWidth - i.naturalWidth * s) / 2; y = (v.clientHeight - i.naturalHeight * s) / 2;
-    show();
-  }}
-  i.onload = reset; if (i.complete) reset();
-  v.addEventListener("wheel", (e) => {{
-    e.preventDefault();
-    const r = v.getBoundingClientRect(), px = e.clientX - r.left, py = e.clientY - r.top;
-    const n = Math.min(Math.max(s * Math.exp(-e.deltaY * 0.0015), fit), fit * 8);
-    x = px - (px - x) * n / s; y = py - (py - y) * n / s; s = n; show();
-  }}, {{passive: false}});
-  v.addEventListener("pointerdown", (e) => {{ drag = [e.clientX - x, e.clientY - y];
-    v.setPointerCapture(e.pointerId); v.style.cursor = "grabbing"; }});
-  v.addEventListener("pointermove", (e) => {{ if (drag) {{ x = e.clientX - drag[0];
-    y = e.clientY - drag[1]; show(); }} }});
-  v.addEventListener("pointerup", () => {{ drag = null; v.style.cursor = "grab"; }});
-  v.addEventListener("dblclick", reset);
-  window.pxpViewer = () => ({{scale: s / fit, x: x, y: y}});
-}})();
-</script>"""
-
-
-def image_viewer(png: bytes, *, height: int = 420) -> None:
-    """The radiograph, lossless (PNG), zoomed with the wheel and panned by dragging in the
-    browser: no page rerun per step, nothing fetched from anywhere (issue 17)."""
-    import base64
-
-    b64 = base64.b64encode(png).decode("ascii")
-    st.iframe(_VIEWER.format(h=height, b64=b64), height=height + 24)
+    image_viewer(png, key=f"{key}_viewer")
 
 
 _SCROLL_JS = """<script>

@@ -104,7 +104,7 @@ def _call_totals(experiments: list[str]) -> dict[str, dict[str, Any]]:
             rows = call_totals(state.reader(), exp.id)
             out_[exp.name] = {"rows": rows, "total": grand_total(rows)}
             if exp.config.get("estimate"):  # made by `pxp run` before the run: shown beside the actual
-                from pxp.running.estimate_text import versus_actual
+                from pxp.running.pxp.controlled.estimate_text import versus_actual
 
                 out_[exp.name]["estimate"] = versus_actual(exp.config["estimate"], rows)
     return out_

@@ -18,7 +18,7 @@ from pxp.cli.common import app, err, import_app, out, state
 
 def _run(call: Callable[[], Any]) -> None:
     """Run an importer; print its summary and warnings, or its problems one per line."""
-    from pxp.data.common import ImportProblems
+    from pxp.data.importers.common import ImportProblems
 
     try:
         res = call()
@@ -45,7 +45,7 @@ def import_study_rad_cmd(
     split: Split = None,
 ) -> None:
     """Import the study's X-ray CSV (case,label,label_short,img_path,report,link)."""
-    from pxp.data.study import import_study_rad
+    from pxp.data.importers.study import import_study_rad
 
     _run(lambda: import_study_rad(state.engine(), csv, images_root=images_root, name=name,
                                   split=split))
@@ -60,7 +60,7 @@ def import_study_drug_cmd(
     split: Split = None,
 ) -> None:
     """Import the study's retrosynthesis CSV (output = reactants, input = target, explanation)."""
-    from pxp.data.study import import_study_drug
+    from pxp.data.importers.study import import_study_drug
 
     _run(lambda: import_study_drug(state.engine(), csv, few_shot=few_shot, name=name,
                                    split=split))
@@ -83,7 +83,7 @@ def import_table_cmd(
     images_root: ImagesRoot = None,
 ) -> None:
     """Import a CSV or JSONL file with a column mapping."""
-    from pxp.data.generic import import_table
+    from pxp.data.importers.generic import import_table
 
     _run(lambda: import_table(state.engine(), file, task=task, mapping=mapping or [],
                               name=name, split=split, images_root=images_root))
@@ -112,8 +112,8 @@ def import_dicom_cmd(
     """Import DICOM images, de-identified (Basic Confidentiality Profile) before storing."""
     import logging
 
-    from pxp.data.dicom import import_dicom
-    from pxp.data.dicom import log as dicom_log
+    from pxp.data.importers.dicom import import_dicom
+    from pxp.data.importers.dicom import log as dicom_log
 
     handler: logging.Handler | None = None
     if log is not None:
@@ -132,8 +132,8 @@ def import_dicom_cmd(
 @app.command("demo")
 def demo_cmd() -> None:
     """Load the demo datasets made by pxp and a finished simulated experiment on each."""
-    from pxp.data.common import ImportProblems
-    from pxp.running.demo import DEMO_EXPERIMENTS, ensure_demo
+    from pxp.data.importers.common import ImportProblems
+    from pxp.running.pxp.controlled.demo import DEMO_EXPERIMENTS, ensure_demo
 
     try:
         loaded = ensure_demo(state.engine())
@@ -165,8 +165,8 @@ def import_transcripts_cmd(
     allow_nonconformant: Annotated[bool, typer.Option("--allow-nonconformant")] = False,
 ) -> None:
     """Import transcripts as an experiment; refuses non-conformant sessions."""
-    from pxp.data.common import ImportProblems
-    from pxp.data.transcripts import import_transcripts
+    from pxp.data.importers.common import ImportProblems
+    from pxp.data.importers.transcripts import import_transcripts
 
     try:
         res = import_transcripts(state.engine(), file, name=name, n=n, k=k, task=task,

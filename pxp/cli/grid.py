@@ -1,6 +1,6 @@
 """`pxp run --grid grid.toml` and `pxp report --study NAME`: grids as named studies (issue 14 §4).
 
-The grid file's format is documented in pxp.running.grid. The experiments run in this process,
+The grid file's format is documented in pxp.running.pxp.controlled.grid. The experiments run in this process,
 one after another (each with its repetitions concurrent, as `pxp run`); a paused experiment does
 not stop the others (exit 2 at the end, each resumable with `pxp run --resume NAME`). With
 `--distributed` (PostgreSQL) every repetition of every experiment is queued at once for the
@@ -28,8 +28,14 @@ def run_grid(path: Path, *, given: list[str], concurrency: int, fmt: str, progre
     `given`: the `pxp run` options given on the command line (only --concurrency applies, overriding
     the file's for this process; with `distributed` the workers' own limits apply).
     """
-    from pxp.running.config import RunError
-    from pxp.running.grid import GridError, create_study, prepare_study, study_estimate, study_estimate_lines
+    from pxp.running.pxp.config import RunError
+    from pxp.running.pxp.controlled.grid import (
+        GridError,
+        create_study,
+        prepare_study,
+        study_estimate,
+        study_estimate_lines,
+    )
 
     extra = [o for o in given if o not in GRID_OPTIONS]
     if extra:
@@ -50,7 +56,7 @@ def run_grid(path: Path, *, given: list[str], concurrency: int, fmt: str, progre
             typer.echo("\n".join(study_estimate_lines(est)))
         return
     if distributed:
-        from pxp.running.queue_schema import QueueError, ensure_schema
+        from pxp.running.workers.queue_schema import QueueError, ensure_schema
 
         try:
             ensure_schema(engine)  # on SQLite: one line before anything is created

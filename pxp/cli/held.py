@@ -1,6 +1,6 @@
 """Running one stored experiment from the command line, as `pxp run` and `pxp run --grid` both do.
 
-The run holds the experiment's claim and heartbeat (pxp.running.workers) like the app's workers:
+The run holds the experiment's claim and heartbeat (pxp.running.workers.pool) like the app's workers:
 one worker per experiment, the app shows it as running, and its Cancel pauses it as Ctrl-C does.
 Every failure is one line; a failed or interrupted repetition stays stored and resumable.
 """
@@ -16,13 +16,13 @@ from typing import Any
 import typer
 
 from pxp.cli.common import err, fail
-from pxp.running.config import RunError
-from pxp.running.progress import StudyProgress, make_progress
-from pxp.running.queue_schema import ensure_schema
-from pxp.running.queue_wait import run_many, runner
-from pxp.running.repetition import NullObserver
-from pxp.running.runner import RunOutcome
-from pxp.running.workers import WorkerError, hold
+from pxp.running.pxp.config import RunError
+from pxp.running.pxp.controlled.progress import StudyProgress, make_progress
+from pxp.running.pxp.controlled.repetition import NullObserver
+from pxp.running.pxp.controlled.runner import RunOutcome
+from pxp.running.workers.pool import WorkerError, hold
+from pxp.running.workers.queue_schema import ensure_schema
+from pxp.running.workers.queue_wait import run_many, runner
 
 
 def _warner(display: Any) -> Callable[[str], None]:

@@ -26,7 +26,7 @@ def calls_cmd(
 ) -> None:
     """LLM calls of an experiment per run: calls, errors, tokens, cache, cost, latency."""
     from pxp.analysis.calls import call_totals, grand_total
-    from pxp.running.journal import unknown_calls
+    from pxp.running.pxp.journal import unknown_calls
     from pxp.storage.store import db_session, find_experiment
 
     if fmt not in ("table", "json"):
@@ -51,7 +51,7 @@ def calls_cmd(
         return
     rows = call_totals(engine, exp.id)
     total = grand_total(rows)
-    from pxp.running.estimate_text import versus_actual
+    from pxp.running.pxp.controlled.estimate_text import versus_actual
 
     versus = versus_actual(exp.config["estimate"], rows) if exp.config.get("estimate") else None
     if fmt == "json":

@@ -17,10 +17,10 @@ import typer
 from rich.markup import escape
 
 from pxp.cli.common import app, confirm_cost, dump, err, fail, state
-from pxp.running.config import RunConfig
+from pxp.running.pxp.config import RunConfig
 
 if TYPE_CHECKING:
-    from pxp.running.estimate import Estimate
+    from pxp.running.pxp.controlled.estimate import Estimate
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -99,7 +99,7 @@ def _given(ctx: typer.Context, name: str) -> bool:
 
 def _carry_option(value: str) -> str:
     """--carry as all, last:M or tokens:T (a bad value: one line, exit 2)."""
-    from pxp.running.config import RunError, parse_carry
+    from pxp.running.pxp.config import RunError, parse_carry
 
     try:
         kind, num = parse_carry(value)
@@ -214,11 +214,11 @@ def run_cmd(
     stored config (options given on the command line override it).
     """
     from pxp.analysis.report import FORMATS
-    from pxp.running.checks import check_config
-    from pxp.running.config import RunError
-    from pxp.running.estimate import dataset_facts, estimate, store_estimate
-    from pxp.running.experiments import create_experiment, experiment_notes
-    from pxp.running.runner import resume_target
+    from pxp.running.pxp.checks import check_config
+    from pxp.running.pxp.config import RunError
+    from pxp.running.pxp.controlled.estimate import dataset_facts, estimate, store_estimate
+    from pxp.running.pxp.controlled.runner import resume_target
+    from pxp.running.pxp.experiments import create_experiment, experiment_notes
 
     if report_format not in FORMATS:
         fail(f"unknown format {report_format!r} (one of {', '.join(FORMATS)})")
@@ -242,7 +242,7 @@ def run_cmd(
     given = [o for o in _CONFIG_OPTIONS if _given(ctx, o)]
     try:
         if distributed and not estimate_only:
-            from pxp.running.queue_schema import ensure_schema
+            from pxp.running.workers.queue_schema import ensure_schema
 
             ensure_schema(engine)  # SQLite, or an old worker with migrations pending: one line, nothing created
         if resume is not None:
@@ -295,7 +295,7 @@ def run_cmd(
 
 def _print_estimate(est: Estimate, fmt: str) -> None:
     """`--estimate`: the figures as JSON (`--format json`) or a table; nothing is started."""
-    from pxp.running.estimate_text import estimate_lines
+    from pxp.running.pxp.controlled.estimate_text import estimate_lines
 
     if fmt == "json":
         dump(est.as_json())
@@ -305,7 +305,7 @@ def _print_estimate(est: Estimate, fmt: str) -> None:
 
 def _confirm_cost(est: Estimate, max_usd: float, yes: bool) -> None:
     """Over `--max-usd` a real-LLM run asks (typer.confirm); without a terminal it needs --yes."""
-    from pxp.running.estimate_text import estimate_lines
+    from pxp.running.pxp.controlled.estimate_text import estimate_lines
 
     confirm_cost(est.usd, lambda: estimate_lines(est), max_usd, yes)
 
@@ -331,8 +331,8 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
                     *, full: bool = False, distributed: bool = False) -> None:
     from pxp.analysis.report import render, report_json
     from pxp.cli.held import run_held
-    from pxp.running.progress import render_usage
-    from pxp.running.runner import usage_summary
+    from pxp.running.pxp.controlled.progress import render_usage
+    from pxp.running.pxp.controlled.runner import usage_summary
 
     engine = state.engine()
     hint = f"resume with `pxp run --resume {name}`"

@@ -92,7 +92,7 @@ def run_cmd(
     """Play every instance with the answerer; finished episodes are stored whole and skipped on a re-run."""
     from pxp.llm.base import LLMConfigError
     from pxp.protocols.scorekeeping.instances import DEFAULT_SEED
-    from pxp.running.scorekeeping import RunError, RunSettings, run_game
+    from pxp.running.scorekeeping.runs import RunError, RunSettings, run_game
 
     insts = _load_instances(instances) if instances is not None else None
     for opt, v in (("--probe-accuracy", probe_accuracy), ("--slot-accuracy", slot_accuracy),
@@ -127,7 +127,7 @@ def import_cmd(
     name: Annotated[str, typer.Option("--name", help="The game to import into.")],
 ) -> None:
     """Read, validate and score every episode; a bad one is one error line (file and field) and is skipped."""
-    from pxp.running.scorekeeping_games import GameError, import_clembench
+    from pxp.running.scorekeeping.games import GameError, import_clembench
 
     try:
         res = import_clembench(state.engine(), folder, name)
@@ -151,7 +151,7 @@ def export_cmd(
     out_dir: Annotated[Path, typer.Option("--out", help="The results folder to write.")],
 ) -> None:
     """Write the game's episodes as clembench does (interactions.json, scores.json, instance.json)."""
-    from pxp.running.scorekeeping_games import GameError, export_game
+    from pxp.running.scorekeeping.games import GameError, export_game
 
     try:
         written = export_game(state.reader(), name, out_dir)
@@ -169,7 +169,7 @@ def report_cmd(
 ) -> None:
     """Episode scores and the leaderboard (% Played, Quality Score and its std per model)."""
     from pxp.analysis.scorekeeping import FORMATS, render, report
-    from pxp.running.scorekeeping_games import GameError
+    from pxp.running.scorekeeping.games import GameError
 
     if fmt not in FORMATS:
         fail(f"--format {fmt!r}: one of {', '.join(FORMATS)}")

@@ -24,7 +24,7 @@ def add_cmd(
     group: Annotated[bool, _GROUP] = False,
 ) -> None:
     """Give an email (or a group) a role; an existing entry gets the new role."""
-    from pxp.running.access import TeamError, add_member
+    from pxp.team.access import TeamError, add_member
 
     try:
         new = add_member(state.engine(), name, role, kind="group" if group else "email", added_by="pxp users add")
@@ -42,7 +42,7 @@ def remove_cmd(
     group: Annotated[bool, _GROUP] = False,
 ) -> None:
     """Take an email (or a group) off the team."""
-    from pxp.running.access import TeamError, remove_member
+    from pxp.team.access import TeamError, remove_member
 
     try:
         gone = remove_member(state.engine(), name, kind="group" if group else "email")
@@ -58,7 +58,7 @@ def list_cmd(
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """The team, admins first."""
-    from pxp.running.access import members
+    from pxp.team.access import members
 
     if fmt not in ("table", "json"):
         fail(f"unknown format {fmt!r} (table or json)")

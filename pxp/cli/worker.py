@@ -1,7 +1,7 @@
 """`pxp worker`: process controlled-run repetitions queued by `pxp run --distributed` (issue 14 §3).
 
 Any machine that reaches the PostgreSQL database can run workers; each one takes jobs (one
-repetition each) from the queue in that database (pxp.running.queue, procrastinate).
+repetition each) from the queue in that database (pxp.running.workers.queue, procrastinate).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def worker_cmd(
     verbose: Annotated[bool, typer.Option("--verbose", help="Log every job.")] = False,
 ) -> None:
     """Process repetitions queued by `pxp run --distributed` (PostgreSQL only) until stopped."""
-    from pxp.running.queue_schema import QueueError, ensure_schema
-    from pxp.running.queue_worker import serve
+    from pxp.running.workers.queue_schema import QueueError, ensure_schema
+    from pxp.running.workers.queue_worker import serve
 
     engine = state.engine(must_exist=True)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(message)s")

@@ -1,7 +1,7 @@
 """Safe image loading and content-addressed Asset storage (DESIGN §4, §6).
 
 Untrusted image files are bounded before anything is decoded: a file-size limit,
-formats restricted to PNG and JPEG (DICOM has its own reader, pxp.data.dicom),
+formats restricted to PNG and JPEG (DICOM has its own reader, pxp.data.importers.dicom),
 a pixel-count limit that also turns Pillow's decompression-bomb warning into a
 refusal, and a full decode so a corrupt or truncated file is a clear error. EXIF
 orientation is applied; a file that carries EXIF is re-encoded as PNG without it
@@ -28,6 +28,9 @@ MAX_IMAGE_BYTES = 32 * 1024 * 1024
 """Largest image file accepted (bytes)."""
 MAX_PIXELS = 50_000_000
 """Largest image accepted (width × height); larger is treated as a decompression bomb."""
+MAX_FRAMES = 4
+"""Most frames in one image file (an animated PNG, a multi-picture JPEG; a DICOM series' frames):
+a radiograph is one picture, so a file of many frames is refused before anything is decoded."""
 ALLOWED_FORMATS = ("PNG", "JPEG")
 MIME = {"PNG": "image/png", "JPEG": "image/jpeg", "MPO": "image/jpeg"}
 
@@ -79,6 +82,10 @@ def open_image(data: bytes, *, where: str = "image") -> Image.Image:
                     f"{where}: {w}×{h} pixels is more than the {MAX_PIXELS:,} pixel limit "
                     "(possible decompression bomb)"
                 )
+            frames = int(getattr(im, "n_frames", 1) or 1)
+            if frames > MAX_FRAMES:
+                raise ImageRejected(f"{where}: {frames} frames is more than the {MAX_FRAMES} frame limit "
+                                    "(a radiograph is one picture)")
             im.load()
     except ImageRejected:
         raise

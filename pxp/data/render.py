@@ -18,7 +18,7 @@ from PIL import Image, ImageOps
 from sqlalchemy import Engine
 from sqlmodel import Session as DB
 
-from pxp.data.chem import InvalidSmiles
+from pxp.data.chem import InvalidSmiles, check_smiles_size
 from pxp.data.images import open_image
 from pxp.storage.tables import Asset, Instance
 
@@ -26,9 +26,10 @@ from pxp.storage.tables import Asset, Instance
 def _mol(smiles: str) -> Any:
     from rdkit import Chem, RDLogger
 
+    check_smiles_size(smiles)
     RDLogger.DisableLog("rdApp.*")  # type: ignore[attr-defined]
     text = smiles.strip()
-    mol = Chem.MolFromSmiles(text) if text and len(text) <= 5000 else None
+    mol = Chem.MolFromSmiles(text) if text else None
     if mol is None:
         raise InvalidSmiles(f"not a valid SMILES: {smiles[:200]!r}")
     return mol
@@ -65,6 +66,18 @@ BOND_PX = 30  # bond length of a reaction's molecules: with LABEL_PX labels, dra
 _GAP = 44  # room for "+" and the arrow between the molecules of a reaction
 
 
+def molecule_drawing(smiles: str, width: int, height: int) -> tuple[str, dict[str, Any]]:
+    """The molecule's SVG (text) and its properties: what the app shows, made in one call
+    (run in pxp.data.sandbox's worker processes)."""
+    return molecule_svg(smiles, size=(width, height)).decode("utf-8"), molecule_properties(smiles)
+
+
+def reaction_drawing(reactants: str, target: str) -> tuple[str, int]:
+    """The proposed step's SVG (text) and its natural width (run in pxp.data.sandbox's workers)."""
+    svg = reaction_svg(reactants, target)
+    return svg.decode("utf-8"), reaction_width(svg)
+
+
 def _natural_svg(mol: Any) -> tuple[str, float, float]:
     """A molecule drawn at BOND_PX per bond on a canvas that fits it: (inner SVG, width, height)."""
     import re
@@ -89,6 +102,7 @@ def reaction_svg(reactants: str, target: str, max_width: int = 640) -> bytes:
     reaction drawer scales everything to fit its canvas, which made the labels unreadable), so the
     scheme is shown at its natural size; wider than `max_width`, the target moves to a second row.
     """
+    check_smiles_size(reactants)
     parts = [p for p in reactants.strip().split(".") if p]
     if not parts:
         raise InvalidSmiles("no reactant SMILES given")

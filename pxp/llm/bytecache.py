@@ -3,7 +3,7 @@
 A real X-ray display image is megabytes, so a cache of "128 entries" can hold hundreds of
 megabytes; every cache of pxp is a ByteLRU with a byte budget instead: the app's drawings and
 machines, the prepared LLM images (pxp.llm.images) and the engine's instances
-(pxp.running.instances). It lives in the llm layer, the lowest that uses it.
+(pxp.running.pxp.instances). It lives in the llm layer, the lowest that uses it.
 
 Values are sized by `nbytes` (bytes and str by length, containers by their items) or by the
 `size` function given; a value larger than the whole budget is returned but not kept.

@@ -84,7 +84,7 @@ class SkPlay(SQLModel, table=True):
     """A half-played episode of a person playing the answerer in the app (issue 12 §6).
 
     Only the replies are kept: the game master is deterministic given the replies, so replaying them
-    rebuilds the episode (pxp.running.scorekeeping_play). `step` counts the replies, so a reply sent
+    rebuilds the episode (pxp.running.scorekeeping.play). `step` counts the replies, so a reply sent
     from a stale browser tab is refused. The row goes once the episode is finished and stored.
     """
 

@@ -82,7 +82,7 @@ class Experiment(SQLModel, table=True):
     k: int = 3
     config: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
     created_at: datetime = Field(default_factory=utcnow)
-    #: the background worker running it ("host:pid") and its last heartbeat (pxp.running.workers)
+    #: the background worker running it ("host:pid") and its last heartbeat (pxp.running.workers.pool)
     worker: str | None = Field(default=None, max_length=200)
     heartbeat_at: datetime | None = None
 
@@ -300,6 +300,19 @@ class TeamMember(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class LoginEnd(SQLModel, table=True):
+    """When each user last logged out (README "Login and roles"): a login cookie issued before it
+    is refused, so cookies copied before a logout give no access afterwards."""
+
+    __tablename__ = "login_end"
+
+    #: the login email, lower-case
+    email: str = Field(primary_key=True, max_length=320)
+    ended_at: datetime = Field(default_factory=utcnow)
+    #: the issue time (seconds since the epoch) of the login that was ended
+    ended_iat: int = 0
+
+
 class AuditEvent(SQLModel, table=True):
     """Who did what to which session, when (issue 13 §1): opened, answered, took over, abandoned."""
 
@@ -334,4 +347,5 @@ ALL_TABLES = (
     TeamMember,
     AuditEvent,
     Probe,
+    LoginEnd,
 )

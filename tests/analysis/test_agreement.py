@@ -24,8 +24,8 @@ from pxp.analysis.agreement import (
 )
 from pxp.analysis.queries import Selection
 from pxp.analysis.report import ReportError, agreement_json
-from pxp.data.common import ImportProblems
-from pxp.data.transcripts import import_transcripts
+from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.transcripts import import_transcripts
 from pxp.storage.store import db_session, find_experiment
 
 T, F = True, False

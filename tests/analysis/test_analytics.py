@@ -18,8 +18,8 @@ from sqlmodel import col, select
 
 from pxp.analysis import agreement, costs, figures, performance, queries, tables
 from pxp.analysis.queries import Selection
-from pxp.data.common import ImportProblems
-from pxp.data.transcripts import import_transcripts
+from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.transcripts import import_transcripts
 from pxp.protocols.pxp.intelligibility import (
     METRICS,
     SessionTags,

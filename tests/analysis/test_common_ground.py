@@ -14,9 +14,9 @@ from pxp.analysis.report import render, report_json
 from pxp.protocols.pxp.common_ground import ProbeResult, score
 from pxp.protocols.pxp.intelligibility import one_way
 from pxp.protocols.pxp.rules import Sender, Tag
-from pxp.running.config import RunConfig
-from pxp.running.experiments import create_experiment
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.tables import Experiment, Message, Probe, Session
 from tests.analysis.test_report import cli
 from tests.factories import make_rad

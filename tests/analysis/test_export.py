@@ -16,10 +16,10 @@ from typer.testing import CliRunner
 from pxp.analysis.export import TABLES, export_experiment
 from pxp.analysis.report import report_json
 from pxp.cli.main import app
-from pxp.data.transcripts import import_transcripts
-from pxp.running.config import RunConfig
-from pxp.running.experiments import create_experiment
-from pxp.running.runner import run_experiment
+from pxp.data.importers.transcripts import import_transcripts
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.store import find_experiment, get_engine
 from pxp.storage.tables import Context, Evaluation, Experiment, LLMCall, Message, Probe, Run, Session
 from tests.factories import make_rad
@@ -156,8 +156,8 @@ def test_export_command_and_its_errors(db_url: str, tmp_path: Path) -> None:
 
 def test_aborted_sessions_round_trip(engine: Engine, tmp_path: Path) -> None:
     """A session aborted mid-way (as on a format failure) keeps its status through export and import."""
-    from pxp.running.engine import abort, step
-    from pxp.running.runner import default_agents
+    from pxp.running.pxp.controlled.runner import default_agents
+    from pxp.running.pxp.engine import abort, step
 
     make_rad(engine, per_label=4)
     exp = create_experiment(engine, RunConfig(dataset="toy-rad", split="train", reps=2, learn=True), name="Y")
@@ -188,9 +188,9 @@ def test_aborted_sessions_round_trip(engine: Engine, tmp_path: Path) -> None:
 
 
 def test_open_sessions_are_refused_on_import(engine: Engine, tmp_path: Path) -> None:
-    from pxp.data.common import ImportProblems
-    from pxp.running.engine import step
-    from pxp.running.runner import default_agents
+    from pxp.data.importers.common import ImportProblems
+    from pxp.running.pxp.controlled.runner import default_agents
+    from pxp.running.pxp.engine import step
     from pxp.storage.tables import Run
 
     make_rad(engine, per_label=4)
@@ -209,8 +209,8 @@ def test_open_sessions_are_refused_on_import(engine: Engine, tmp_path: Path) -> 
 def test_text_with_unicode_line_separators_round_trips(engine: Engine, tmp_path: Path) -> None:
     """JSON leaves U+2028, U+2029 and NEL unescaped (ensure_ascii=False); a JSONL reader that
     splits on them breaks an LLM's or an expert's explanation in two."""
-    from pxp.running.engine import step
-    from pxp.running.runner import default_agents
+    from pxp.running.pxp.controlled.runner import default_agents
+    from pxp.running.pxp.engine import step
     from pxp.storage.store import session_msgs
     from pxp.storage.tables import Run
 
@@ -242,7 +242,7 @@ def test_text_with_unicode_line_separators_round_trips(engine: Engine, tmp_path:
 
 def test_a_session_aborted_before_its_first_message_round_trips(engine: Engine, tmp_path: Path) -> None:
     """No parseable INIT: the session has no message, yet export + import still count it apart."""
-    from pxp.running.engine import abort
+    from pxp.running.pxp.engine import abort
     from pxp.storage.tables import Run
 
     make_rad(engine, per_label=4)

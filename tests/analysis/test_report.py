@@ -13,11 +13,11 @@ from sqlalchemy import Engine
 from typer.testing import CliRunner
 
 from pxp.analysis.report import FORMATS, render, render_many, report_json
-from pxp.data.transcripts import import_transcripts
+from pxp.data.importers.transcripts import import_transcripts
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS, METRICS, SessionTags, table1
-from pxp.running.config import RunConfig
-from pxp.running.experiments import create_experiment
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.store import db_session, experiment_session_tags
 from pxp.storage.tables import Experiment
 from tests.analysis.test_analytics import VECTORS, write_vectors

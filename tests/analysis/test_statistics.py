@@ -17,7 +17,7 @@ from pxp.analysis.statistics import (
     mcnemar,
     paired,
 )
-from pxp.data.transcripts import import_transcripts
+from pxp.data.importers.transcripts import import_transcripts
 
 # (sender, tag) sequences with n = 4, k = 3
 BOTH = [("machine", "INIT"), ("human", "RATIFY"), ("machine", "RATIFY")]  # two-way

@@ -12,7 +12,12 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 
 from pxp.agents.base import Answer, Facts
-from pxp.running.access import (
+from pxp.running.pxp.live.abandonment import take_over
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.turns import load_session, machine_for, machine_step
+from pxp.storage.audit import audit_events
+from pxp.storage.tables import Message, Session, TeamMember, utcnow
+from pxp.team.access import (
     AccessDenied,
     TeamError,
     add_member,
@@ -20,15 +25,11 @@ from pxp.running.access import (
     check_session,
     may_open,
     members,
+    refuse_stale,
     remove_member,
     role_for,
     submit_as,
 )
-from pxp.running.audit import audit_events
-from pxp.running.live.abandonment import take_over
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
-from pxp.running.live.turns import load_session, machine_for, machine_step
-from pxp.storage.tables import Message, Session, TeamMember, utcnow
 from tests.factories import make_drug, make_rad, race
 
 
@@ -130,6 +131,26 @@ def test_a_stale_tab_cannot_write_after_a_take_over(any_engine: Engine) -> None:
                      ("bob@example.org", "took over"), ("ann@example.org", "refused"),
                      ("bob@example.org", "answered")]
     assert [e.action for e in audit_events(any_engine, actor="bob@example.org")] == ["answered", "took over"]
+
+
+def test_a_send_to_a_closed_or_taken_session_is_refused_and_audited(any_engine: Engine) -> None:
+    """A closed session refuses the reply with a "refused" audit row; a stale tab's Send is named
+    in words (taken over, closed) and audited the same way; the holder's open session is not refused."""
+    _, sid, ann, bob = _session_with_machine_turn(any_engine)
+    answer, facts = _answer(any_engine, sid)
+    assert refuse_stale(any_engine, sid, annotator_id=ann, j=2) is None
+    assert refuse_stale(any_engine, sid, annotator_id=bob, j=2) == "the case was taken over by another annotator"
+    with any_engine.begin() as c:
+        c.execute(update(Session).where(Session.id == sid).values(status="aborted"))  # type: ignore[arg-type]
+    out = submit_as(any_engine, sid, annotator_id=ann, j=2, answer=answer, facts=facts)
+    assert out.status == "closed" and out.message == "this session is aborted"
+    assert refuse_stale(any_engine, sid, annotator_id=ann, j=2) == "the case is aborted"
+    with DB(any_engine) as db:
+        assert len(db.exec(select(Message).where(Message.session_id == sid)).all()) == 1
+    refused = [(e.actor, e.j, e.detail) for e in reversed(audit_events(any_engine)) if e.action == "refused"]
+    assert refused == [("bob@example.org", 2, "a stale tab's reply: the case was taken over by another annotator"),
+                       ("ann@example.org", 2, "this session is aborted"),
+                       ("ann@example.org", 2, "a stale tab's reply: the case is aborted")]
 
 
 def _idle(engine: Engine, sid: int) -> None:

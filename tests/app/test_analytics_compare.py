@@ -13,8 +13,8 @@ from streamlit.testing.v1 import AppTest
 from pxp.analysis.statistics import compare_experiments
 from pxp.analysis.study import study_json
 from pxp.app.router import VIEWS as VIEW_DIR
-from pxp.running.grid import create_study, prepare_study
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.controlled.grid import create_study, prepare_study
+from pxp.running.pxp.controlled.runner import run_experiment
 from pxp.storage.store import get_engine
 from tests.factories import make_rad
 

@@ -22,10 +22,10 @@ from typer.testing import CliRunner
 
 from pxp.analysis import performance, queries, tables
 from pxp.app.router import VIEWS as VIEW_DIR
-from pxp.data.transcripts import import_transcripts
-from pxp.running.config import RunConfig
-from pxp.running.experiments import create_experiment
-from pxp.running.runner import run_experiment
+from pxp.data.importers.transcripts import import_transcripts
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.store import db_session, get_engine
 from pxp.storage.tables import Annotator, Experiment, Instance, LLMCall, Message, Run, Session
 from tests.analysis.test_agreement import write_study

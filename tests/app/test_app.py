@@ -3,6 +3,7 @@ flow of the human in the browser against the simulated agent (DESIGN §1)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +18,8 @@ from streamlit.testing.v1 import AppTest
 from pxp.agents.base import AgentBase, Answer, Query
 from pxp.app.router import VIEWS
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, conformance
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
-from pxp.running.live.turns import machine_step
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.turns import machine_step
 from pxp.storage.store import get_engine
 from pxp.storage.tables import AppSetting, Experiment, Message, Session
 from tests.app.test_app_imports import Up
@@ -76,6 +77,11 @@ def by_suffix(widgets: Any, suffix: str) -> Any:
 def ok(at: AppTest) -> AppTest:
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def plain(shown: str) -> str:
+    """The text a reader sees in escaped Markdown (pxp.app.ui.escape_md undone)."""
+    return re.sub(r"\\(.)", r"\1", shown.replace("\u2060", ""))
 
 
 def texts(at: AppTest) -> str:
@@ -330,6 +336,9 @@ def test_untrusted_text_is_escaped(app_db: tuple[str, Engine]) -> None:
     assert escape_md("a <b> [x](y) http://z www.q a@b.c $x$ :red[t]") == (
         rf"a \<b\> \[x\]\(y\) http\:\/\/{wj}z www\.{wj}q a\@{wj}b\.c \$x\$ \:red\[t\]"
     )
+    # javascript: links, Material icons and colour directives, images: every mark escaped
+    assert escape_md("[c](javascript:alert(1)) :material/home: :blue-background[b] ![i](x)") == (
+        r"\[c\]\(javascript\:alert\(1\)\) \:material\/home\: \:blue\-background\[b\] \!\[i\]\(x\)")
 
 
 def test_rad_images_zoom_and_synthetic_badge(app_db: tuple[str, Engine]) -> None:
@@ -337,11 +346,11 @@ def test_rad_images_zoom_and_synthetic_badge(app_db: tuple[str, Engine]) -> None
     make_rad_images(engine, size=(400, 300))
     at = login(new_app("annotate"), "toy-rad-img")
     assert "synthetic" in texts(at)
-    # the client-side viewer: the PNG inline (lossless), wheel/drag in the browser, nothing fetched
-    frames = [e for e in at.get("iframe")]
-    html = frames[0].proto.srcdoc
-    assert 'src="data:image/png;base64,' in html and "wheel" in html and "pointermove" in html
-    assert "http" not in html and "_zoom" not in str([s.key for s in at.slider])
+    # the client-side viewer: the PNG (lossless) is the component's data, sent in the page's own
+    # session (no media URL); wheel/drag in the browser, nothing fetched
+    [viewer] = at.get("bidi_component")
+    assert viewer.proto.bytes.startswith(b"\x89PNG\r\n") and not at.get("imgs")
+    assert "_zoom" not in str([s.key for s in at.slider])
 
 
 # --- the other pages ---------------------------------------------------------------------
@@ -364,7 +373,7 @@ def test_sessions_page_shows_transcript_and_calls(app_db: tuple[str, Engine]) ->
 
 
 def test_experiments_page_runs_in_a_background_worker(app_db: tuple[str, Engine]) -> None:
-    from pxp.running import workers
+    from pxp.running.workers import pool as workers
 
     _, engine = app_db
     make_drug(engine)
@@ -382,13 +391,13 @@ def test_experiments_page_runs_in_a_background_worker(app_db: tuple[str, Engine]
     assert p.sessions == 2 * len(DRUGS) and p.done == p.sessions and p.status == "finished"
     at.run()
     ok(at)
-    assert "bg-run" in texts(at)
+    assert "**bg\\-run**" in texts(at)  # the name escaped (ui.escape_md)
 
 
 def test_worker_cancel_and_resume(app_db: tuple[str, Engine]) -> None:
-    from pxp.running import workers
-    from pxp.running.config import RunConfig
-    from pxp.running.experiments import create_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.experiments import create_experiment
+    from pxp.running.workers import pool as workers
 
     _, engine = app_db
     make_rad(engine, per_label=4)
@@ -432,7 +441,7 @@ def test_zip_members_cannot_escape(tmp_path: Path) -> None:
     import zipfile
 
     from pxp.app.imports import stage
-    from pxp.data.common import ImportProblems
+    from pxp.data.importers.common import ImportProblems
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
@@ -465,7 +474,7 @@ def test_settings_saves_prefs_and_never_shows_keys(
     at.text_input(key="settings_generator").input("anthropic")
     at.get("form_submit_button")[0].click().run()
     ok(at)
-    assert any("generator: write provider:model" in e.value for e in at.error)
+    assert any("generator: write provider:model" in plain(e.value) for e in at.error)
     at.number_input(key="settings_n").set_value(8)
     at.text_input(key="settings_generator").input("openai:gpt-4o-mini")
     at.get("form_submit_button")[0].click().run()
@@ -543,10 +552,10 @@ def test_window_level_for_dicom_derived_images(app_db: tuple[str, Engine]) -> No
     window = by_suffix(at.slider, "_window")
     level = by_suffix(at.slider, "_level")
     assert window.value == 400.0 and level.value == 40.0
-    before = at.get("iframe")[0].proto.srcdoc
+    before = at.get("bidi_component")[0].proto.bytes
     window.set_value(100.0).run()
     ok(at)
-    assert at.get("iframe")[0].proto.srcdoc != before, "the new window is shown"
+    assert at.get("bidi_component")[0].proto.bytes != before, "the new window is shown"
 
 
 def test_window_level_for_every_radiograph(app_db: tuple[str, Engine]) -> None:
@@ -557,10 +566,10 @@ def test_window_level_for_every_radiograph(app_db: tuple[str, Engine]) -> None:
     at = login(new_app("annotate"), "toy-rad-img")
     window = by_suffix(at.slider, "_window")
     assert window.value == 255.0 and by_suffix(at.slider, "_level").value == 127.5
-    before = at.get("iframe")[0].proto.srcdoc
+    before = at.get("bidi_component")[0].proto.bytes
     window.set_value(40.0).run()
     ok(at)
-    assert at.get("iframe")[0].proto.srcdoc != before, "the new window is shown"
+    assert at.get("bidi_component")[0].proto.bytes != before, "the new window is shown"
 
 
 def test_resume_a_case_abandoned_by_someone_else(app_db: tuple[str, Engine]) -> None:
@@ -599,15 +608,15 @@ def test_an_unreachable_database_is_one_line(monkeypatch: pytest.MonkeyPatch) ->
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     ok(at)
-    errors = [e.value for e in at.error]
+    errors = [plain(e.value) for e in at.error]
     assert len(errors) == 1 and "cannot open the postgresql+psycopg database" in errors[0]
     assert "secret-pw" not in errors[0] and "\n" not in errors[0]
 
 
 def test_a_failing_worker_reports_one_line(app_db: tuple[str, Engine]) -> None:
-    from pxp.running import workers
-    from pxp.running.config import RunConfig
-    from pxp.running.experiments import create_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.experiments import create_experiment
+    from pxp.running.workers import pool as workers
     from pxp.storage.store import db_session
 
     _, engine = app_db
@@ -625,7 +634,7 @@ def test_a_failing_worker_reports_one_line(app_db: tuple[str, Engine]) -> None:
     p = workers.progress(engine, exp.id or 0)
     assert p.status == "failed" and p.error and "\n" not in p.error and "Traceback" not in p.error
     at = new_app("experiments")
-    assert any(p.error in e.value for e in at.error)
+    assert any(p.error in plain(e.value) for e in at.error)
     # a configuration error can never be fixed by resuming: no Resume button, and why
     assert not any("Resume" in str(b.label) for b in at.button) and "Cannot be resumed" in texts(at)
 
@@ -706,9 +715,9 @@ def test_a_worker_started_elsewhere_is_seen_through_its_heartbeat(app_db: tuple[
     import subprocess
     import sys
 
-    from pxp.running import workers
-    from pxp.running.config import RunConfig
-    from pxp.running.experiments import create_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.experiments import create_experiment
+    from pxp.running.workers import pool as workers
 
     url, engine = app_db
     make_rad(engine, per_label=4)
@@ -716,7 +725,7 @@ def test_a_worker_started_elsewhere_is_seen_through_its_heartbeat(app_db: tuple[
                             name="elsewhere")
     eid = exp.id or 0
     # a worker this server did not start: nothing of it is in this process's memory
-    other = subprocess.Popen([sys.executable, "-m", "pxp.running.workers", str(eid)],
+    other = subprocess.Popen([sys.executable, "-m", "pxp.running.workers.pool", str(eid)],
                              env={**os.environ, "PXP_DATABASE_URL": url},
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -752,9 +761,9 @@ def test_the_cli_refuses_an_experiment_the_app_runs(app_db: tuple[str, Engine]) 
     import subprocess
     import sys
 
-    from pxp.running import workers
-    from pxp.running.config import RunConfig
-    from pxp.running.experiments import create_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.experiments import create_experiment
+    from pxp.running.workers import pool as workers
 
     url, engine = app_db
     make_rad(engine)
@@ -779,7 +788,7 @@ def test_the_app_sees_a_cli_run_refuses_a_second_worker_and_its_cancel_pauses_it
     import subprocess
     import sys
 
-    from pxp.running import workers
+    from pxp.running.workers import pool as workers
 
     url, engine = app_db
     make_rad(engine, per_label=4)
@@ -823,9 +832,9 @@ def test_the_app_sees_a_cli_run_refuses_a_second_worker_and_its_cancel_pauses_it
 def test_a_dead_worker_is_not_running_once_its_heartbeat_is_stale(app_db: tuple[str, Engine]) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from pxp.running import workers
-    from pxp.running.config import RunConfig
-    from pxp.running.experiments import create_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.experiments import create_experiment
+    from pxp.running.workers import pool as workers
 
     _, engine = app_db
     make_drug(engine)
@@ -972,8 +981,9 @@ def test_an_invalid_smiles_shows_in_the_tag_preview(app_db: tuple[str, Engine]) 
     by_suffix(at.button, "_agree_no").click().run()
     by_suffix(at.text_input, "_pred").input("C1CC.CCO.N((").run()
     ok(at)
-    assert any(e.value.startswith("Cannot send:") and "'C1CC'" in e.value and "'N(('" in e.value
-               for e in at.error), "the whole SMILES is checked and every bad fragment named"
+    [line] = [plain(e.value) for e in at.error]  # one line, at the field
+    assert line.startswith("Cannot send:") and "'C1CC'" in line and "'N(('" in line, (
+        "the whole SMILES is checked and every bad fragment named")
     assert "Your message will be tagged" not in texts(at)
     by_suffix(at.button, "_send").click().run()
     assert len(all_msgs(engine, sid)) == 1

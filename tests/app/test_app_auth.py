@@ -8,6 +8,7 @@ someone else now holds, and the admins' Audit page lists who did what.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,12 @@ from streamlit.testing.v1 import AppTest
 
 from pxp.app.auth import OPEN_NOTE
 from pxp.app.router import VIEWS
-from pxp.running.access import add_member
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.app.ui import escape_md
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Annotator, Message, Session
+from pxp.team.access import add_member
+from tests.app.test_app import plain
 from tests.factories import make_rad
 
 APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
@@ -48,7 +51,8 @@ def app(page: str, user: dict[str, Any] | None = None, query: dict[str, str] | N
     at = AppTest.from_file(APP, default_timeout=60)
     if user is not None:
         at.secrets["auth"] = AUTH
-        at.user = {"is_logged_in": False} if not user else {"is_logged_in": True, **user}
+        # a fresh login: the ID token's issue time is now unless the test gives one
+        at.user = {"is_logged_in": False} if not user else {"is_logged_in": True, "iat": int(time.time()), **user}
     at.run()
     at.switch_page(str(VIEWS / f"{page}.py"))
     for k, v in (query or {}).items():
@@ -59,7 +63,7 @@ def app(page: str, user: dict[str, Any] | None = None, query: dict[str, str] | N
 
 
 def texts(at: AppTest) -> str:
-    parts = [m.value for m in at.markdown] + [e.value for e in at.error] + [c.value for c in at.caption]
+    parts = [m.value for m in at.markdown] + [plain(e.value) for e in at.error] + [c.value for c in at.caption]
     parts += [i.value for i in at.info] + [t.value for t in at.title]
     return "\n".join(str(p) for p in parts)
 
@@ -86,6 +90,37 @@ def test_with_login_nobody_sees_a_page_before_logging_in(app_db: Engine) -> None
         assert not at.title or [t.value for t in at.title] == ["pxp"]
 
 
+def test_logout_ends_the_login_on_the_server(app_db: Engine) -> None:
+    """A login cookie issued before the user's logout is refused (a copy taken before logging out
+    gives no access); a later login works; another user is not affected."""
+    from pxp.team.logins import record_logout
+
+    issued = int(time.time()) - 600
+    at = app("home", user={**ANN, "iat": issued})
+    assert [i.value for i in at.info] != ["This pxp server requires login."]
+    record_logout(app_db, "Ann@Example.org", issued)
+    at = app("home", user={**ANN, "iat": issued})
+    assert [i.value for i in at.info] == ["This pxp server requires login."]
+    assert [w.value for w in at.warning] == [escape_md("You logged out after this login was made: log in again.")]
+    assert [b.label for b in at.button] == ["Log in"]
+    assert [i.value for i in app("home", user={**ANN, "iat": int(time.time()) + 1}).info] != [
+        "This pxp server requires login."]
+    assert not app("home", user={**RITA, "iat": issued}).warning
+
+
+def test_a_login_older_than_the_maximum_age_is_refused(app_db: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = int(time.time()) - 13 * 3600
+    at = app("home", user={**ANN, "iat": old})
+    assert [w.value for w in at.warning] == [
+        escape_md("Your login is older than 12 hours, the longest a login lasts here: log in again.")]
+    monkeypatch.setenv("PXP_MAX_LOGIN_HOURS", "24")
+    assert not app("home", user={**ANN, "iat": old}).warning
+    monkeypatch.setenv("PXP_MAX_LOGIN_HOURS", "1")
+    assert "older than 1 hours" in app("home", user={**ANN, "iat": int(time.time()) - 3700}).warning[0].value
+    at = app("home", user={**ANN, "iat": None})
+    assert [i.value for i in at.info] == ["This pxp server requires login."] and "no issue time" in at.warning[0].value
+
+
 def test_someone_not_on_the_team_gets_one_line(app_db: Engine) -> None:
     at = app("home", user={"email": "eve@example.org", "name": "Eve"})
     assert len(at.error) == 1 and "is not on this study's team" in at.error[0].value
@@ -100,7 +135,7 @@ def test_someone_not_on_the_team_gets_one_line(app_db: Engine) -> None:
 ])
 def test_each_role_opens_its_pages_only(app_db: Engine, user: dict[str, str], page: str, refused: bool) -> None:
     at = app(page, user=user)
-    errors = [e.value for e in at.error]
+    errors = [plain(e.value) for e in at.error]
     role = {"ann@example.org": "annotator", "Rita@Example.org": "researcher"}.get(user["email"], "admin")
     line = f"Your role ({role}) may not open the {page.capitalize()} page."
     assert (line in errors) is refused, errors
@@ -115,13 +150,13 @@ def test_an_annotator_cannot_open_another_annotators_session_by_url(app_db: Engi
     other = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="bob@example.org"))
     mine = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="ann@example.org"))
     at = app("sessions", user=ANN, query={"session": str(other)})
-    assert [e.value for e in at.error] == [f"You may not open session '{other}': it is not one of yours."]
+    assert [plain(e.value) for e in at.error] == [f"You may not open session '{other}': it is not one of yours."]
     at = app("sessions", user=ANN, query={"session": "1 OR 1=1"})
-    assert [e.value for e in at.error] == ["You may not open session '1 OR 1=1': it is not one of yours."]
+    assert [plain(e.value) for e in at.error] == ["You may not open session '1 OR 1=1': it is not one of yours."]
     at = app("sessions", user=ANN, query={"session": str(mine)})
-    assert not at.error and [h.value for h in at.subheader] == [f"Session {mine} · live-team · case 2"]
+    assert not at.error and [plain(h.value) for h in at.subheader] == [f"Session {mine} · live-team · case 2"]
     at = app("sessions", user=RITA, query={"session": str(other)})  # a researcher reads every session
-    assert not at.error and [h.value for h in at.subheader] == [f"Session {other} · live-team · case 1"]
+    assert not at.error and [plain(h.value) for h in at.subheader] == [f"Session {other} · live-team · case 1"]
     # the annotator's session list holds only her own sessions
     at = app("sessions", user=ANN)
     assert at.selectbox(key="sessions_annotator").options == ["ann@example.org"]
@@ -147,15 +182,11 @@ def by_suffix(widgets: Any, suffix: str) -> Any:
 
 def test_a_stale_tab_cannot_write_after_the_session_changed_hands(app_db: Engine) -> None:
     engine = app_db
-    create_live_experiment(engine, dataset="toy-rad")  # annotators create none (a researcher did)
-    at = app("annotate", user=ANN)
-    sid = at.session_state["annotate_sid"]
+    at, sid = _ratify_ready(engine)
     with DB(engine) as db:
         me = db.exec(select(Annotator).where(Annotator.name == "ann@example.org")).one()
         s = db.get(Session, sid)
         assert s is not None and s.annotator_id == me.id
-    by_suffix(at.button, "_match_yes").click().run()
-    by_suffix(at.button, "_agree_yes").click().run()
     bob = ensure_annotator(engine, name="bob@example.org")
     with engine.begin() as c:  # meanwhile the case was taken over by bob
         c.execute(update(Session).where(Session.id == sid).values(annotator_id=bob))  # type: ignore[arg-type]
@@ -164,22 +195,58 @@ def test_a_stale_tab_cannot_write_after_the_session_changed_hands(app_db: Engine
     with DB(engine) as db:
         assert len(db.exec(select(Message).where(Message.session_id == sid)).all()) == 1, "nothing written"
     assert at.session_state["annotate_sid"] != sid, "the tab moved on to a case of her own"
+    # ... and says so: one line that the reply was not sent, the typed reply kept to copy, audited
+    [line] = [plain(e.value) for e in at.error]
+    assert "was not sent" in line and "taken over by another annotator" in line, line
+    with DB(engine) as db:
+        first = db.exec(select(Message).where(Message.session_id == sid)).one()  # Yes, Yes: its answer
+    assert [c.value for c in at.code] == [f"{first.prediction}\n\n{first.explanation}"]
+    from pxp.storage.audit import audit_events
+
+    refused = [e for e in audit_events(engine) if e.action == "refused"]
+    assert [(e.actor, e.session_id, e.j) for e in refused] == [("ann@example.org", sid, 2)]
+    by_suffix(at.button, "annotate_hide_refused").click().run()
+    assert not at.error, "hidden on request"
 
 
-def test_the_audit_page_lists_who_did_what(app_db: Engine) -> None:
-    engine = app_db
-    create_live_experiment(engine, dataset="toy-rad")
+def _ratify_ready(engine: Engine) -> tuple[AppTest, int]:
+    """Ann on her first case of a new live experiment, Yes and Yes answered, Send not yet pressed."""
+    create_live_experiment(engine, dataset="toy-rad")  # annotators create none (a researcher did)
     at = app("annotate", user=ANN)
     sid = at.session_state["annotate_sid"]
     by_suffix(at.button, "_match_yes").click().run()
     by_suffix(at.button, "_agree_yes").click().run()
+    return at, int(sid)
+
+
+def test_a_send_after_the_role_was_removed_says_it_was_not_sent(app_db: Engine) -> None:
+    from pxp.storage.audit import audit_events
+    from pxp.team.access import remove_member
+
+    engine = app_db
+    at, sid = _ratify_ready(engine)
+    remove_member(engine, "ann@example.org")  # meanwhile an admin removed her from the team
+    by_suffix(at.button, f"annotate_{sid}_2_send").click().run()
+    assert not at.exception
+    errors = [plain(e.value) for e in at.error]
+    assert len(errors) == 2 and "is not on this study" in errors[0] and "was not sent" in errors[1], errors
+    assert len(at.code) == 1 and at.code[0].value.strip()
+    with DB(engine) as db:
+        assert len(db.exec(select(Message).where(Message.session_id == sid)).all()) == 1, "nothing written"
+    refused = [(e.actor, e.session_id, e.j) for e in audit_events(engine) if e.action == "refused"]
+    assert refused == [("ann@example.org", sid, 2)]
+
+
+def test_the_audit_page_lists_who_did_what(app_db: Engine) -> None:
+    engine = app_db
+    at, sid = _ratify_ready(engine)
     by_suffix(at.button, "_send").click().run()
     at = app("audit", user=ADA)
     table = at.dataframe[0].value
     rows = list(zip(table["who"], table["did"], table["session"], strict=True))
     assert ("ann@example.org", "answered", sid) in rows and ("ann@example.org", "opened", sid) in rows
     at.text_input(key="audit_session").input("abc").run()
-    assert [e.value for e in at.error] == ["'abc' is not a session id (a whole number)."]
+    assert [plain(e.value) for e in at.error] == ["'abc' is not a session id (a whole number)."]
     del engine
 
 

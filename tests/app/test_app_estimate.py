@@ -15,7 +15,7 @@ from tests.factories import make_drug
 
 
 def test_estimate_before_launch(app_db: tuple[str, Engine]) -> None:  # noqa: F811
-    from pxp.running import workers
+    from pxp.running.workers import pool as workers
 
     _, engine = app_db
     make_drug(engine)

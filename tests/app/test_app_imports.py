@@ -74,8 +74,8 @@ def test_attach_a_custom_task_config(engine: Engine) -> None:
     out = imports.run_import(engine, "task", Up(EXAMPLE_TASK.name, EXAMPLE_TASK.read_bytes()),
                              options={"dataset": "adr"})
     assert out.ok, out.messages
-    from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
-    from pxp.running.live.turns import load_session
+    from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+    from pxp.running.pxp.live.turns import load_session
 
     eid = create_live_experiment(engine, dataset="adr")
     sid = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="pv"))

@@ -13,9 +13,9 @@ from sqlmodel import select
 from pxp.agents.base import Answer, Facts
 from pxp.agents.browser import answer_changed, human_turn
 from pxp.protocols.pxp.rules import Tag
-from pxp.running.live.abandonment import abandoned_sessions, take_over
-from pxp.running.live.assignment import LiveError, claim_next, create_live_experiment, ensure_annotator
-from pxp.running.live.turns import load_session, machine_for, machine_step, submit_human
+from pxp.running.pxp.live.abandonment import abandoned_sessions, take_over
+from pxp.running.pxp.live.assignment import LiveError, claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.turns import load_session, machine_for, machine_step, submit_human
 from pxp.storage.tables import Session, utcnow
 from tests.factories import live_session_at_j2, make_drug, make_rad, race
 

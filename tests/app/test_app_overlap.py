@@ -7,10 +7,10 @@ from sqlalchemy import Engine, update
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
 from pxp.storage.tables import Experiment, Session
 from tests.app import test_app
-from tests.app.test_app import login, new_app, ok, texts
+from tests.app.test_app import login, new_app, ok, plain, texts
 from tests.factories import make_drug
 
 app_db = test_app.app_db  # the app's fixture: a fresh SQLite database, no API keys
@@ -48,9 +48,10 @@ def test_a_bad_case_list_is_one_line_and_stores_nothing(app_db: tuple[str, Engin
     make_drug(engine)
     at = login(new_app("annotate"), "toy-drug", name="h1")
     _create(at, "bad lists", 1, b"annotator,instance\nh1,no_such_case\n")
-    assert any("cases not in the experiment: no_such_case" in e.value for e in at.sidebar.error), texts(at)
+    assert any("cases not in the experiment: no_such_case" in plain(e.value) for e in at.sidebar.error), texts(at)
     _create(at, "bad file", 1, b"\xff\xfe not text")
-    assert any("not UTF-8" in e.value or "columns annotator and instance" in e.value for e in at.sidebar.error)
+    assert any("not UTF-8" in plain(e.value) or "columns annotator and instance" in plain(e.value)
+               for e in at.sidebar.error)
     with DB(engine) as db:
         names = set(db.exec(select(Experiment.name)).all())
     assert not names & {"bad lists", "bad file"}

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
-from pxp.running.experiments import create_experiment
-from pxp.running.queue import abort, enqueue, jobs
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.workers.queue import abort, enqueue, jobs
 from pxp.storage.store import get_engine
 from tests.app.test_app import app_db, new_app, ok, texts  # noqa: F401  (app_db is a fixture)
 from tests.factories import make_drug, make_rad

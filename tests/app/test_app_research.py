@@ -14,12 +14,12 @@ from streamlit.testing.v1 import AppTest
 
 from pxp.app.router import VIEWS
 from pxp.app.selection import default_experiment, initial_experiments, parse_ids
-from pxp.running import workers
-from pxp.running.checks import config_errors
-from pxp.running.config import RunConfig
-from pxp.running.experiments import create_experiment
-from pxp.running.live.assignment import create_live_experiment
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.checks import config_errors
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.pxp.live.assignment import create_live_experiment
+from pxp.running.workers import pool as workers
 from pxp.storage.tables import Experiment, Session
 from tests.app import test_app
 from tests.app.test_app import APP, new_app, ok, texts

@@ -11,10 +11,10 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 
 from pxp.app.ui import escape_md
-from pxp.running.access import AccessDenied, create_live_as
-from pxp.running.audit import audit_events
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.storage.audit import audit_events
 from pxp.storage.tables import Experiment
+from pxp.team.access import AccessDenied, create_live_as
 from tests.app import test_app_auth
 from tests.app.test_app_auth import ADA, ANN, RITA, app, texts
 

@@ -1,5 +1,5 @@
 """Every write of the Experiments, Datasets and Settings pages passes one server-side role check
-(pxp.running.access.require, issue 13 §1), not only the router's page check: a fragment's rerun
+(pxp.team.access.require, issue 13 §1), not only the router's page check: a fragment's rerun
 skips the router, and so does running a page's script directly, as these tests do. A refusal is
 one line and a "refused" audit row, nothing is stored; without login everything stays allowed.
 An annotator with no dataset is not sent to the Datasets page they cannot open."""
@@ -7,6 +7,7 @@ An annotator with no dataset is not sent to the Datasets page they cannot open."
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import Any
 
 import pytest
@@ -18,14 +19,14 @@ from streamlit.testing.v1 import AppTest
 from pxp.app.prefs import load_prefs
 from pxp.app.router import NEEDS, VIEWS
 from pxp.app.ui import escape_md
-from pxp.running import workers
-from pxp.running.access import MAY, AccessDenied, require
-from pxp.running.audit import audit_events
-from pxp.running.config import RunConfig
-from pxp.running.experiments import create_experiment
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.workers import pool as workers
+from pxp.storage.audit import audit_events
 from pxp.storage.tables import Dataset, Experiment
+from pxp.team.access import MAY, AccessDenied, require
 from tests.app import test_app_auth
-from tests.app.test_app_auth import ADA, ANN, AUTH, RITA, app
+from tests.app.test_app_auth import ADA, ANN, AUTH, RITA, app, plain
 
 app_db = test_app_auth.app_db  # a fresh SQLite database with toy-rad and ann / rita / ada on the team
 
@@ -35,7 +36,7 @@ def direct(page: str, user: dict[str, Any] | None) -> AppTest:
     at = AppTest.from_file(str(VIEWS / f"{page}.py"), default_timeout=60)
     if user is not None:
         at.secrets["auth"] = AUTH
-        at.user = {"is_logged_in": True, **user}
+        at.user = {"is_logged_in": True, "iat": int(time.time()), **user}  # a fresh login
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -90,7 +91,7 @@ def test_saving_settings_is_refused_on_the_server_and_allowed_without_login(app_
     at = direct("settings", RITA)
     at.text_input(key="settings_generator").set_value("openai:gpt-4.1")
     _submit(at, "Save")
-    assert [e.value for e in at.error] == ["Your role (researcher) may not save settings: ask an admin."]
+    assert [plain(e.value) for e in at.error] == ["Your role (researcher) may not save settings: ask an admin."]
     assert not at.success and load_prefs(app_db) == before
     assert _refusals(app_db) == [("rita@example.org", "save settings")]
     for user in (ADA, None):  # an admin, and anyone without login (local use)
@@ -117,7 +118,7 @@ CSV = b"key,input,prediction,explanation\nc1,Rash after amoxicillin,Probable,Ons
 
 def test_an_import_is_refused_on_the_server(app_db: Engine) -> None:
     at = _import(RITA, "sneaky")
-    assert [e.value for e in at.error] == ["Your role (researcher) may not import datasets: ask an admin."]
+    assert [plain(e.value) for e in at.error] == ["Your role (researcher) may not import datasets: ask an admin."]
     with DB(app_db) as db:
         assert db.exec(select(Dataset.name)).all() == ["toy-rad"]
     assert _refusals(app_db) == [("rita@example.org", "import datasets: generic adr.csv")]

@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from pxp.app.router import VIEWS as VIEW_DIR
 from pxp.protocols.scorekeeping.simulated import SimulatedAnswerer
-from pxp.running import scorekeeping_play as play
+from pxp.running.scorekeeping import play
 from pxp.storage.scorekeeping import SkEpisode, SkPlay
 from pxp.storage.store import get_engine
 from tests.app.test_scorekeeping_page import cli
@@ -194,7 +194,7 @@ def test_names_are_checked_and_shown_as_text(app_db: tuple[str, Engine]) -> None
 
 
 def test_the_play_store_on_sqlite_and_postgresql(any_engine: Engine) -> None:
-    """The page's store (pxp.running.scorekeeping_play) on both databases: nothing is created by reading,
+    """The page's store (pxp.running.scorekeeping.play) on both databases: nothing is created by reading,
     a stale step is refused, the last reply stores the episode like a model's and drops the row."""
     model = play.human_model("  Fay   Lu ")
     assert model == "human:Fay Lu"

@@ -22,8 +22,8 @@ import pytest
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
-from pxp.running.live.turns import machine_step
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.turns import machine_step
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Annotator, Message, Session
 from tests.app.test_app import Says
@@ -110,7 +110,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
         pytest.skip(f"{CHROMIUM} is not installed")
     url = f"sqlite:///{tmp_path / 'browser.db'}"
     engine = get_engine(url)
-    from pxp.running.demo import ensure_demo
+    from pxp.running.pxp.controlled.demo import ensure_demo
 
     ensure_demo(engine)  # what first start does; done here so seeding below does not race it
     make_rad(engine, name="toy-rad")
@@ -388,19 +388,23 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-case-2.png"))
 
             # the X-ray viewer zooms with the wheel and pans by drag in the browser (no rerun)
-            viewer = next(f for f in page.frames if f.query_selector("#v") is not None)
-            frame_el = viewer.frame_element().bounding_box()
+            viewer = page.locator("[data-pxp-viewer]")
+            expect(viewer).to_have_attribute("data-drawn", re.compile(r"[1-9]"), timeout=30000)
+            frame_el = viewer.bounding_box()
             assert frame_el is not None
             page.mouse.move(frame_el["x"] + 150, frame_el["y"] + 150)
             page.mouse.wheel(0, -600)
             page.wait_for_timeout(200)
-            zoomed = viewer.evaluate("() => window.pxpViewer()")
+            zoomed = page.evaluate("() => window.pxpViewer()")
             page.mouse.down()
             page.mouse.move(frame_el["x"] + 220, frame_el["y"] + 190)
             page.mouse.up()
-            panned = viewer.evaluate("() => window.pxpViewer()")
+            panned = page.evaluate("() => window.pxpViewer()")
             assert zoomed["scale"] > 1.5 and panned["x"] > zoomed["x"], (zoomed, panned)
-            # the viewer and the scroll script (srcdoc frames) fetch nothing from anywhere
+            # the viewer's image came in the page's session (no media URL); the scroll script
+            # (a srcdoc frame) fetches nothing from anywhere
+            icons = page.evaluate("() => [...document.querySelectorAll('link[rel*=icon]')].map((l) => l.href)")
+            assert not [u for u, _ in requests if "/media/" in u and u.endswith(".png") and u not in icons]
             assert not [u for u, f in requests if f == "about:srcdoc" and not u.startswith("data:")]
 
             # DRUG: the machine's step is drawn; RATIFY in three keys, no clicks

@@ -19,11 +19,11 @@ import pytest
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.running.access import add_member
-from pxp.running.audit import audit_events
-from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.storage.audit import audit_events
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Annotator, Session
+from pxp.team.access import add_member
 from tests.browser.test_browser_app import CHROMIUM, _free_port, _idle, _start_streamlit, _stop, launch
 from tests.factories import make_rad
 
@@ -52,7 +52,7 @@ def auth_server(tmp_path: Path, provider: str) -> Iterator[tuple[str, int, str]]
         pytest.skip(f"{CHROMIUM} is not installed")
     url = f"sqlite:///{tmp_path / 'auth.db'}"
     engine = get_engine(url)
-    from pxp.running.demo import ensure_demo
+    from pxp.running.pxp.controlled.demo import ensure_demo
 
     ensure_demo(engine)
     make_rad(engine, name="toy-rad")
@@ -63,7 +63,18 @@ def auth_server(tmp_path: Path, provider: str) -> Iterator[tuple[str, int, str]]
     other = ensure_annotator(engine, name="other@example.org")
     sid = claim_next(engine, experiment_id=eid, annotator_id=other)
     assert sid is not None
-    home = tmp_path / "home"  # Streamlit reads ~/.streamlit/secrets.toml: the test's own [auth]
+    proc, base, log = start_with_login(tmp_path, provider, url)
+    try:
+        yield base, sid, url
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def start_with_login(tmp_path: Path, provider: str, url: str) -> tuple[Any, str, Any]:
+    """`streamlit run` on database `url` with `[auth]` pointing at the OIDC `provider`: (process,
+    base URL, its log). Streamlit reads ~/.streamlit/secrets.toml, so HOME is the test's own."""
+    home = tmp_path / "home"
     (home / ".streamlit").mkdir(parents=True)
     cookie = secrets.token_hex(16)
 
@@ -81,12 +92,7 @@ def auth_server(tmp_path: Path, provider: str) -> Iterator[tuple[str, int, str]]
 
     env = {**os.environ, "PXP_DATABASE_URL": url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
            "HOME": str(home)}
-    proc, base, log = _start_streamlit(env, tmp_path, pick=pick)
-    try:
-        yield base, sid, url
-    finally:
-        _stop(proc)
-        log.close()
+    return _start_streamlit(env, tmp_path, pick=pick)
 
 
 def _log_in(page: Any, base: str, email: str) -> None:

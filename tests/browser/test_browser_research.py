@@ -12,7 +12,7 @@ import pytest
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.running import workers
+from pxp.running.workers import pool as workers
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Experiment
 from tests.browser.test_browser_app import ARTIFACTS, _idle, launch, server  # noqa: F401  (server is a fixture)

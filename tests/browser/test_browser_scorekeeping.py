@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from pxp.protocols.scorekeeping.simulated import SimulatedAnswerer
-from pxp.running import scorekeeping_play as play
-from pxp.running.scorekeeping_play import Play
+from pxp.running.scorekeeping import play
+from pxp.running.scorekeeping.play import Play
 from pxp.storage.scorekeeping import SkEpisode
 from pxp.storage.store import get_engine
 from tests.browser.test_browser_app import ARTIFACTS, _idle, launch, pytestmark, server  # noqa: F401

@@ -11,9 +11,9 @@ from sqlalchemy import Engine
 from typer.testing import CliRunner
 
 from pxp.cli.main import app
-from pxp.data.clembench import GAME
+from pxp.data.scorekeeping.clembench import GAME
 from pxp.protocols.scorekeeping.scores import nan_to_none
-from pxp.running.scorekeeping_games import import_clembench, stored_scores
+from pxp.running.scorekeeping.games import import_clembench, stored_scores
 from tests.data.test_clembench_published import FIXTURES, write_runs
 
 runner = CliRunner()

@@ -145,10 +145,10 @@ def test_progress_is_rich_on_a_terminal_and_plain_elsewhere(engine: Any) -> None
 
     from rich.console import Console
 
-    from pxp.running.config import RunConfig
-    from pxp.running.experiments import create_experiment
-    from pxp.running.progress import PlainProgress, RichProgress, make_progress
-    from pxp.running.runner import run_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.controlled.progress import PlainProgress, RichProgress, make_progress
+    from pxp.running.pxp.controlled.runner import run_experiment
+    from pxp.running.pxp.experiments import create_experiment
 
     make_rad(engine, per_label=4)
     for name, terminal in (("tty", True), ("pipe", False)):
@@ -172,10 +172,10 @@ def test_notes_go_through_the_progress_display_and_a_study_shares_one(engine: An
 
     from rich.console import Console
 
-    from pxp.running.config import RunConfig
-    from pxp.running.experiments import create_experiment
-    from pxp.running.progress import StudyProgress, make_progress
-    from pxp.running.runner import run_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.controlled.progress import StudyProgress, make_progress
+    from pxp.running.pxp.controlled.runner import run_experiment
+    from pxp.running.pxp.experiments import create_experiment
 
     make_rad(engine, per_label=4)
     for terminal in (True, False):

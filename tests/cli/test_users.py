@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pxp.cli.main import app
-from pxp.running.access import role_for
 from pxp.storage.store import get_engine
+from pxp.team.access import role_for
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from pxp.cli.main import app
-from pxp.data.common import ImportProblems
+from pxp.data.importers.common import ImportProblems
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Dataset, Experiment, Instance, Message
 
@@ -149,8 +149,8 @@ def test_an_empty_rad_label_is_refused(db_url: str, tmp_path: Path) -> None:
 
 
 def test_reimporting_never_changes_an_instance_a_session_refers_to(db_url: str) -> None:
-    from pxp.data.common import NewInstance, store_instances
-    from pxp.running.live.assignment import claim_next, create_live_experiment, ensure_annotator
+    from pxp.data.importers.common import NewInstance, store_instances
+    from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
     from tests.factories import make_rad
 
     engine = get_engine(db_url)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pxp.data.clembench import GAME, ClembenchEpisode, read_results, write_episode, write_results
+from pxp.data.scorekeeping.clembench import GAME, ClembenchEpisode, read_results, write_episode, write_results
 from pxp.protocols.scorekeeping.episode import play_episode
 from pxp.protocols.scorekeeping.instances import generate
 from pxp.protocols.scorekeeping.scores import nan_to_none, score_interactions

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pxp.data.clembench import GAME, read_results
+from pxp.data.scorekeeping.clembench import GAME, read_results
 
 NaN = float("nan")
 Probe = tuple[int, int, int, str]

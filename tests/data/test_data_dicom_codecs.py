@@ -14,8 +14,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.data.common import ImportProblems
-from pxp.data.dicom import import_dicom
+from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.dicom import import_dicom
 from pxp.storage.tables import Asset, Instance
 from tests.cli.test_data_cli import run
 

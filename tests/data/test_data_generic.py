@@ -12,8 +12,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.data.common import ImportProblems
-from pxp.data.generic import import_table, parse_mapping
+from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.generic import import_table, parse_mapping
 from pxp.storage.tables import Asset, Dataset, Instance
 
 
@@ -119,7 +119,7 @@ def _ok(tmp_path: Path) -> Path:
 
 
 def test_mapping_as_strings_and_app_alias(engine: Engine, tmp_path: Path) -> None:
-    from pxp.data.generic import import_generic
+    from pxp.data.importers.generic import import_generic
 
     f = tmp_path / "t.csv"
     f.write_text("q,a\nWhy?,Because.\n")

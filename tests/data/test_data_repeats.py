@@ -13,9 +13,9 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.data.common import ImportProblems
-from pxp.data.generic import import_table
-from pxp.data.study import import_study_drug, import_study_rad
+from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.generic import import_table
+from pxp.data.importers.study import import_study_drug, import_study_rad
 from pxp.storage.store import count_rows
 from pxp.storage.tables import Asset, Dataset, Instance
 from tests.conftest import STUDY

@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session as DB
 
-from pxp.data.common import ImportProblems
-from pxp.data.dicom import import_dicom
-from pxp.data.generic import import_table
-from pxp.data.limits import MAX_FIELD_CHARS
-from pxp.data.study import import_study_drug, import_study_rad
+from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.dicom import import_dicom
+from pxp.data.importers.generic import import_table
+from pxp.data.importers.limits import MAX_FIELD_CHARS
+from pxp.data.importers.study import import_study_drug, import_study_rad
 from pxp.storage.store import count_rows
 from pxp.storage.tables import Dataset, Instance
 from tests.cli.test_data_cli import run

@@ -12,9 +12,9 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 
 from pxp.app import imports
-from pxp.data.common import ImportProblems
-from pxp.data.dicom import import_dicom
-from pxp.data.zips import extract_zip
+from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.dicom import import_dicom
+from pxp.data.importers.zips import extract_zip
 from pxp.storage.tables import Dataset
 from tests.app.test_app_imports import Up
 from tests.cli.test_data_cli import run

@@ -17,9 +17,9 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 
 from pxp.analysis.validate import validate
-from pxp.data.make_demo import DATA_DIR, DRUGS, FEW_SHOT, demo_files, main
-from pxp.data.phantoms import FINDINGS, draw_phantom
-from pxp.running.demo import DEMO_EXPERIMENTS, ensure_demo
+from pxp.data.demo.make_demo import DATA_DIR, DRUGS, FEW_SHOT, demo_files, main
+from pxp.data.demo.phantoms import FINDINGS, draw_phantom
+from pxp.running.pxp.controlled.demo import DEMO_EXPERIMENTS, ensure_demo
 from pxp.storage.store import count_rows
 from pxp.storage.tables import Asset, Dataset, Experiment, Instance, Session
 
@@ -38,7 +38,7 @@ def test_committed_demo_files_are_the_generator_output() -> None:
             b = np.asarray(Image.open(io.BytesIO(data)), dtype=np.int16)
             assert a.shape == b.shape and np.abs(a - b).max() <= 1, rel
         else:
-            assert committed == data, f"{rel} differs: run python -m pxp.data.make_demo"
+            assert committed == data, f"{rel} differs: run python -m pxp.data.demo.make_demo"
     total = sum(len(d) for d in FILES.values())
     assert total < 1_500_000
 
@@ -46,7 +46,7 @@ def test_committed_demo_files_are_the_generator_output() -> None:
 def test_make_demo_writes_the_committed_files_into_another_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`python -m pxp.data.make_demo --out DIR` (RAD phantoms, DRUG rows, few-shot rows)."""
+    """`python -m pxp.data.demo.make_demo --out DIR` (RAD phantoms, DRUG rows, few-shot rows)."""
     main(["--out", str(tmp_path)])
     assert f"wrote {len(FILES)} files" in capsys.readouterr().out
     written = {p.relative_to(tmp_path).as_posix(): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}

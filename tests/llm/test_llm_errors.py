@@ -119,9 +119,9 @@ def test_call_totals_on_sqlite_and_postgresql(any_engine) -> None:  # type: igno
 
     from pxp.agents.base import CallRecord
     from pxp.analysis.calls import call_totals, grand_total
-    from pxp.running.config import RunConfig
-    from pxp.running.engine import record_calls
-    from pxp.running.experiments import create_experiment
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.engine import record_calls
+    from pxp.running.pxp.experiments import create_experiment
     from pxp.storage.store import db_session
     from pxp.storage.tables import Run
     from tests.factories import make_drug
@@ -156,8 +156,8 @@ def test_a_checker_with_no_yes_no_answer_counts_as_disagreement_in_an_evaluation
     from pxp.agents.base import Answer
     from pxp.agents.checker import CheckedHumanProxy, Checker
     from pxp.agents.simulated import SimulatedConfig, SimulatedMachine
-    from pxp.running.engine import instance_view
-    from pxp.running.evaluate import evaluate
+    from pxp.running.pxp.engine import instance_view
+    from pxp.running.pxp.evaluate import evaluate
     from pxp.storage.store import dataset_instances, db_session
     from pxp.tasks.registry import task_spec
     from tests.factories import make_rad

@@ -122,7 +122,7 @@ def test_experiments_launch_warns_about_a_deprecated_model(
     assert any("claude-sonnet-4-5 is deprecated" in w.value for w in at.warning)
     from sqlmodel import select
 
-    from pxp.running import workers
+    from pxp.running.workers import pool as workers
     from pxp.storage.store import db_session
     from pxp.storage.tables import Experiment
 

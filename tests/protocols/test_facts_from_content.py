@@ -21,11 +21,11 @@ from typer.testing import CliRunner
 from pxp.agents.base import Answer, Facts
 from pxp.agents.browser import human_content, human_turn
 from pxp.cli.main import app
-from pxp.data.common import ImportProblems
-from pxp.data.transcripts import import_transcripts
+from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.transcripts import import_transcripts
 from pxp.protocols.pxp.facts import ContentFacts, content_facts, content_violations
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, agent_tag, stop_reason
-from pxp.running.live.turns import load_session, submit_human
+from pxp.running.pxp.live.turns import load_session, submit_human
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Experiment, Message, Run, Session
 from pxp.tasks.base import content_match, normalise_label

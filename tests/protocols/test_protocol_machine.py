@@ -17,7 +17,7 @@ from sqlmodel import Session as DB
 
 from pxp.agents.base import AgentBase, Answer, Query
 from pxp.protocols.pxp.rules import Sender, Tag, agent_tag, conformance, stop_reason
-from pxp.running.engine import step
+from pxp.running.pxp.engine import step
 from pxp.storage.store import db_session, make_engine, session_msgs, upgrade
 from pxp.storage.tables import Experiment, Run, Session
 from tests.factories import make_rad

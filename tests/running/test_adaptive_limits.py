@@ -12,9 +12,9 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 
 from pxp.llm import limits
-from pxp.running.config import RunConfig
-from pxp.running.experiments import create_experiment
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.tables import LLMCall, Run
 from tests.cli.test_llm_cli import _drug_first
 from tests.factories import make_drug

@@ -23,7 +23,7 @@ from pxp.agents.base import (
 from pxp.agents.proxy import HumanProxy
 from pxp.analysis.validate import validate
 from pxp.protocols.pxp.rules import Sender, Tag
-from pxp.running.engine import SessionClosed, StepConflict, TagRefused, interact_session, step
+from pxp.running.pxp.engine import SessionClosed, StepConflict, TagRefused, interact_session, step
 from pxp.storage.store import db_session, session_msgs
 from pxp.storage.tables import Context, Experiment, Instance, LLMCall, Message, Run, Session
 from pxp.tasks.base import match_label

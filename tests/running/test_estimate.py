@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from pxp.analysis.calls import call_totals
-from pxp.running.config import RunConfig
-from pxp.running.estimate import (
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.estimate import (
     PROBES,
     Assumptions,
     DatasetFacts,
@@ -18,9 +18,9 @@ from pxp.running.estimate import (
     session_messages,
     store_estimate,
 )
-from pxp.running.estimate_text import versus_actual
-from pxp.running.experiments import create_experiment
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.controlled.estimate_text import versus_actual
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.store import db_session
 from pxp.storage.tables import Experiment, Message, Probe, Run, Session
 from tests.factories import make_rad

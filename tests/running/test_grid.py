@@ -9,7 +9,14 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.running.grid import GridError, check_study, create_study, parse_grid, prepare_study, study_estimate
+from pxp.running.pxp.controlled.grid import (
+    GridError,
+    check_study,
+    create_study,
+    parse_grid,
+    prepare_study,
+    study_estimate,
+)
 from pxp.storage.tables import Experiment
 from tests.factories import make_rad
 

@@ -1,5 +1,5 @@
 """The engine's instance views are cached within a byte budget, not kept forever (issue 13 §4):
-real instances from a real database (SQLite and PostgreSQL) through pxp.running.instances."""
+real instances from a real database (SQLite and PostgreSQL) through pxp.running.pxp.instances."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from sqlmodel import select
 
 from pxp.agents.base import InstanceView
 from pxp.llm.bytecache import MB
-from pxp.running import engine as engine_module
-from pxp.running.instances import CACHE, INSTANCE_CACHE_BYTES, instance_view, view_nbytes
+from pxp.running.pxp import engine as engine_module
+from pxp.running.pxp.instances import CACHE, INSTANCE_CACHE_BYTES, instance_view, view_nbytes
 from pxp.storage.store import db_session, get_engine
 from pxp.storage.tables import Asset, Dataset, Instance
 from tests.factories import make_rad_images

@@ -7,7 +7,7 @@ from sqlalchemy import Engine
 from sqlmodel import col, select
 
 from pxp.agents.llm import PROBE_MAX_TOKENS
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.controlled.runner import run_experiment
 from pxp.storage.store import db_session
 from pxp.storage.tables import Context, Probe
 from tests.factories import make_rad_images

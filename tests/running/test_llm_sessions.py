@@ -16,10 +16,10 @@ from pxp.agents.base import AgentUnavailable
 from pxp.agents.llm import LLMMachine
 from pxp.analysis.validate import validate
 from pxp.protocols.pxp.rules import Sender
-from pxp.running.config import RunConfig
-from pxp.running.engine import interact_session, step
-from pxp.running.experiments import create_experiment
-from pxp.running.factory import AgentConfigError, make_agents
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.engine import interact_session, step
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.pxp.factory import AgentConfigError, make_agents
 from pxp.storage.store import db_session
 from pxp.storage.tables import Context, Dataset, Experiment, LLMCall, Message, Run, Session
 from tests.factories import DRUGS, make_drug, make_rad_images
@@ -145,7 +145,7 @@ def test_carried_context_is_a_cached_prefix(engine: Engine, server: FakeLLM) -> 
     exp, run, sessions = _setup(engine, "rad-img", CLAUDE, CLAUDE)
     agents = make_agents(engine, exp, run)
     from pxp.agents.base import CarriedSession
-    from pxp.running.engine import instance_view
+    from pxp.running.pxp.engine import instance_view
     from pxp.storage.store import session_msgs
 
     interact_session(engine, sessions[0].id or 0, agents)

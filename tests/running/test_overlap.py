@@ -18,16 +18,16 @@ from sqlmodel import select
 from pxp.agents.base import Answer, Facts
 from pxp.analysis.report import render_many, reports_by
 from pxp.protocols.pxp.rules import Sender
-from pxp.running.live.abandonment import abandoned_sessions, take_over
-from pxp.running.live.assignment import (
+from pxp.running.pxp.live.abandonment import abandoned_sessions, take_over
+from pxp.running.pxp.live.assignment import (
     LiveError,
     claim_next,
     create_live_experiment,
     ensure_annotator,
     live_experiments,
 )
-from pxp.running.live.overlap import annotator_progress, overlap_summary, parse_case_lists
-from pxp.running.live.turns import load_session, machine_for, machine_step, submit_human
+from pxp.running.pxp.live.overlap import annotator_progress, overlap_summary, parse_case_lists
+from pxp.running.pxp.live.turns import load_session, machine_for, machine_step, submit_human
 from pxp.storage.store import alembic_config, upgrade
 from pxp.storage.tables import Claim, Dataset, Message, Session, utcnow
 from tests.analysis.test_report import cli

@@ -11,11 +11,11 @@ from sqlmodel import col, select
 
 from pxp.protocols.pxp.common_ground import truths
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
-from pxp.running.config import RunConfig
-from pxp.running.experiments import create_experiment
-from pxp.running.factory import make_agents
-from pxp.running.probes import probe_session
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.probes import probe_session
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.pxp.factory import make_agents
 from pxp.storage.tables import Context, Experiment, LLMCall, Message, Probe, Run, Session
 from tests.factories import make_rad
 from tests.running.test_runner import m_table
@@ -121,7 +121,7 @@ def test_probe_session_catches_up_on_unprobed_human_messages(engine: Engine) -> 
 
 def test_a_machine_without_a_probe_path_is_refused_in_one_line(engine: Engine) -> None:
     from pxp.agents.proxy import HumanProxy
-    from pxp.running.probes import ProbeError, hook
+    from pxp.running.pxp.controlled.probes import ProbeError, hook
 
     agents: dict[Sender, Any] = {Sender.MACHINE: HumanProxy(), Sender.HUMAN: HumanProxy()}
     assert hook(engine, False, 1, agents, print) is print  # disabled: the reporter unchanged

@@ -1,4 +1,4 @@
-"""Repetitions over `pxp worker` processes on PostgreSQL (issue 14 §3, pxp.running.queue).
+"""Repetitions over `pxp worker` processes on PostgreSQL (issue 14 §3, pxp.running.workers.queue).
 
 Real PostgreSQL, real procrastinate, real worker subprocesses killed with SIGKILL.
 """
@@ -21,9 +21,9 @@ from sqlalchemy import Engine, text
 
 from pxp.analysis.report import report_json
 from pxp.analysis.validate import validate
-from pxp.running.experiments import create_experiment
-from pxp.running.queue import enqueue, ensure_schema, jobs
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.workers.queue import enqueue, ensure_schema, jobs
 from pxp.storage.store import make_engine, upgrade
 from tests.factories import make_rad
 from tests.running.test_runner import HARSH, d_table, e_table, m_table
@@ -40,7 +40,7 @@ RUN_FLAGS = ["--dataset", "toy-rad", "--split", "train", "--seed", "2", "--learn
 
 
 def _cfg(reps: int, latency: float = 0.0) -> Any:
-    from pxp.running.config import RunConfig
+    from pxp.running.pxp.config import RunConfig
 
     return RunConfig(dataset="toy-rad", split="train", reps=reps, seed=2, learn=True, eval_at_start=True,
                      simulated={**HARSH, "latency": latency})

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
-from pxp.running.queue import NOT_STARTED, jobs_of
+from pxp.running.workers.queue import NOT_STARTED, jobs_of
 from tests.factories import make_text
 from tests.llm_server import FakeLLM, Reply
 from tests.running.test_queue import ENV, PXP, ROOT, _stop, _tables, _wait_until, _worker, pg  # noqa: F401

@@ -15,9 +15,9 @@ import pytest
 from procrastinate.schema import SchemaManager
 from sqlalchemy import Engine, create_engine, text
 
-from pxp.running.experiments import create_experiment
-from pxp.running.queue import enqueue, jobs
-from pxp.running.queue_schema import (
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.workers.queue import enqueue, jobs
+from pxp.running.workers.queue_schema import (
     MIGRATIONS_TABLE,
     QueueError,
     ensure_schema,
@@ -26,7 +26,7 @@ from pxp.running.queue_schema import (
     recorded_migrations,
     shipped_migrations,
 )
-from pxp.running.queue_worker import serve
+from pxp.running.workers.queue_worker import serve
 from pxp.storage.store import make_engine
 from tests.running.test_queue import ENV, PXP, ROOT, _cfg, pg  # noqa: F401
 

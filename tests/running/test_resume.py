@@ -19,9 +19,9 @@ from sqlmodel import Session as DB
 from sqlmodel import col, select
 
 from pxp.analysis.validate import validate
-from pxp.running.config import RunConfig
-from pxp.running.experiments import create_experiment
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.store import make_engine, upgrade
 from pxp.storage.tables import Context, Evaluation, LLMCall, Message, Run, Session
 from tests.factories import make_rad, make_text

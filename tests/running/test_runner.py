@@ -12,12 +12,12 @@ from sqlmodel import col, select
 from pxp.agents.proxy import HumanProxy
 from pxp.agents.simulated import SimulatedConfig, SimulatedMachine
 from pxp.analysis.report import report_json
-from pxp.running.config import RunConfig, RunError
-from pxp.running.engine import instance_view
-from pxp.running.evaluate import Score, evaluate, performance_series
-from pxp.running.experiments import create_experiment
-from pxp.running.learn import carried
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.config import RunConfig, RunError
+from pxp.running.pxp.controlled.learn import carried
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.engine import instance_view
+from pxp.running.pxp.evaluate import Score, evaluate, performance_series
+from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.store import dataset_instances, find_dataset
 from pxp.storage.tables import Evaluation, Experiment, Instance, LLMCall, Message, Run, Session
 from tests.factories import make_drug, make_rad
@@ -266,7 +266,7 @@ def test_an_aborted_step_is_not_reported_as_a_message(rad: Engine) -> None:
     session's end, not of a message j that does not exist."""
     from pxp.agents.base import FormatFailure, Query
     from pxp.protocols.pxp.rules import Sender
-    from pxp.running.factory import make_agents
+    from pxp.running.pxp.factory import make_agents
 
     class Failing(SimulatedMachine):
         def ask(self, q: Query) -> Any:
@@ -340,7 +340,7 @@ def test_learn_evaluations_carry_the_validation_splits_own_name(engine: Engine) 
 
 def test_a_cancel_before_the_run_starts_is_not_overwritten(engine: Engine) -> None:
     """The app's Cancel may land between a worker's claim and the runner's start: it stands."""
-    from pxp.running.repetition import NullObserver
+    from pxp.running.pxp.controlled.repetition import NullObserver
 
     make_rad(engine, per_label=2)
     exp = create_experiment(engine, _cfg(reps=1, eval_at_start=False), name="cancel-first")

@@ -17,11 +17,11 @@ from pxp.agents.base import Answer, CarriedSession, InstanceView
 from pxp.analysis.report import render, report_json
 from pxp.cli.common import app
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
-from pxp.running.config import RunConfig, RunError, parse_carry, sample_ids
-from pxp.running.experiments import create_experiment
-from pxp.running.learn import carried_tokens, eval_views, select_carry
-from pxp.running.repetition import CONTEXT_NOTE, eval_due
-from pxp.running.runner import run_experiment
+from pxp.running.pxp.config import RunConfig, RunError, parse_carry, sample_ids
+from pxp.running.pxp.controlled.learn import carried_tokens, eval_views, select_carry
+from pxp.running.pxp.controlled.repetition import CONTEXT_NOTE, eval_due
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.store import find_experiment, get_engine
 from pxp.storage.tables import Evaluation, Experiment, Instance, LLMCall, Run, Session
 from tests.factories import make_text
@@ -217,7 +217,7 @@ def test_last_m_carries_at_most_m_sessions_into_the_prompt(data: Engine) -> None
 def test_a_prompt_beyond_the_context_window_is_warned_once_as_a_run_note(
     data: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level("WARNING", logger="pxp.running.repetition"):
+    with caplog.at_level("WARNING", logger="pxp.running.pxp.controlled.repetition"):
         exp = _run(data, _cfg(reps=1, extra={"context_window": 1_500}), "window")
     with DB(data) as db:
         run = db.exec(select(Run).where(Run.experiment_id == exp.id)).one()

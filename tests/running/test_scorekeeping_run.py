@@ -18,8 +18,8 @@ from sqlalchemy import Engine, create_engine, func, select
 
 from pxp.analysis.scorekeeping import report
 from pxp.protocols.scorekeeping.instances import DOMAINS, Instance, generate
-from pxp.running.scorekeeping import RunSettings, run_game
-from pxp.running.scorekeeping_games import find_game, stored_scores
+from pxp.running.scorekeeping.games import find_game, stored_scores
+from pxp.running.scorekeeping.runs import RunSettings, run_game
 from pxp.storage.scorekeeping import SkCall, SkEpisode
 from tests.llm_server import FakeLLM, Reply, Request
 

@@ -8,7 +8,7 @@ from sqlalchemy import Engine, inspect, select
 
 from pxp.protocols.scorekeeping.episode import play_episode
 from pxp.protocols.scorekeeping.instances import generate
-from pxp.running.scorekeeping_games import create_game, episode_values, store_episode, stored_keys
+from pxp.running.scorekeeping.games import create_game, episode_values, store_episode, stored_keys
 from pxp.storage.scorekeeping import SkCall, SkEpisode
 from pxp.storage.store import alembic_config, upgrade
 

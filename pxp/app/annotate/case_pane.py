@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pxp.app import resources, ui
-from pxp.running.live.turns import LiveSession
+from pxp.running.pxp.live.turns import LiveSession
 
 
 def split(s: LiveSession) -> list[int]:

@@ -10,22 +10,26 @@ import streamlit as st
 from pxp.agents.base import AgentUnavailable
 from pxp.app import resources, ui
 from pxp.app.annotate.keys import SUBMIT_KEY, S
+from pxp.app.refused import stale_send
 from pxp.protocols.pxp.rules import Sender
-from pxp.running.access import may_open
-from pxp.running.live.assignment import LiveError, claim_next
-from pxp.running.live.turns import LiveSession, load_session, machine_step
+from pxp.running.pxp.live.assignment import LiveError, claim_next
+from pxp.running.pxp.live.turns import LiveSession, load_session, machine_step
+from pxp.team.access import may_open
 
 
 def current_session(eid: int, annotator_id: int) -> int | None:
-    """The session on screen: kept across reruns; the next claim when it is done."""
+    """The session on screen: kept across reruns; the next claim when it is done, taken over or closed
+    (a Send pressed for it meanwhile is refused with one line: pxp.app.refused)."""
     sid = S.get("annotate_sid")
     key = (eid, annotator_id)
-    if sid is not None and S.get("annotate_sid_for") == key and may_open(resources.engine(), int(sid), annotator_id):
-        s = load_session(resources.engine(), int(sid))
-        if s.experiment_id == eid and s.turn is not None:
-            return int(sid)
-        if s.experiment_id == eid:
-            S["annotate_last_finished"] = s.id
+    if sid is not None and S.get("annotate_sid_for") == key:
+        if may_open(resources.engine(), int(sid), annotator_id):
+            s = load_session(resources.engine(), int(sid))
+            if s.experiment_id == eid and s.turn is not None:
+                return int(sid)
+            if s.experiment_id == eid:
+                S["annotate_last_finished"] = s.id
+        stale_send(int(sid), annotator_id)  # its Send, if pressed, is refused in words, not lost
     sid = claim_next(resources.engine(), experiment_id=eid, annotator_id=annotator_id)
     S["annotate_sid"], S["annotate_sid_for"] = sid, key
     return sid
@@ -35,7 +39,7 @@ def machine_turn(s: LiveSession) -> bool:
     """Produce the machine's message if it is its turn; False when it failed (retry shown)."""
     err_key = f"annotate_machine_error_{s.id}_{s.j}"
     if err_key in S:
-        st.error(f"The machine agent could not answer: {S[err_key]}")
+        st.error(f"The machine agent could not answer: {ui.escape_md(str(S[err_key]))}")
         st.button("Retry", key=f"annotate_retry_{s.id}_{s.j}", type="primary",
                   on_click=lambda: S.pop(err_key, None), shortcut=SUBMIT_KEY)
         return False

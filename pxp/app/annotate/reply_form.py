@@ -11,10 +11,11 @@ from pxp.agents.base import Answer
 from pxp.agents.browser import HumanTurn, human_content, human_turn, label_options, prediction_noun, too_long
 from pxp.app import resources, ui
 from pxp.app.annotate.keys import AGREE_KEYS, MATCH_KEYS, NO_PREDICTION, SUBMIT_KEY, TAG_KEYS, S
+from pxp.app.refused import form_shown
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.pxp.rules import Sender, Tag
-from pxp.running.access import submit_as
-from pxp.running.live.turns import LiveSession
+from pxp.running.pxp.live.turns import LiveSession
+from pxp.team.access import submit_as
 
 
 def _yes_no(label: str, key: str, keys: tuple[str, str], fill: tuple[str, str]) -> bool | None:
@@ -48,6 +49,7 @@ def answer_form(s: LiveSession) -> None:
     machine = s.last_from(Sender.MACHINE)
     mine = s.last_from(Sender.HUMAN)
     assert machine is not None
+    form_shown(s.id, j)
     st.markdown(f"**Your reply (message {j})**")
     c1, c2 = st.columns(2)
     with c1:
@@ -90,10 +92,12 @@ def answer_form(s: LiveSession) -> None:
         if chosen is None and (decided is None or agree is None) and invalid in (None, NO_PREDICTION):
             st.markdown(":blue[:material/touch_app:] Answer the questions above, or pick a "
                         "tag yourself.")
+        elif invalid not in (None, NO_PREDICTION):
+            pass  # the SMILES field's own line says why: one line, not two
         elif invalid is not None and not (chosen is not None and turn.refused):
-            st.error(f"Cannot send: {invalid}", icon=":material/error:")
+            st.error(f"Cannot send: {ui.escape_md(invalid)}", icon=":material/error:")
         elif turn.refused:
-            st.error(ui.escape_md(f"Not allowed: {turn.refused}"))
+            st.error(f"Not allowed: {ui.escape_md(turn.refused)}")
         elif turn.tag is not None:
             line = st.container(horizontal=True, vertical_alignment="center")
             with line:
@@ -135,7 +139,7 @@ def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str 
         try:
             canon = ".".join(sorted(smiles_set(value)))
         except InvalidSmiles as err:
-            st.error(str(err))
+            st.error(ui.escape_md(f"Cannot send: {err}"))  # the form's one line about it
             return value, str(err)
         st.caption("Canonical form:")
         st.code(canon, language=None, wrap_lines=True)
@@ -152,19 +156,21 @@ def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None)
     if token in sent:
         return
     if invalid is not None:
-        st.error(f"Not sent: {invalid}.")
+        st.error(f"Not sent: {ui.escape_md(invalid)}.")
         return
     if (why := too_long(answer)) is not None:
         st.error(f"Not sent: {why}.")
         return
     if not turn.ok or turn.facts is None:
-        st.error(f"Not sent: {turn.refused or 'the tag is not allowed'}")
+        st.error(f"Not sent: {ui.escape_md(turn.refused or 'the tag is not allowed')}")
         return
     out = submit_as(resources.engine(), s.id, annotator_id=S.get("annotate_me", -1), j=s.j, answer=answer,
                     facts=turn.facts)
-    if out.status == "refused":
-        st.error(f"Not sent: {out.message}")
+    if out.status in ("refused", "closed"):
+        st.error(f"Not sent: {ui.escape_md(out.message)}. Your reply is still in the form.",
+                 icon=":material/block:")
         return
+    S.pop("annotate_refused", None)  # an earlier refusal's note has served its purpose
     if out.status != "sent":
         S["annotate_notice"] = f"Not sent again: {out.message} (perhaps from another tab)."
     sent.add(token)

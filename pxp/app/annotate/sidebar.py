@@ -1,5 +1,5 @@
 """The Annotate sidebar: who is annotating, which dataset and live experiment, progress,
-abandoned cases to take over (DESIGN §1; live sessions from pxp.running.live).
+abandoned cases to take over (DESIGN §1; live sessions from pxp.running.pxp.live).
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from pxp.app.annotate.keys import S
 from pxp.app.data import dataset_choices
 from pxp.app.prefs import load_prefs
 from pxp.app.router import NEEDS
-from pxp.running.access import AccessDenied, create_live_as
-from pxp.running.live.abandonment import abandoned_sessions, take_over
-from pxp.running.live.assignment import (
+from pxp.running.pxp.live.abandonment import abandoned_sessions, take_over
+from pxp.running.pxp.live.assignment import (
     LiveError,
     ensure_annotator,
     live_experiments,
     machine_name,
 )
-from pxp.running.live.overlap import read_case_lists
+from pxp.running.pxp.live.overlap import read_case_lists
+from pxp.team.access import AccessDenied, create_live_as
 
 ROLES = ["Radiologist", "Chemist", "Other expert"]
 
@@ -101,7 +101,7 @@ def choose_experiment() -> tuple[int, DeltaGenerator] | None:
                         base_url=prefs.base_url or None, temperature=prefs.generator_temperature,
                         max_tokens=prefs.generator_max_tokens)
             except (LiveError, AccessDenied) as err:
-                st.error(str(err))
+                st.error(ui.escape_md(str(err)))
                 return None
             exps = live_experiments(eng, dataset=ds)
     if not exps:
@@ -117,7 +117,7 @@ def choose_experiment() -> tuple[int, DeltaGenerator] | None:
         info = by_id[eid]
         slot = st.empty()  # filled at the end of the run, after its steps: it never lags
         st.caption(f"Machine: {ui.escape_md(machine_name(info.machine))} · n = {info.n}, k = {info.k}")
-        if creator:  # annotators neither see the form nor may create (pxp.running.access.create_live_as)
+        if creator:  # annotators neither see the form nor may create (pxp.team.access.create_live_as)
             with st.expander("New live experiment"):
                 new_experiment_form(ds)
     return int(eid), slot
@@ -164,7 +164,7 @@ def new_experiment_form(dataset: str) -> None:
                               checker=prefs.checker, base_url=prefs.base_url or None, shuffle=shuffle,
                               temperature=prefs.generator_temperature, max_tokens=prefs.generator_max_tokens)
             except (LiveError, AccessDenied) as err:
-                st.error(str(err))
+                st.error(ui.escape_md(str(err)))
                 return
             S["annotate_select_experiment"] = (dataset, eid)  # selected on the next run
             S.pop("annotate_sid", None)

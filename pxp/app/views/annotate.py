@@ -1,7 +1,7 @@
 """Annotate: the human agent of PXP in the browser (DESIGN §1, "The human in the browser").
 
 A thin page: the sidebar, the case pane, the conversation pane and the reply form live in
-pxp.app.annotate; the session, claims and steps come from pxp.running.live. Session-state keys
+pxp.app.annotate; the session, claims and steps come from pxp.running.pxp.live. Session-state keys
 start with "annotate_".
 """
 
@@ -15,9 +15,10 @@ from pxp.app.annotate.conversation import current_session, finished_note, machin
 from pxp.app.annotate.keys import SUBMIT_KEY, S
 from pxp.app.annotate.reply_form import answer_form, keyboard_help
 from pxp.app.annotate.sidebar import choose_experiment, identity, show_abandoned, show_progress
+from pxp.app.refused import refused_note
 from pxp.protocols.pxp.rules import Sender
-from pxp.running.live.assignment import unlisted
-from pxp.running.live.turns import load_session
+from pxp.running.pxp.live.assignment import unlisted
+from pxp.running.pxp.live.turns import load_session
 
 
 def render() -> None:
@@ -61,7 +62,8 @@ def annotate(eid: int, annotator_id: int) -> None:
     sid = current_session(eid, annotator_id)
     notice = S.pop("annotate_notice", None)
     if notice:
-        st.warning(notice)
+        st.warning(ui.escape_md(notice))
+    refused_note()
     finished_note()
     if sid is None:
         no_cases(eid, annotator_id)

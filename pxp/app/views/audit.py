@@ -1,6 +1,6 @@
 """Audit (admins): who opened, answered, took over or abandoned which session, when (issue 13 §1).
 
-Reads the audit trail that pxp.running.audit writes at each live-session write.
+Reads the audit trail that pxp.storage.audit writes at each live-session write.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pxp.app import resources
-from pxp.running.audit import audit_events
+from pxp.app import resources, ui
+from pxp.storage.audit import audit_events
 
 st.title("Audit")
 st.caption("Every live-session write, newest first: who opened (claimed), answered, took over or "
@@ -20,7 +20,7 @@ sid_text = c2.text_input("Session id", key="audit_session").strip()
 sid: int | None = None
 if sid_text:
     if not sid_text.isdigit():
-        st.error(f"{sid_text[:20]!r} is not a session id (a whole number).")
+        st.error(ui.escape_md(f"{sid_text[:20]!r} is not a session id (a whole number)."))
         st.stop()
     sid = int(sid_text)
 rows = audit_events(resources.engine(), actor=actor, session_id=sid, limit=2000)

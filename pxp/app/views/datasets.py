@@ -75,9 +75,9 @@ def import_panel() -> None:
             S["datasets_failed"] = out.messages
             st.rerun()
         auth.audited("imported", out.messages[0])
-        st.success(out.messages[0])
+        st.success(ui.escape_md(out.messages[0]))
         for w in out.messages[1:]:
-            st.warning(w)
+            st.warning(ui.escape_md(w))
     failed = S.pop("datasets_failed", None)
     if failed:
         st.error(f"Nothing was imported ({len(failed)} problem(s)); the uploads were cleared, choose them again:")
@@ -121,10 +121,10 @@ def browse() -> None:
                 try:
                     png = ui.display_png(eng, r.id)
                 except ImageRejected as err:
-                    st.warning(str(err))
+                    st.warning(ui.escape_md(str(err)))
                     png = None
-                if png is not None:
-                    st.image(png, width="stretch")
+                if png is not None:  # through the page's session, never a media URL (pxp.app.viewer)
+                    ui.image_viewer(png, key=f"datasets_img_{r.id}")
             st.caption("Reference answer")
             ui.show_prediction(r.reference_prediction, "smiles" if info.task == "drug" else "label")
             ui.show_text(r.reference_explanation, empty="(no explanation)")

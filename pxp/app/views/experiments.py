@@ -11,12 +11,12 @@ from pxp.app import auth, resources, ui
 from pxp.app.data import QueueView, dataset_choices, dataset_info, experiments_table, queue_view
 from pxp.app.prefs import load_prefs
 from pxp.llm.models import run_warnings
-from pxp.running import workers
-from pxp.running.checks import config_errors
-from pxp.running.config import RunConfig, RunError
-from pxp.running.estimate import dataset_facts, estimate, store_estimate
-from pxp.running.experiments import create_experiment
-from pxp.running.live.overlap import annotator_progress, overlap_summary
+from pxp.running.pxp.checks import config_errors
+from pxp.running.pxp.config import RunConfig, RunError
+from pxp.running.pxp.controlled.estimate import dataset_facts, estimate, store_estimate
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.pxp.live.overlap import annotator_progress, overlap_summary
+from pxp.running.workers import pool as workers
 
 S = st.session_state
 #: a real-LLM run estimated above this many US dollars needs the box ticked (`pxp run --max-usd`)
@@ -149,17 +149,18 @@ def progress_panel() -> None:
         with st.container(border=True):
             head = st.container(horizontal=True, vertical_alignment="center")
             with head:
-                st.markdown(f"**{row.name}** · {row.dataset} · {row.machine} · n={row.n}, k={row.k}, "
+                name, dataset, machine = (ui.escape_md(str(v)) for v in (row.name, row.dataset, row.machine))
+                st.markdown(f"**{name}** · {dataset} · {machine} · n={row.n}, k={row.k}, "
                             f"R={row.reps}")
                 st.badge(("running" if p.running else p.status),
                          color="blue" if p.running else "green" if p.status == "finished" else "gray")
             st.progress(p.fraction, text=f"{p.done}/{p.sessions} sessions · {p.messages} messages"
                         + (f" · {p.aborted} aborted" if p.aborted else ""))
             if p.error:
-                st.error(p.error)
+                st.error(ui.escape_md(str(p.error)))
             where = (queued.repetitions if queued else {}).get(eid)
             if where:
-                st.caption("Repetitions: " + " · ".join(f"{rep}: {w}" for rep, w in where.items()))
+                st.caption("Repetitions: " + " · ".join(f"{rep}: {ui.escape_md(str(w))}" for rep, w in where.items()))
             b = st.container(horizontal=True)
             with b:
                 if p.running:
@@ -186,7 +187,7 @@ def progress_panel() -> None:
                     st.rerun(scope="fragment")
             note = S.get(f"experiments_error_{eid}")
             if note:
-                st.error(note)
+                st.error(ui.escape_md(str(note)))
 
 
 @st.fragment(run_every=2.0)
@@ -241,7 +242,7 @@ def render() -> None:
     kind, _, line = str(S.get("experiments_outcome", "")).partition(":")
     if outcome is not None:
         for warning in S.get("experiments_warnings", []):
-            st.warning(warning)  # pxp's own line naming the model (markdown, never HTML)
+            st.warning(ui.escape_md(warning))  # names the model as typed: text, never markup
     if line:
         (st.success if kind == "ok" else st.error)(ui.escape_md(line))
     if S.get("experiments_estimate"):

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from pxp.app import resources
+from pxp.app import resources, ui
 from pxp.app.data import datasets_table, experiments_table
 from pxp.app.prefs import load_prefs
 from pxp.app.router import can_open
-from pxp.running.live.assignment import machine_name
+from pxp.running.pxp.live.assignment import machine_name
 
 HERE = Path(__file__).parent
 #: Home's links: (page in views/, label, icon)
@@ -45,7 +45,7 @@ def render() -> None:
         st.info("The machine agent is the **Simulated agent**: an offline stand-in for an LLM, "
                 "so no API key is needed." + choose, icon=":material/smart_toy:")
     else:
-        st.caption(f"Machine agent: {machine_name(prefs.generator)}")
+        st.caption(f"Machine agent: {ui.escape_md(machine_name(prefs.generator))}")
     if len(ds):
         st.subheader("Datasets")
         st.dataframe(ds[["name", "task", "instances", "synthetic"]], hide_index=True)

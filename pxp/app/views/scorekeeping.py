@@ -1,6 +1,6 @@
 """Scorekeeping: the leaderboard of stored games (error bars), probe accuracy per probing round (the private →
 shared transition of the paper), an episode viewer with the dialogue and the probes apart, and "play as the
-answerer" (pxp.app.sk_play), where a person sets a human baseline (issue 12 §6).
+answerer" (pxp.app.scorekeeping.play), where a person sets a human baseline (issue 12 §6).
 
 Render functions only; every number comes from pxp.analysis.scorekeeping, the code path of
 `pxp scorekeeping report`. Model names, replies and questions are untrusted: shown as text or in tables.
@@ -17,11 +17,12 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pxp.analysis.scorekeeping import build, probe_accuracy_by_round
-from pxp.app import resources, sk_play, ui
+from pxp.app import resources, ui
+from pxp.app.scorekeeping import play as sk_play
 from pxp.protocols.scorekeeping.episode import dialogue_from_turns
 from pxp.protocols.scorekeeping.scores import PLAYED, QUALITY, QUALITY_STD
-from pxp.running.scorekeeping_games import list_games, stored_episode, stored_scores
-from pxp.running.scorekeeping_play import HUMAN_GAME
+from pxp.running.scorekeeping.games import list_games, stored_episode, stored_scores
+from pxp.running.scorekeeping.play import HUMAN_GAME
 
 
 def leaderboard(rep: dict[str, Any]) -> None:

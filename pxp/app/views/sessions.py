@@ -13,8 +13,8 @@ from pxp.app.data import (
     sessions_count,
     sessions_table,
 )
-from pxp.running.live.assignment import LiveError
-from pxp.running.live.turns import LiveSession, load_session
+from pxp.running.pxp.live.assignment import LiveError
+from pxp.running.pxp.live.turns import LiveSession, load_session
 
 S = st.session_state
 PAGE = 500
@@ -59,10 +59,10 @@ def instance_thumb(s: LiveSession) -> None:
         try:
             png = ui.display_png(resources.engine(), s.instance_id)
         except ImageRejected as err:
-            st.warning(str(err))
+            st.warning(ui.escape_md(str(err)))
             return
-        if png is not None:
-            st.image(png, width="stretch")
+        if png is not None:  # through the page's session, never a media URL (pxp.app.viewer)
+            ui.image_viewer(png, key=f"sessions_img_{s.id}")
     else:
         ui.show_text(s.payload, empty="")
 
@@ -72,9 +72,9 @@ def detail(sid: int) -> None:
     try:
         s = load_session(eng, sid)
     except LiveError as err:
-        st.error(str(err))
+        st.error(ui.escape_md(str(err)))
         return
-    st.subheader(f"Session {s.id} · {s.experiment} · {s.case_label}")
+    st.subheader(f"Session {s.id} · {ui.escape_md(str(s.experiment))} · {ui.escape_md(str(s.case_label))}")
     meta = st.container(horizontal=True, vertical_alignment="center")
     with meta:
         st.markdown(f"Status **{s.status}**" + (f" ({s.stop_reason})" if s.stop_reason else ""))
@@ -83,7 +83,7 @@ def detail(sid: int) -> None:
         if s.annotator:
             st.markdown(f"Annotator: {ui.escape_md(s.annotator)}")
     if s.abort_reason:
-        st.warning(f"Aborted: {s.abort_reason}")
+        st.warning(f"Aborted: {ui.escape_md(str(s.abort_reason))}")
     violations = s.violations()
     if violations:
         st.error("Not conformant to the protocol:\n\n" + "\n".join(f"- {ui.escape_md(v)}" for v in violations))

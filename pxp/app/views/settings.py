@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from pxp.app import auth, resources
+from pxp.app import auth, resources, ui
 from pxp.app.prefs import load_prefs, save_prefs
 from pxp.llm.models import model_checks
 
@@ -62,12 +62,12 @@ def render() -> None:
             try:
                 save_prefs(eng, new)
             except ValueError as err:
-                st.error(str(err))
+                st.error(ui.escape_md(str(err)))
             else:
                 auth.audited("saved settings", f"generator {new.generator}, checker {new.checker}, n={new.n} k={new.k}")
                 st.success("Saved. New experiments use these settings.")
                 for warning in model_checks([new.generator, new.checker], new.base_url):
-                    st.warning(warning)
+                    st.warning(ui.escape_md(warning))
                 missing = _missing_keys([new.generator, new.checker], bool(new.base_url))
                 if missing:
                     st.warning(f"Not set: {', '.join(missing)}. The model cannot answer until the "

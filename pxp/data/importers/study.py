@@ -1,0 +1,221 @@
+"""Import the published PXP study formats as they are (DESIGN §6).
+
+RAD: `case,label,label_short,img_path,report,link` — img_path relative to the images
+root (by default the folder that holds the CSV's folder, as in the published archive
+where paths read `data/xrays/<file>`); one image may serve several rows and is stored
+once. DRUG: `output,input,explanation` — input is the target SMILES, output the
+reactants (dot-separated); every SMILES is parsed with RDKit. Optional columns
+`split` and `name` are read when present.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from pxp.data.chem import InvalidSmiles, canonical_smiles, smiles_size_problem
+from pxp.data.images import ImageCache, ImageRejected, resolve_inside
+from pxp.data.importers.common import (
+    ImportProblems,
+    ImportResult,
+    NewInstance,
+    RepeatedKeys,
+    check_split,
+    read_csv,
+    store_instances,
+)
+
+RAD_COLUMNS = ("case", "label", "img_path", "report")
+DRUG_COLUMNS = ("output", "input", "explanation")
+
+
+def default_images_root(csv_path: Path, img_paths: list[str]) -> Path:
+    """The CSV's folder or its parent: whichever the first image path resolves under."""
+    for root in (csv_path.parent, csv_path.parent.parent):
+        for p in img_paths[:1]:
+            try:
+                if resolve_inside(root, p, where="").is_file():
+                    return root
+            except ImageRejected:
+                continue
+    first = img_paths[0].replace("\\", "/").split("/")[0] if img_paths else ""
+    return csv_path.parent.parent if first == csv_path.parent.name else csv_path.parent
+
+
+def import_study_rad(
+    engine: Engine,
+    csv_path: Path,
+    *,
+    images_root: Path | None = None,
+    name: str | None = None,
+    split: str | None = None,
+    synthetic: bool = False,
+    description: str = "",
+) -> ImportResult:
+    """Validate the study's X-ray CSV and its images, then store them (nothing on error).
+
+    Instances: one per row, key = case (`case#2`, ... for a case's later rows;
+    a row identical to an earlier one is imported once), label = reference
+    prediction, report = reference explanation; the image is a content-addressed Asset.
+    """
+    csv_path = Path(csv_path)
+    _, rows = read_csv(csv_path, required=RAD_COLUMNS, label="X-ray CSV")
+    problems: list[str] = []
+    fixed_split = check_split(split, "--split", problems)
+    root = Path(images_root) if images_root is not None else default_images_root(
+        csv_path, [r["img_path"] for _, r in rows])
+    if images_root is not None and not root.is_dir():
+        raise ImportProblems([f"images root {root} is not a folder"])
+    cache = ImageCache(root)
+    items: list[NewInstance] = []
+    keys = RepeatedKeys(csv_path.name, "case")
+    labels: list[str] = []
+    short: dict[str, str] = {}
+    for line, r in rows:
+        where = f"{csv_path.name}:{line}"
+        case, label, report = r["case"].strip(), r["label"].strip(), r["report"].strip()
+        missing = [c for c, v in (("case", case), ("label", label), ("img_path", r["img_path"]),
+                                  ("report", report)) if not v.strip()]
+        if missing:
+            problems.append(f"{where}: empty {', '.join(missing)}")
+            continue
+        key = keys.key(case, line, r)
+        if key is None:
+            continue
+        try:
+            img = cache.load(r["img_path"], where=where)
+        except ImageRejected as err:
+            problems.append(str(err))
+            continue
+        row_split = fixed_split if split else check_split(r.get("split"), where, problems)
+        if label not in labels:
+            labels.append(label)
+        if r.get("label_short", "").strip():
+            short[label] = r["label_short"].strip()
+        meta: dict[str, Any] = {"case": case, "file": r["img_path"].strip(), "row": line}
+        if r.get("link", "").strip():
+            meta["link"] = r["link"].strip()
+        if r.get("label_short", "").strip():
+            meta["label_short"] = r["label_short"].strip()
+        if synthetic:
+            meta["synthetic"] = True
+        items.append(NewInstance(key=key, split=row_split, image=img, label=label,
+                                 reference_prediction=label, reference_explanation=report,
+                                 meta=meta))
+    if problems:
+        raise ImportProblems(problems)
+    return store_instances(
+        engine, name=name or csv_path.stem, task="rad", items=items, synthetic=synthetic,
+        description=description or f"X-ray cases from {csv_path.name}",
+        source=str(csv_path), config={"labels": labels, "label_short": short},
+        warnings=keys.summary(),
+    )
+
+
+def smiles_problem(smiles: str, what: str) -> str | None:
+    """None if every dot-separated part parses with RDKit, else a reason (sizes checked first)."""
+    too_large = smiles_size_problem(smiles)
+    if too_large:
+        return f"{what}: {too_large}"
+    parts = [p for p in smiles.strip().split(".") if p]
+    if not parts:
+        return f"empty {what} SMILES"
+    for p in parts:
+        try:
+            canonical_smiles(p)
+        except InvalidSmiles:
+            return f"invalid {what} SMILES {p!r}"
+    return None
+
+
+def _drug_rows(
+    csv_path: Path, rows: list[tuple[int, dict[str, str]]], problems: list[str]
+) -> list[tuple[int, dict[str, str]]]:
+    good = []
+    for line, r in rows:
+        where = f"{csv_path.name}:{line}"
+        bad = [p for p in (smiles_problem(r["input"], "target (input)"),
+                           smiles_problem(r["output"], "reactant (output)")) if p]
+        if bad:
+            problems.append(f"{where}: {'; '.join(bad)}")
+            continue
+        good.append((line, r))
+    return good
+
+
+def read_few_shot(path: Path) -> list[dict[str, str]]:
+    """Few-shot examples (`output,input,explanation[,matchOK]`) as target/reactants/explanation."""
+    path = Path(path)
+    _, rows = read_csv(path, required=DRUG_COLUMNS, label="few-shot CSV")
+    problems: list[str] = []
+    good = _drug_rows(path, rows, problems)
+    if problems:
+        raise ImportProblems(problems)
+    return [{"target": r["input"].strip(), "reactants": r["output"].strip(),
+             "explanation": r["explanation"].strip()} for _, r in good]
+
+
+def drug_key(target: str, reactants: str) -> str:
+    """A stable key from the row's content, so re-importing adds nothing."""
+    digest = hashlib.sha256(f"{target.strip()}>>{reactants.strip()}".encode()).hexdigest()
+    return f"rxn-{digest[:16]}"
+
+
+def import_study_drug(
+    engine: Engine,
+    csv_path: Path,
+    *,
+    few_shot: Path | None = None,
+    name: str | None = None,
+    split: str | None = None,
+    description: str = "",
+) -> ImportResult:
+    """Validate the study's retrosynthesis CSV (every SMILES parsed), then store it.
+
+    Instances: payload = target SMILES, reference prediction = reactant SMILES,
+    reference explanation = explanation. Few-shot examples go to
+    Dataset.config["few_shot"] as [{"target", "reactants", "explanation"}].
+    """
+    csv_path = Path(csv_path)
+    _, rows = read_csv(csv_path, required=DRUG_COLUMNS, label="retrosynthesis CSV")
+    problems: list[str] = []
+    fixed_split = check_split(split, "--split", problems)
+    shots: list[dict[str, str]] | None = None
+    if few_shot is not None:
+        try:
+            shots = read_few_shot(Path(few_shot))
+        except ImportProblems as err:
+            problems.extend(err.problems)
+    good = _drug_rows(csv_path, rows, problems)
+    items: list[NewInstance] = []
+    keys = RepeatedKeys(csv_path.name, "reaction")
+    for line, r in good:
+        where = f"{csv_path.name}:{line}"
+        target, reactants = r["input"].strip(), r["output"].strip()
+        explanation = r["explanation"].strip()
+        if not explanation:
+            problems.append(f"{where}: empty explanation")
+            continue
+        key = keys.key(drug_key(target, reactants), line, r)
+        if key is None:
+            continue
+        row_split = fixed_split if split else check_split(r.get("split"), where, problems)
+        meta: dict[str, Any] = {"row": line}
+        if r.get("name", "").strip():
+            meta["name"] = r["name"].strip()
+        items.append(NewInstance(key=key, split=row_split, payload=target,
+                                 reference_prediction=reactants,
+                                 reference_explanation=explanation, meta=meta))
+    if problems:
+        raise ImportProblems(problems)
+    config: dict[str, Any] = {}
+    if shots is not None:
+        config["few_shot"] = shots
+    return store_instances(
+        engine, name=name or csv_path.stem, task="drug", items=items, config=config,
+        description=description or f"single-step retrosynthesis records from {csv_path.name}",
+        source=str(csv_path), warnings=keys.summary(),
+    )

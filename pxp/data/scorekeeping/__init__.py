@@ -1,0 +1,1 @@
+"""Scorekeeping game data: clembench's episode layout (`clembench`)."""

@@ -1,0 +1,83 @@
+"""`pxp demo`: load the demo datasets made by pxp and a finished simulated experiment on each.
+
+The datasets are read from data/ (made by `python -m pxp.data.demo.make_demo`) through
+the same study importers users run. Each experiment is a controlled run of the
+simulated machine-agent against the database human-proxy (INTERACT over R
+repetitions), so the app has something to show with no API key. Idempotent: what
+is already there is left alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session as DB
+from sqlmodel import select
+
+from pxp.data.demo.make_demo import DATA_DIR
+from pxp.data.importers.study import import_study_drug, import_study_rad
+from pxp.storage.tables import Dataset, Experiment
+
+DEMO_RAD = "demo-rad"
+DEMO_DRUG = "demo-drug"
+DEMO_EXPERIMENTS = {DEMO_RAD: "demo-rad-simulated", DEMO_DRUG: "demo-drug-simulated"}
+DEMO_REPS = 3
+DEMO_SPLIT = "test"
+
+
+def demo_dir() -> Path:
+    """Where the demo files are: pxp/data/demo_data/ inside the package, as written by make_demo."""
+    return DATA_DIR
+
+
+def _exists(engine: Engine, model: type[Dataset] | type[Experiment], name: str) -> bool:
+    with DB(engine) as db:
+        return db.exec(select(model).where(model.name == name)).first() is not None
+
+
+def ensure_demo(engine: Engine, *, data_dir: Path | None = None) -> bool:
+    """Load the demo datasets and their simulated experiments if missing; True if it loaded any."""
+    from pxp.running.pxp.config import RunConfig, RunError
+    from pxp.running.pxp.controlled.runner import run_experiment
+    from pxp.running.pxp.experiments import create_experiment
+
+    root = data_dir or demo_dir()
+    try:
+        return _load(engine, root, RunConfig, create_experiment, run_experiment)
+    except (IntegrityError, RunError):
+        # another process (an app replica) is loading the demo at the same moment
+        if all(_exists(engine, Experiment, n) for n in DEMO_EXPERIMENTS.values()):
+            return False
+        raise
+
+
+def _load(engine: Engine, root: Path, RunConfig: Any, create_experiment: Any,
+          run_experiment: Any) -> bool:
+    loaded = False
+    if not _exists(engine, Dataset, DEMO_RAD):
+        import_study_rad(
+            engine, root / "demo-rad" / "cases.csv", name=DEMO_RAD, synthetic=True,
+            description="Synthetic chest-radiograph phantoms made by pxp (not patients): "
+            "five findings, templated reports.",
+        )
+        loaded = True
+    if not _exists(engine, Dataset, DEMO_DRUG):
+        import_study_drug(
+            engine, root / "demo-drug" / "drugs.csv", name=DEMO_DRUG,
+            few_shot=root / "demo-drug" / "few_shot.csv",
+            description="Approved drugs (MW 150-300, aromatic) with a textbook one-step "
+            "disconnection, curated by pxp.",
+        )
+        loaded = True
+    for dataset, name in DEMO_EXPERIMENTS.items():
+        if _exists(engine, Experiment, name):
+            continue
+        cfg = RunConfig(dataset=dataset, split=DEMO_SPLIT, machine="simulated", human="proxy",
+                        reps=DEMO_REPS, n=10, k=3, seed=0)
+        exp = create_experiment(engine, cfg, name=name)
+        run_experiment(engine, exp.id or 0)
+        loaded = True
+    return loaded

@@ -1,0 +1,271 @@
+"""Who may do what (issue 13 §1): the team's roles and the server-side session check.
+
+Roles come from the team_member table: an email or a group claim of the login provider
+mapped to annotator, researcher or admin (the highest matching role wins). The first
+admin is added with `pxp users add EMAIL --role admin`.
+
+An annotator may load and write only the sessions they hold: `check_session` is the one
+place that decides it, and `submit_as` (the Annotate page's submit path) calls it on every
+submission, so a forged session id, a query parameter or a stale tab cannot write into
+another annotator's session. The holder is checked again inside the write's transaction (a
+conditional UPDATE of the session row, which locks it until the commit), so a take-over landing
+between the check and the write cannot slip through, on SQLite and PostgreSQL alike.
+
+What a role may do beyond opening pages is in MAY (the router's NEEDS holds the pages), and
+`require` is the one server-side check of it: every write of the Experiments, Datasets and Settings
+pages and `create_live_as` call it at the write, so a fragment's rerun (which skips the router's page
+check), a stale tab or a role lowered meanwhile cannot write. A refusal is one line and a "refused"
+audit row. Without login the app passes the local role (admin): everything is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session as DB
+from sqlmodel import col, select
+
+from pxp.agents.base import Answer, Facts
+from pxp.protocols.errors import PxpError
+from pxp.running.pxp.engine import Guard, StepRefused
+from pxp.running.pxp.live.assignment import create_live_experiment
+from pxp.running.pxp.live.turns import SubmitOutcome, submit_human
+from pxp.storage import audit
+from pxp.storage.store import db_session
+from pxp.storage.tables import Session, TeamMember, utcnow
+
+ROLES = ("annotator", "researcher", "admin")
+RANK = {r: i for i, r in enumerate(ROLES)}
+KINDS = ("email", "group")
+#: the least role that may do each action beyond opening a page (the pages: pxp.app.router.NEEDS)
+MAY = {"create experiments": "researcher", "start experiments": "researcher",
+       "cancel experiments": "researcher", "import datasets": "admin", "save settings": "admin"}
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
+
+
+class AccessDenied(PxpError, PermissionError):
+    """Someone tried to open or write what their role or identity does not allow."""
+
+
+class TeamError(PxpError, ValueError):
+    """A bad team entry (an unknown role, a malformed email)."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One row of the team table."""
+
+    kind: str
+    name: str
+    role: str
+    added_by: str
+    created_at: datetime
+
+
+def _key(name: str, kind: str) -> str:
+    """The stored form: emails lower-case and checked, group names trimmed."""
+    if kind not in KINDS:
+        raise TeamError(f"unknown kind {kind!r}: use one of {', '.join(KINDS)}")
+    name = name.strip()
+    if kind == "email":
+        name = name.lower()
+        if not _EMAIL.match(name) or len(name) > 320:
+            raise TeamError(f"{name!r} is not an email address")
+    elif not name or len(name) > 320:
+        raise TeamError("a group name must have 1 to 320 characters")
+    return name
+
+
+def _role(role: str) -> str:
+    role = role.strip().lower()
+    if role not in RANK:
+        raise TeamError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
+    return role
+
+
+def add_member(engine: Engine, name: str, role: str, *, kind: str = "email", added_by: str = "") -> bool:
+    """Give an email (or group) a role; True if it is new, False if its role was updated."""
+    key, role = _key(name, kind), _role(role)
+    for _ in range(3):
+        with db_session(engine) as db:
+            row = db.exec(select(TeamMember).where(TeamMember.kind == kind, TeamMember.name == key)).first()
+            if row is not None:
+                row.role = role
+                db.add(row)
+                return False
+        try:
+            with db_session(engine) as db:
+                db.add(TeamMember(kind=kind, name=key, role=role, added_by=added_by[:320]))
+            return True
+        except IntegrityError:
+            continue  # added concurrently: update it
+    raise TeamError(f"could not add {key!r}")
+
+
+def remove_member(engine: Engine, name: str, *, kind: str = "email") -> bool:
+    """Remove an email (or group) from the team; False if it was not there."""
+    key = _key(name, kind)
+    with db_session(engine) as db:
+        row = db.exec(select(TeamMember).where(TeamMember.kind == kind, TeamMember.name == key)).first()
+        if row is None:
+            return False
+        db.delete(row)
+    return True
+
+
+def members(engine: Engine) -> list[Member]:
+    """The team, admins first."""
+    with DB(engine) as db:
+        rows = db.exec(select(TeamMember).order_by(col(TeamMember.kind), col(TeamMember.name))).all()
+    out = [Member(r.kind, r.name, r.role, r.added_by, r.created_at) for r in rows]
+    return sorted(out, key=lambda m: -RANK.get(m.role, -1))
+
+
+def role_for(engine: Engine, email: str | None, groups: tuple[str, ...] | list[str] = ()) -> str | None:
+    """The highest role the team table gives this email or any of its groups; None if none."""
+    found: list[str] = []
+    with DB(engine) as db:
+        if email:
+            found += db.exec(select(TeamMember.role).where(
+                TeamMember.kind == "email", TeamMember.name == email.strip().lower())).all()
+        names = [g.strip() for g in groups if isinstance(g, str) and g.strip()]
+        if names:
+            found += db.exec(select(TeamMember.role).where(
+                TeamMember.kind == "group", col(TeamMember.name).in_(names))).all()
+    known = [r for r in found if r in RANK]
+    return max(known, key=RANK.__getitem__) if known else None
+
+
+def at_least(role: str | None, needed: str) -> bool:
+    """Whether `role` includes `needed` (admin > researcher > annotator)."""
+    return role is not None and RANK.get(role, -1) >= RANK[needed]
+
+
+def check_session(engine: Engine, session_id: int, annotator_id: int) -> None:
+    """Raise AccessDenied unless this annotator holds the session (the one server-side check)."""
+    with DB(engine) as db:
+        s = db.get(Session, session_id)
+        holder = s.annotator_id if s is not None else None
+    if s is None:
+        raise AccessDenied(f"session {session_id} does not exist")
+    if holder != annotator_id:
+        raise AccessDenied(f"session {session_id} belongs to another annotator")
+
+
+def may_open(engine: Engine, session_id: int, annotator_id: int) -> bool:
+    """Whether this annotator may load the session (the same rule as writing it)."""
+    try:
+        check_session(engine, session_id, annotator_id)
+    except AccessDenied:
+        return False
+    return True
+
+
+def holds(session_id: int, annotator_id: int) -> Guard:
+    """The engine guard of a human step: touch the session only if this annotator holds it.
+
+    A conditional UPDATE, first in the write's transaction: it locks the row (PostgreSQL) or the
+    database (SQLite) until the commit, so a take-over either lands before it (the update finds
+    another holder and nothing is written) or waits for the commit (and finds the session active).
+    """
+    def guard(conn: Connection) -> str | None:
+        done = conn.execute(
+            update(Session).where(col(Session.id) == session_id, col(Session.annotator_id) == annotator_id)
+            .values(updated_at=utcnow())
+        )
+        return None if done.rowcount == 1 else f"session {session_id} belongs to another annotator"
+    return guard
+
+
+def submit_as(
+    engine: Engine, session_id: int, *, annotator_id: int, j: int, answer: Answer, facts: Facts,
+) -> SubmitOutcome:
+    """The human's message j, stored only if this annotator holds the session.
+
+    Checked before the step (a clear line for an unknown or plainly foreign session) and again in
+    the write's transaction (`holds`). A refusal (or a session closed meanwhile) writes nothing to the
+    session and leaves a "refused" row in the audit trail.
+    """
+    try:
+        check_session(engine, session_id, annotator_id)
+        out = submit_human(engine, session_id, j=j, answer=answer, facts=facts,
+                           guard=holds(session_id, annotator_id))
+    except (AccessDenied, StepRefused) as err:
+        out = SubmitOutcome("refused", str(err))
+    if out.status in ("refused", "closed"):
+        audit.record(engine, "refused", session_id=session_id, annotator_id=annotator_id, j=j,
+                     detail=out.message)
+    return out
+
+
+def refuse_stale(engine: Engine, session_id: int, *, annotator_id: int, j: int) -> str | None:
+    """A Send pressed in a tab whose case can no longer take it: None if the session is still this
+    annotator's and open (nothing to refuse), else why not, in words for the annotator, after
+    writing the "refused" audit row (the same row as `submit_as`; nothing is written to the session).
+    """
+    with DB(engine) as db:
+        s = db.get(Session, session_id)
+        holder, status = (s.annotator_id, s.status) if s is not None else (None, "gone")
+    if holder == annotator_id and status == "open":
+        return None
+    why = ("the case was taken over by another annotator" if holder != annotator_id
+           else f"the case is {status}")
+    audit.record(engine, "refused", session_id=session_id, annotator_id=annotator_id, j=j,
+                 detail=f"a stale tab's reply: {why}")
+    return why
+
+
+def may(role: str | None, action: str) -> bool:
+    """Whether `role` may do `action` (a key of MAY)."""
+    return at_least(role, MAY[action])
+
+
+def require(engine: Engine, action: str, *, role: str | None, actor: str, detail: str = "") -> None:
+    """The one server-side role check of a write (issue 13 §1): return if `role` may do `action`
+    (MAY), else write a "refused" audit row naming the actor and raise AccessDenied (one line)."""
+    if may(role, action):
+        return
+    whom = "an admin" if MAY[action] == "admin" else "a researcher or an admin"
+    audit.record(engine, "refused", actor=actor, detail=f"{action}: {detail}" if detail else action)
+    raise AccessDenied(f"Your role ({role or 'none'}) may not {action}: ask {whom}.")
+
+
+def create_live_as(engine: Engine, *, role: str | None, actor: str, dataset: str, **config: Any) -> int:
+    """A live experiment created by `actor` with `role` (pxp.running.pxp.live.assignment.create_live_experiment).
+
+    Refused by `require` (AccessDenied, one line, an audit "refused" row, nothing stored) below
+    researcher; a creation leaves a "created" row naming the actor.
+    """
+    require(engine, "create experiments", role=role, actor=actor, detail=f"a live experiment on {dataset}")
+    eid = create_live_experiment(engine, dataset=dataset, **config)
+    audit.record(engine, "created", actor=actor, detail=f"live experiment {eid} on {dataset}")
+    return eid
+
+
+__all__ = [
+    "KINDS",
+    "MAY",
+    "RANK",
+    "ROLES",
+    "AccessDenied",
+    "Member",
+    "TeamError",
+    "add_member",
+    "at_least",
+    "check_session",
+    "create_live_as",
+    "holds",
+    "may",
+    "may_open",
+    "members",
+    "refuse_stale",
+    "remove_member",
+    "require",
+    "role_for",
+    "submit_as",
+]
