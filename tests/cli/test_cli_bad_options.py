@@ -145,15 +145,21 @@ def test_reading_commands_never_create_pxp_tables(tmp_path: Path) -> None:
     assert _tables(db) == []
 
 
-def test_an_unknown_schema_revision_is_one_line(url: str) -> None:
-    path = Path(url.removeprefix("sqlite:///"))
-    con = sqlite3.connect(path)
-    con.execute("update alembic_version set version_num = 'f00dcafe'")
-    con.commit()
-    con.close()
+def _set_revision(url: str, revision: str) -> Path:
+    """Write another schema revision into the database's alembic_version, as another tool would."""
     from pxp.storage.store import forget_engine
 
+    path = Path(url.removeprefix("sqlite:///"))
+    con = sqlite3.connect(path)
+    con.execute("update alembic_version set version_num = ?", (revision,))
+    con.commit()
+    con.close()
     forget_engine(url)
+    return path
+
+
+def test_an_unknown_schema_revision_is_one_line(url: str) -> None:
+    _set_revision(url, "f00dcafe")
     res = pxp("--db", url, "validate")
     assert res.exit_code == 1 and "schema revision 'f00dcafe' is not one of this pxp's" in one_line(res)
 
@@ -166,14 +172,7 @@ def test_an_unsupported_database_url_is_one_line(db: str, why: str) -> None:
 
 
 def test_a_reading_command_never_migrates(url: str) -> None:
-    path = Path(url.removeprefix("sqlite:///"))
-    con = sqlite3.connect(path)
-    con.execute("update alembic_version set version_num = '0001'")
-    con.commit()
-    con.close()
-    from pxp.storage.store import forget_engine
-
-    forget_engine(url)
+    path = _set_revision(url, "0001")
     for args in (["validate"], ["report", "--experiment", "x"]):
         res = pxp("--db", url, *args)
         assert res.exit_code == 1 and "has an older pxp schema (0001)" in one_line(res)

@@ -77,7 +77,7 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, str]]]:
 
     Typed values are checked, never turned into text blindly: a string is kept, a number
     is written as in the file, null is an empty cell; a boolean, an array or an object is
-    refused, like a key given twice, NaN and Infinity (pxp.data.importers.transcript_lines.read_objects).
+    refused, like a key given twice, NaN and Infinity (read_objects).
     """
     rows: list[tuple[int, dict[str, str]]] = []
     problems: list[str] = []
@@ -90,8 +90,7 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, str]]]:
             elif isinstance(v, (int, float)) and not isinstance(v, bool):
                 row[k] = json.dumps(v)
             else:
-                kind = "a boolean" if isinstance(v, bool) else "an array" if isinstance(v, list) else "an object"
-                problems.append(f"{where}: field {k!r} must be text or a number, got {kind}")
+                problems.append(f"{where}: field {k!r} must be text or a number, got {json_kind(v)}")
         if any(len(v) > MAX_FIELD_CHARS for v in row.values()):
             problems.append(f"{where}: {field_limit()}")
             continue
