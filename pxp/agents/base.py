@@ -21,7 +21,17 @@ class AgentError(PxpError, RuntimeError):
 
 
 class FormatFailure(AgentError):
-    """The agent's answer could not be parsed after the allowed attempts: abort the session."""
+    """The agent's answer could not be parsed after the allowed attempts: abort the session.
+
+    `kind` names what was wrong with the last answer (pxp.tasks.spec.FORMAT_KINDS), `model` who
+    answered and `reply` the start of the last answer, so a run can say why it paused.
+    """
+
+    def __init__(self, message: str, *, kind: str = "unusable answer", model: str = "", reply: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.model = model
+        self.reply = reply
 
 
 class AgentUnavailable(AgentError):

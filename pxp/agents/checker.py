@@ -14,7 +14,7 @@ from typing import Any
 from pxp.agents.base import AgentUnavailable, CallRecord, FormatFailure, Query
 from pxp.agents.proxy import HumanProxy
 from pxp.llm import journal
-from pxp.llm.base import Completion, LLMError, Prompt, Provider, TextPart, Turn
+from pxp.llm.base import Completion, LLMError, Prompt, Provider, TextPart, Turn, excerpt, reply_bound, reply_size
 from pxp.llm.limits import call_slot
 from pxp.tasks.spec import FormatProblem, TaskSpec, parse_yes_no
 
@@ -81,25 +81,32 @@ class Checker:
         if key in self._known:
             return self._known[key]
         prompt = self.prompt(e1, e2)
-        problem = ""
+        problem = FormatProblem("no attempt was made")
+        last = ""
         for attempt in range(1, self.max_attempts + 1):
             record, out = accounted_call(self.provider, prompt, calls, purpose=purpose, attempt=attempt,
                                          unavailable="checker ", max_tokens=self.max_tokens,
                                          temperature=self.temperature)
             try:
+                size, bound = reply_size(out), reply_bound(self.max_tokens)
+                if size > bound:
+                    raise FormatProblem(f"the answer is {size:,} bytes, over the {bound:,}-byte bound",
+                                        kind="reply too long")
                 verdict = parse_yes_no(out.text)
             except FormatProblem as e:
-                problem = str(e)
-                record.error = f"format: {problem}"
-                prompt.turns.append(Turn("assistant", [TextPart(out.text.strip() or "(empty)")]))
+                problem, last = e, out.text
+                record.error = f"format: {e.kind}: {e}"
+                prompt.turns.append(Turn("assistant", [TextPart(excerpt(out.text, 200) or "(empty)")]))
                 prompt.turns.append(Turn("user", [TextPart(
-                    f"Your answer could not be read: {problem}. Answer with the single word Yes or No."
+                    f"Your answer could not be read: {e}. Answer with the single word Yes or No."
                 )]))
                 continue
             self._known[key] = verdict
             return verdict
         raise FormatFailure(
-            f"checker {self.label} gave no Yes/No answer in {self.max_attempts} attempts ({problem})"
+            f"{problem.kind}: checker {self.label} gave no Yes/No answer in {self.max_attempts} attempts "
+            f"({problem}); last reply: {excerpt(last)!r}",
+            kind=problem.kind, model=self.label, reply=excerpt(last),
         )
 
 

@@ -15,6 +15,7 @@ Every call, failed ones included, is a CallRecord on the query.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from pxp.agents.base import (
@@ -26,7 +27,7 @@ from pxp.agents.base import (
     Query,
 )
 from pxp.agents.checker import MAX_ATTEMPTS, Checker, accounted_call
-from pxp.llm.base import Part, Prompt, Provider, TextPart, Turn
+from pxp.llm.base import Completion, Part, Prompt, Provider, TextPart, Turn, excerpt, reply_bound, reply_size
 from pxp.llm.images import ImageError, cached_image, prepare_image
 from pxp.protocols.pxp.common_ground import question_text
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
@@ -78,6 +79,13 @@ def carried_text(n: int, c: CarriedSession, spec: TaskSpec) -> str:
 
 
 REPLY = "Reply with your current answer in the required format."
+
+
+def _reply_text(out: Completion) -> str:
+    """A reply as text, for the record: its text, else its structured answer as JSON."""
+    if out.text.strip() or out.data is None:
+        return out.text
+    return json.dumps(out.data, default=str)
 ASIDE = ("Before you reply: a private question from the organiser follows (ME:). {who} will not "
          "see it and it does not count as your reply. Answer it with ASIDE: yes or ASIDE: no on one "
          "line and nothing else.")
@@ -145,24 +153,20 @@ class LLMMachine(AgentBase):
         prompt = self.assemble(q)
         purpose = "ask" if q.session_id is not None else "eval"
         schema = self.spec.schema() if self.structured else None
-        problem = ""
+        problem = FormatProblem("no attempt was made")
+        last = ""
         for attempt in range(1, self.max_attempts + 1):
             record, out = accounted_call(self.provider, prompt, q.calls, purpose=purpose, attempt=attempt,
                                          max_tokens=self.max_tokens, temperature=self.temperature,
                                          schema=schema)
             try:
-                prediction, explanation = self.spec.parse(out.text, out.data)
+                prediction, explanation = self._read(out)
             except FormatProblem as e:
-                problem = str(e)
-                if out.stop_reason in ("max_tokens", "length"):
-                    problem += " (the answer was cut off at the token limit; be brief)"
-                record.error = f"format: {problem}"
-                raw = (self.spec.answer_text(str(out.data.get("prediction", "")),
-                                             str(out.data.get("explanation", "")))
-                       if out.data else out.text.strip())
-                prompt.turns.append(Turn("assistant", [TextPart(raw or "(empty answer)")]))
+                problem, last = e, _reply_text(out)
+                record.error = f"format: {e.kind}: {e}"
+                prompt.turns.append(Turn("assistant", [TextPart(self._echo(out, e) or "(empty answer)")]))
                 prompt.turns.append(Turn("user", [TextPart(
-                    f"Your answer could not be used: {problem}. Answer again, exactly in this "
+                    f"Your answer could not be used: {e}. Answer again, exactly in this "
                     f"format and nothing else:\n{self.spec.format_block()}"
                 )]))
                 continue
@@ -173,8 +177,35 @@ class LLMMachine(AgentBase):
                 }
             return Answer(prediction, explanation)
         raise FormatFailure(
-            f"{self.label} gave no usable answer in {self.max_attempts} attempts ({problem})"
+            f"{problem.kind}: {self.label} gave no usable answer in {self.max_attempts} attempts ({problem}); "
+            f"last reply: {excerpt(last)!r}",
+            kind=problem.kind, model=self.label, reply=excerpt(last),
         )
+
+    def _read(self, out: Completion) -> tuple[str, str]:
+        """(prediction, explanation) of a reply, or FormatProblem naming what is wrong with it."""
+        size, bound = reply_size(out), reply_bound(self.max_tokens)
+        if size > bound:
+            raise FormatProblem(f"the answer is {size:,} bytes, over the {bound:,}-byte bound; be brief",
+                                kind="reply too long")
+        if out.stop_reason == "refusal":
+            raise FormatProblem("the answer was a refusal; give your best answer for this case",
+                                kind="refusal")
+        try:
+            return self.spec.parse(out.text, out.data)
+        except FormatProblem as e:
+            if out.stop_reason in ("max_tokens", "length"):
+                raise FormatProblem(f"{e} (the answer was cut off at the token limit; be brief)",
+                                    kind=e.kind) from None
+            raise
+
+    def _echo(self, out: Completion, problem: FormatProblem) -> str:
+        """The unusable answer as it is put back into the conversation (never more than the bound)."""
+        if problem.kind == "reply too long":
+            return excerpt(_reply_text(out), 2_000)
+        if out.data:
+            return self.spec.answer_text(str(out.data.get("prediction", "")), str(out.data.get("explanation", "")))
+        return out.text.strip()
 
     # PROBE (issue 12 §7) --------------------------------------------------------------
     def probe(self, q: Query, question: str) -> bool | None:

@@ -8,9 +8,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy import select as sa_select
+from sqlmodel import col
 
 from pxp.analysis.agreement import agreement_report
 from pxp.analysis.common_ground import probe_sessions, probe_summary, render_probes
@@ -19,9 +23,10 @@ from pxp.analysis.tables import table1, table1_by
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.intelligibility import Table1, table1_rows
 from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.attempts import format_kind
 from pxp.running.pxp.evaluate import performance_series, render_series
 from pxp.storage.store import db_session, find_experiment
-from pxp.storage.tables import Experiment
+from pxp.storage.tables import Experiment, Run, Session
 
 FORMATS = ("table", "json", "markdown", "csv")
 
@@ -51,10 +56,25 @@ def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
         for series in perf.values():  # which schedule produced each series (issue 14 §2)
             series["schedule"] = line
         rep["performance"] = perf
+    reasons = aborted_by_reason(engine, [exp.id or 0])
+    if reasons:
+        rep["aborted_by_reason"] = reasons
     probes = probe_sessions(engine, [exp.id or 0])  # the common-ground probe (issue 12 §7), when run
     if probes:
         rep["probes"] = {"summary": probe_summary(probes), "sessions": probes}
     return rep
+
+
+def aborted_by_reason(engine: Engine, experiment_ids: Sequence[int] = ()) -> dict[str, int]:
+    """How many sessions of the experiments (all when none are given) aborted, by reason
+    (pxp.tasks.spec.FORMAT_KINDS; "other" for any other), most first."""
+    q = (sa_select(col(Session.abort_reason)).join(Run, col(Run.id) == col(Session.run_id))
+         .where(col(Session.status) == "aborted"))
+    if experiment_ids:
+        q = q.where(col(Run.experiment_id).in_(list(experiment_ids)))
+    with engine.connect() as conn:
+        kinds = Counter(format_kind(r) or "other" for (r,) in conn.execute(q).all())
+    return dict(kinds.most_common())
 
 
 def schedule_line(config: dict[str, Any]) -> str:
@@ -145,6 +165,8 @@ def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) 
     notes = [
         f"{r['experiment']}: median of {r['repetitions']} repetition(s); "
         f"aborted sessions (not intelligible, counted in the total): {r['aborted_sessions']}"
+        + (f" (all repetitions, by reason: {reasons_line(r['aborted_by_reason'])})"
+           if r.get("aborted_by_reason") else "")
         for r in reports
     ]
     if fmt == "csv":
@@ -175,6 +197,11 @@ def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) 
     lines += [ln for r in reports for ln in render_probes(r, fmt)]
     lines += _performance(reports, fmt, full)
     return "\n".join(lines)
+
+
+def reasons_line(counts: dict[str, int]) -> str:
+    """E.g. "refusal 3, empty reply 1"."""
+    return ", ".join(f"{kind} {n}" for kind, n in counts.items())
 
 
 def _performance(reports: list[dict[str, Any]], fmt: str, full: bool = False) -> list[str]:

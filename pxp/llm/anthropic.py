@@ -11,6 +11,7 @@ this endpoint's in-flight limit (pxp.llm.limits) before it pauses anything.
 from __future__ import annotations
 
 import base64
+import json
 import time
 from typing import Any
 
@@ -121,19 +122,24 @@ class AnthropicProvider:
             msg = raw.parse()
             if not isinstance(msg, Message):
                 raise TypeError(f"not a message ({type(msg).__name__})")
-            if msg.content is None or msg.usage is None:
-                raise TypeError("no content or usage")
-        except (ValueError, TypeError, AttributeError) as e:
+            if not isinstance(msg.content, list | None) or msg.usage is None:
+                raise TypeError("no list of content blocks, or no usage")
+            text_parts: list[str] = []
+            data: dict[str, Any] | None = None
+            for block in msg.content or ():  # null content is an empty answer (a format failure)
+                if block.type == "text":
+                    if not isinstance(block.text, str):
+                        raise TypeError("a text block without text")
+                    text_parts.append(redact(block.text))
+                elif block.type == "tool_use" and schema is not None and block.name == schema.name:
+                    if isinstance(block.input, dict):
+                        data = redact_data(dict(block.input))
+                    else:  # the tool input is not an object: its JSON is the (unusable) answer
+                        text_parts.append(redact(json.dumps(block.input)))
+        except (ValueError, TypeError, AttributeError, KeyError) as e:
             raise LLMError(bad_reply(self.name, self.model, raw, self.options, str(e)),
                            status=raw.status_code) from None
         latency = (time.perf_counter() - t0) * 1000
-        text_parts: list[str] = []
-        data: dict[str, Any] | None = None
-        for block in msg.content:
-            if block.type == "text":
-                text_parts.append(redact(block.text))
-            elif block.type == "tool_use" and schema is not None and block.name == schema.name:
-                data = redact_data(dict(block.input)) if isinstance(block.input, dict) else None
         u = msg.usage
         tokens_in, tokens_out = u.input_tokens or 0, u.output_tokens or 0
         cache_read = u.cache_read_input_tokens or 0

@@ -10,6 +10,7 @@ accounting of the call. An API error that survives the SDK's own retries is an
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -113,6 +114,32 @@ class Completion:
     latency_ms: float = 0.0
     cost_usd: float | None = None
     stop_reason: str | None = None
+
+
+#: the smallest bound on a reply's size; DESIGN §1 "Format failures"
+REPLY_BOUND_MIN = 64 * 1024
+#: bytes allowed per requested output token (a token is about 4 bytes of text: a few times that)
+REPLY_BYTES_PER_TOKEN = 16
+
+
+def reply_bound(max_tokens: int) -> int:
+    """The largest reply (in bytes) pxp reads as an answer: a few times the requested max tokens,
+    never below 64 KiB. A longer reply is a format failure and is never stored whole."""
+    return max(REPLY_BOUND_MIN, REPLY_BYTES_PER_TOKEN * max(0, max_tokens))
+
+
+def reply_size(out: Completion) -> int:
+    """The reply's size in bytes: its text and its structured answer (as JSON)."""
+    size = len(out.text.encode("utf-8", "replace"))
+    if out.data is not None:
+        size += len(json.dumps(out.data, default=str).encode("utf-8", "replace"))
+    return size
+
+
+def excerpt(text: str, limit: int = 120) -> str:
+    """The first `limit` characters of a reply on one line, marked when cut."""
+    flat = " ".join(text[: limit * 4].split())
+    return flat if len(flat) <= limit and len(text) <= limit * 4 else flat[:limit] + "… [truncated]"
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,10 +123,11 @@ class OpenAIProvider:
         stop = None
         if resp.choices:
             choice = resp.choices[0]
-            text = redact(choice.message.content or "")
-            stop = choice.finish_reason
+            refusal = getattr(choice.message, "refusal", None)
+            text = redact(choice.message.content or refusal or "")
+            stop = "refusal" if refusal and not choice.message.content else choice.finish_reason
         data = None
-        if "response_format" in body and text:
+        if "response_format" in body and text and stop != "refusal":
             try:
                 parsed = json.loads(text)
                 data = redact_data(parsed) if isinstance(parsed, dict) else None
@@ -155,9 +156,13 @@ class OpenAIProvider:
             resp = raw.parse()
             if not isinstance(resp, ChatCompletion):
                 raise TypeError(f"not a chat completion ({type(resp).__name__})")
-            if resp.choices is None:
-                raise TypeError("no choices")
-        except (ValueError, TypeError, AttributeError) as e:
+            if not isinstance(resp.choices, list):
+                raise TypeError("no list of choices")
+            for choice in resp.choices[:1]:
+                message = getattr(choice, "message", None)
+                if message is None or not isinstance(message.content, str | None):
+                    raise TypeError("a choice without a message")
+        except (ValueError, TypeError, AttributeError, KeyError) as e:
             raise LLMError(bad_reply(self.name, self.model, raw, self.options, str(e)),
                            status=raw.status_code) from None
         return resp

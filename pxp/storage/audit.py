@@ -1,10 +1,11 @@
-"""The audit trail (issue 13 §1): who opened, answered, took over or abandoned which session, and
+"""The audit trail (README "Login and roles"): who opened, answered, took over or abandoned which session, and
 who created, started or cancelled an experiment, imported data or saved settings, and when, as rows
 of the audit_event table.
 
-pxp.running.pxp.live calls these at each write (one line each); the admins' Audit page reads them.
-An audit row is written after the write it records, in its own transaction: a failed audit
-write never undoes an answer already stored.
+pxp.running.pxp.live writes the session events (opened, answered, took over, abandoned) with
+`write`, in the very transaction that stores what they record, so a crash leaves both or
+neither; the app's other writes use `record` (its own transaction). The admins' Audit page
+reads them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine, insert
+from sqlalchemy import Connection, Engine, insert
+from sqlalchemy import select as sa_select
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
@@ -28,47 +30,60 @@ class AuditError(PxpError, ValueError):
     """An audit action pxp does not record."""
 
 
-def _annotator(db: DB, annotator_id: int | None, session_id: int | None) -> tuple[int | None, str]:
+def _annotator(conn: Connection, annotator_id: int | None, session_id: int | None) -> tuple[int | None, str]:
     """(annotator id, name): the given annotator, else the session's current one."""
     if annotator_id is None and session_id is not None:
-        s = db.get(Session, session_id)
-        annotator_id = s.annotator_id if s is not None else None
-    who = db.get(Annotator, annotator_id) if annotator_id is not None else None
-    return annotator_id, (who.name if who is not None else "")
+        annotator_id = conn.execute(
+            sa_select(col(Session.annotator_id)).where(col(Session.id) == session_id)
+        ).scalar_one_or_none()
+    name = None
+    if annotator_id is not None:
+        name = conn.execute(
+            sa_select(col(Annotator.name)).where(col(Annotator.id) == annotator_id)
+        ).scalar_one_or_none()
+    return annotator_id, (name or "")
+
+
+def write(
+    conn: Connection, action: str, *, session_id: int | None = None, annotator_id: int | None = None,
+    j: int | None = None, detail: str = "", actor: str | None = None,
+) -> None:
+    """One audit row inside the caller's transaction; the actor is the given annotator (else the
+    session's annotator)."""
+    if action not in ACTIONS:
+        raise AuditError(f"unknown audit action {action!r}")
+    aid, name = _annotator(conn, annotator_id, session_id)
+    conn.execute(insert(AuditEvent).values(
+        at=utcnow(), actor=(actor if actor is not None else name)[:320], annotator_id=aid,
+        action=action, session_id=session_id, j=j, detail=detail,
+    ))
 
 
 def record(
     engine: Engine, action: str, *, session_id: int | None = None, annotator_id: int | None = None,
     j: int | None = None, detail: str = "", actor: str | None = None,
 ) -> None:
-    """One audit row; the actor is the given annotator (else the session's annotator)."""
-    if action not in ACTIONS:
-        raise AuditError(f"unknown audit action {action!r}")
-    with DB(engine) as db:
-        aid, name = _annotator(db, annotator_id, session_id)
+    """One audit row in a transaction of its own (for writes that are not session events)."""
     with engine.begin() as conn:
-        conn.execute(insert(AuditEvent).values(
-            at=utcnow(), actor=(actor if actor is not None else name)[:320], annotator_id=aid,
-            action=action, session_id=session_id, j=j, detail=detail,
-        ))
+        write(conn, action, session_id=session_id, annotator_id=annotator_id, j=j, detail=detail, actor=actor)
 
 
-def took_over(engine: Engine, session_id: int, annotator_id: int) -> None:
-    """A take-over: the previous holder abandoned the session, this annotator took it over.
+def took_over(conn: Connection, session_id: int, annotator_id: int) -> None:
+    """A take-over, in the take-over's transaction: the previous holder abandoned the session,
+    this annotator took it over.
 
     The previous holder is the last one the trail saw open, answer or take over the session.
     """
-    with DB(engine) as db:
-        last = db.exec(
-            select(AuditEvent).where(
-                AuditEvent.session_id == session_id,
-                col(AuditEvent.action).in_(("opened", "answered", "took over")),
-            ).order_by(col(AuditEvent.id).desc())
-        ).first()
-    if last is not None and last.annotator_id != annotator_id:
-        record(engine, "abandoned", session_id=session_id, annotator_id=last.annotator_id,
-               actor=last.actor, detail="idle, then taken over")
-    record(engine, "took over", session_id=session_id, annotator_id=annotator_id)
+    last = conn.execute(
+        sa_select(col(AuditEvent.annotator_id), col(AuditEvent.actor)).where(
+            col(AuditEvent.session_id) == session_id,
+            col(AuditEvent.action).in_(("opened", "answered", "took over")),
+        ).order_by(col(AuditEvent.id).desc()).limit(1)
+    ).first()
+    if last is not None and last[0] != annotator_id:
+        write(conn, "abandoned", session_id=session_id, annotator_id=last[0], actor=last[1],
+              detail="idle, then taken over")
+    write(conn, "took over", session_id=session_id, annotator_id=annotator_id)
 
 
 @dataclass(frozen=True)
@@ -97,4 +112,4 @@ def audit_events(
     return [AuditRow(r.at, r.actor, r.action, r.session_id, r.j, r.detail) for r in rows]
 
 
-__all__ = ["ACTIONS", "AuditRow", "audit_events", "record", "took_over"]
+__all__ = ["ACTIONS", "AuditRow", "audit_events", "record", "took_over", "write"]

@@ -256,6 +256,23 @@ class Probe(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class SessionAttempt(SQLModel, table=True):
+    """An earlier attempt at a session, kept for the record when the session is run again from its
+    start (a run paused because its sessions aborted for format, then resumed: DESIGN §1 "Format
+    failures"). `messages` are the attempt's M rows as they were; its LLM calls stay in llmcall."""
+
+    __tablename__ = "session_attempt"
+    __table_args__ = (UniqueConstraint("session_id", "attempt", name="uq_session_attempt"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="session.id", index=True)
+    attempt: int = 1
+    status: str = Field(default="aborted", max_length=16)
+    abort_reason: str | None = Field(default=None, sa_type=Text)
+    messages: list[dict[str, Any]] = Field(default_factory=list, sa_type=JSON)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class Evaluation(SQLModel, table=True):
     """Machine performance on a split after a session (0 = at the start)."""
 

@@ -33,7 +33,25 @@ EXPLANATION_ALIASES = ("explanation", "report", "reasoning", "rationale")
 
 
 class FormatProblem(PxpError, ValueError):
-    """An LLM answer that cannot be used; the message is the correction sent back."""
+    """An LLM answer that cannot be used; the message is the correction sent back, `kind` names
+    what was wrong (one of FORMAT_KINDS) so aborted sessions are reported by reason."""
+
+    def __init__(self, message: str, *, kind: str = "unusable answer") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+#: what can be wrong with an answer (DESIGN §1 "Format failures"): the reasons aborts are reported by
+FORMAT_KINDS = ("refusal", "empty reply", "wrong structure", "no prediction", "no explanation",
+                "prediction outside the task's labels", "invalid SMILES", "reply too long",
+                "not Yes or No", "unusable answer")
+_REFUSAL = re.compile(r"^\W*(i'?m sorry|i am sorry|sorry|i can(?:no|')t|i cannot|i won'?t|i'?m not able|"
+                      r"i am not able|i'?m unable|i am unable|as an ai)\b", re.I)
+
+
+def looks_like_refusal(text: str) -> bool:
+    """Whether a reply without the answer's fields opens like a refusal ("I'm sorry, I can't…")."""
+    return bool(_REFUSAL.match(text.strip()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +165,7 @@ class TaskSpec:
         """The prediction in canonical form, or FormatProblem with the correction."""
         y = _clean(prediction)
         if not y:
-            raise FormatProblem(f"the {self.prediction_field} is missing")
+            raise FormatProblem(f"the {self.prediction_field} is missing", kind="no prediction")
         if self.match_kind == "label" and self.labels:
             wanted = normalise_label(y)
             for lab in self.labels:
@@ -155,7 +173,7 @@ class TaskSpec:
                     return lab
             raise FormatProblem(
                 f"the {self.prediction_field} must be exactly one of: {', '.join(self.labels)} "
-                f"(got {y[:80]!r})"
+                f"(got {y[:80]!r})", kind="prediction outside the task's labels",
             )
         if self.match_kind == "smiles":
             parts = [p for p in re.split(r"[.\s,;]+", y.strip("`")) if p]
@@ -163,7 +181,8 @@ class TaskSpec:
                 smiles_set(".".join(parts))
             except InvalidSmiles as e:
                 raise FormatProblem(
-                    f"the {self.prediction_field} must be valid SMILES separated by '.' ({e})"
+                    f"the {self.prediction_field} must be valid SMILES separated by '.' ({e})",
+                    kind="invalid SMILES",
                 ) from None
             return ".".join(parts)
         return y
@@ -178,7 +197,8 @@ class TaskSpec:
         y, e = fields.get("prediction", ""), fields.get("explanation", "")
         if not y and not e:
             raise FormatProblem(
-                f"no '{self.prediction_field}:' and '{self.explanation_field}:' lines were found"
+                f"no '{self.prediction_field}:' and '{self.explanation_field}:' lines were found",
+                kind=_kind_without_fields(text, data),
             )
         return self._checked(y, e)
 
@@ -186,8 +206,20 @@ class TaskSpec:
         prediction = self.check_prediction(y)
         explanation = _clean(e)
         if not explanation:
-            raise FormatProblem(f"the {self.explanation_field} is missing")
+            raise FormatProblem(f"the {self.explanation_field} is missing", kind="no explanation")
         return prediction, explanation
+
+
+def _kind_without_fields(text: str, data: Mapping[str, Any] | None) -> str:
+    """Why a reply had neither field: empty, JSON of another shape, a refusal, or plain text."""
+    t = text.strip().strip("`").strip()
+    if data is not None or t.startswith(("{", "[")) or t.removeprefix("json").lstrip().startswith(("{", "[")):
+        return "wrong structure"
+    if not t:
+        return "empty reply"
+    if looks_like_refusal(t):
+        return "refusal"
+    return "no prediction"
 
 
 # --- text parsing -------------------------------------------------------------------------
@@ -273,7 +305,8 @@ def parse_yes_no(text: str) -> bool:
         return True
     if v == "no":
         return False
-    raise FormatProblem(f"the answer must be exactly Yes or No (got {text.strip()[:40]!r})")
+    raise FormatProblem(f"the answer must be exactly Yes or No (got {text.strip()[:40]!r})",
+                        kind="not Yes or No" if text.strip() else "empty reply")
 
 
 def few_shots(rows: Sequence[Mapping[str, Any]] | None) -> tuple[FewShot, ...]:

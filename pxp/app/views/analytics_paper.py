@@ -9,7 +9,7 @@ import streamlit as st
 from pxp.analysis import figures
 from pxp.analysis.performance import evaluations, performance_median
 from pxp.analysis.queries import Selection
-from pxp.analysis.report import render_many
+from pxp.analysis.report import aborted_by_reason, reasons_line, render_many
 from pxp.analysis.tables import (
     figure1_frame,
     repetition_frame,
@@ -40,6 +40,9 @@ def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
     st.caption("count (proportion of total sessions): the median over repetitions, min–max over repetitions. "
                "Aborted sessions count in the total, are never intelligible, and are shown apart. "
                "Open sessions are not counted.")
+    reasons = aborted_by_reason(resources.engine(), sel.experiments)
+    if reasons:
+        st.caption(f"Aborted sessions by reason (all repetitions): {reasons_line(reasons)}.")
     reports = [t.as_json(name) for name, t in tables.items()]
     c = st.columns(4)
     with c[0]:

@@ -53,6 +53,8 @@ from pxp.storage.tables import Context, LLMCall, Message, Run, Session, utcnow
 
 #: run first in the step's write transaction; returns why the write is refused, or None to go on
 Guard = Callable[[Connection], str | None]
+#: run last in the step's write transaction, after the message is inserted (e.g. its audit row)
+Also = Callable[[Connection, Msg], None]
 
 
 @dataclass(frozen=True)
@@ -193,14 +195,16 @@ def step(
     *,
     carry: Sequence[CarriedSession] = (),
     guard: Guard | None = None,
+    also: Also | None = None,
 ) -> StepResult:
     """Take the next step of a session: one message, stored atomically.
 
     Raises SessionClosed for a finished/aborted session, StepConflict when another
     process stored message j first, AgentUnavailable (nothing written, resumable),
     TagRefused for a forbidden tag chosen directly, and StepRefused when `guard`, run first
-    in the write transaction, refuses (its row locks hold until the commit). A FormatFailure
-    aborts the session.
+    in the write transaction, refuses (its row locks hold until the commit). `also` runs last in
+    that transaction, so what it writes (an audit row) is stored with the message or not at all.
+    A FormatFailure aborts the session.
     """
     s = load(engine, session_id)
     if s.status != "open":
@@ -274,6 +278,8 @@ def step(
                     _S.update().where(_S.c.id == session_id),
                     {"status": "finished", "stop_reason": stopped, "updated_at": now},
                 )
+            if also is not None:
+                also(conn, msg)
     except IntegrityError as err:
         record_calls(engine, q.calls, j=j, **ids)
         raise StepConflict(f"message {j} of session {session_id} was stored by another step") from err

@@ -29,6 +29,14 @@ from pxp.llm.models import context_window, estimate_tokens
 from pxp.llm.redact import redact_any
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.config import RunConfig, parse_carry
+from pxp.running.pxp.controlled.attempts import (
+    FORMAT_NOTE,
+    FormatFault,
+    format_fault,
+    format_kind,
+    pause_note,
+    retry_format_aborts,
+)
 from pxp.running.pxp.controlled.learn import Rep, carried_tokens, eval_views, learn
 from pxp.running.pxp.controlled.probes import hook
 from pxp.running.pxp.engine import Interrupted, StepResult, instance_view, interact_session
@@ -95,6 +103,8 @@ def run_repetition(
     obs = observer or NullObserver()
     cfg = RunConfig.from_dict(exp.config)
     rid = run.id or 0
+    if run.note and run.note.startswith(FORMAT_NOTE):  # paused for format failures: run those sessions again
+        retry_format_aborts(engine, rid)
     with db_session(engine) as db:
         sessions = run_sessions(db, run_id=rid)
         evals = {
@@ -120,6 +130,7 @@ def run_repetition(
             rep.store_eval(0, test_split, rep.score(rep.test, [], None))
         carry: list[CarriedSession] = []
         last_kept = 0
+        kinds: list[str | None] = []
         for s in sessions:
             assert s.id is not None
             if s.status == "open":
@@ -143,10 +154,17 @@ def run_repetition(
             if kept and this is not None:
                 carry.append(this)
                 last_kept = s.ordinal
+            kinds.append(format_kind(row.abort_reason) if row.status == "aborted" else None)
+            if kinds[-1] is not None and format_fault(kinds, len(sessions)):
+                raise FormatFault(pause_note(kinds, row.abort_reason or ""))
             if rep.test and eval_due(s.ordinal, last, cfg.eval_every) and (s.ordinal, test_split) not in rep.evals:
                 prev = max((a for a, sp in rep.evals if sp == test_split and a < s.ordinal), default=0)
                 if last_kept > prev:  # the carried context changed since the last evaluation
                     rep.store_eval(s.ordinal, test_split, rep.score(rep.test, rep.context(carry), s.id), s.id)
+    except FormatFault as e:
+        set_run_status(engine, rid, "paused", str(e))
+        obs.run_ended(run.repetition, "paused", str(e))
+        return "paused"
     except AgentUnavailable as e:
         set_run_status(engine, rid, "paused", f"{type(e).__name__}: {e}")
         obs.run_ended(run.repetition, "paused", str(e))

@@ -127,7 +127,7 @@ def take_over(
             conn.execute(insert(Claim).values(run_id=run_id, instance_id=instance_id,
                                               annotator_id=annotator_id, session_id=session_id,
                                               created_at=now))
+            audit.took_over(conn, session_id, annotator_id)
     except IntegrityError:
         return False  # this annotator was already served the case: nothing changed
-    audit.took_over(engine, session_id, annotator_id)
     return True

@@ -237,14 +237,14 @@ def claim_next(engine: Engine, *, experiment_id: int, annotator_id: int) -> int 
             sid = _claim(engine, run_id=run.id or 0, exp=exp, instance_id=iid, ordinal=ordinal,
                          annotator_id=annotator_id)
             if sid is not None:
-                audit.record(engine, "opened", session_id=sid, annotator_id=annotator_id)
                 return sid
     return None
 
 
 def _claim(engine: Engine, *, run_id: int, exp: Experiment, instance_id: int, ordinal: int,
            annotator_id: int) -> int | None:
-    """Insert the slot's session and the annotator's claim together; None if a key was taken."""
+    """Insert the slot's session, the annotator's claim and its "opened" audit row together; None if
+    a key was taken."""
     now = utcnow()
     try:
         with engine.begin() as conn:
@@ -258,6 +258,7 @@ def _claim(engine: Engine, *, run_id: int, exp: Experiment, instance_id: int, or
             ).scalar_one() or 0)
             conn.execute(insert(Claim).values(run_id=run_id, instance_id=instance_id,
                                               annotator_id=annotator_id, session_id=sid, created_at=now))
+            audit.write(conn, "opened", session_id=sid, annotator_id=annotator_id)
         return sid
     except IntegrityError:
         return None  # another annotator took this slot, or this annotator this case

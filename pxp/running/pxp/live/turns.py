@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import Engine, update
+from sqlalchemy import Connection, Engine, update
 from sqlmodel import Session as DB
-from sqlmodel import select
+from sqlmodel import col, select
 
 from pxp.agents.base import Agent, Answer, Facts, Query
 from pxp.agents.browser import BrowserHuman
@@ -215,16 +215,20 @@ def submit_human(
     # if another submission stored message j in the meantime, the engine finds it is the
     # machine's turn: that is the same conflict, and nothing is written
     agents: dict[Sender, Agent] = {Sender.HUMAN: human, Sender.MACHINE: _NotYourTurn()}
+
+    def answered(conn: Connection, msg: Msg) -> None:
+        """The answer's audit row and the session's activity time, stored with the message."""
+        conn.execute(update(Session).where(col(Session.id) == session_id).values(updated_at=utcnow()))
+        audit.write(conn, "answered", session_id=session_id, j=j, detail=msg.tag.value)
+
     try:
-        result = step(engine, session_id, agents, guard=guard)
+        result = step(engine, session_id, agents, guard=guard, also=answered)
     except StepConflict:
         return SubmitOutcome("already", f"message {j} was already sent")
     except (TagRefused, ProtocolError) as err:
         return SubmitOutcome("refused", str(err))
     except SessionClosed as err:
         return SubmitOutcome("closed", str(err))
-    _touch(engine, session_id)
-    audit.record(engine, "answered", session_id=session_id, j=j, detail=result.message.tag.value)
     return SubmitOutcome("sent", f"message {j} sent as {result.message.tag.value}", result)
 
 
@@ -237,11 +241,3 @@ class _NotYourTurn(BrowserHuman):
 
     def ask(self, q: Query) -> Answer:
         raise StepConflict(f"message {q.j - 1} of session {q.session_id} was already stored")
-
-
-def _touch(engine: Engine, session_id: int) -> None:
-    with engine.begin() as conn:
-        conn.execute(
-            update(Session).where(Session.id == session_id)  # type: ignore[arg-type]
-            .values(updated_at=utcnow())
-        )
