@@ -199,7 +199,7 @@ def test_the_two_questions_have_keyboard_shortcuts_shown_in_the_ui(app_db: tuple
     assert keys == {"match_yes": "alt+5", "match_no": "alt+6", "agree_yes": "alt+7", "agree_no": "alt+8"}
     hint = next(c.value for c in at.caption if c.value.startswith("Keyboard:"))
     assert "prediction matches Alt+5 Yes / Alt+6 No" in hint and "explanation agrees Alt+7 Yes / Alt+8 No" in hint
-    assert "Answer the two questions above" in texts(at)
+    assert "Answer the questions above" in texts(at)
     sid, msgs = current(engine)
     by_suffix(at.selectbox, "_pred").set_value(msgs[0].prediction)
     by_suffix(at.text_area, "_expl").input(msgs[0].explanation)

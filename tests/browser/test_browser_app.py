@@ -351,7 +351,8 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             _keys(page, "Control+Enter")
             assert len(_session(url, who)[1]) == 1, "a refused tag stores nothing"
             page.screenshot(path=str(ARTIFACTS / "annotate-900-refused.png"))
-            # No / No with a prediction: Alt+0 back to the automatic tag, REFUTE
+            # No / No with the machine's prediction picked: Alt+0 back to the automatic tag, REFUTE;
+            # the predictions match by content, whatever the No said (DESIGN §1, facts from content)
             pred = page.get_by_label("My prediction")
             pred.click()
             expect(page.get_by_role("option").first).to_have_text(msgs[0].prediction)  # machine's first
@@ -365,7 +366,7 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             _form_ready(page, sid, 4)
             page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-message-4.png"))
             _, msgs, _ = _session(url, who)
-            assert msgs[1].tag == "REFUTE" and (msgs[1].match, msgs[1].agree) == (False, False)
+            assert msgs[1].tag == "REFUTE" and (msgs[1].match, msgs[1].agree) == (True, False)
             for _ in range(6):  # RATIFY in three keys until the case ends
                 _keys(page, "Alt+5", "Alt+7", "Control+Enter")
                 for _ in range(100):  # until the machine has replied or the case ended
