@@ -18,7 +18,8 @@ from sqlalchemy import Engine, Table, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from pxp.protocols.errors import PxpError
-from pxp.protocols.scorekeeping.episode import EpisodeRecord, Request, abort_reason, play_episode
+from pxp.protocols.scorekeeping.aborts import abort_reason
+from pxp.protocols.scorekeeping.episode import EpisodeRecord, Request, play_episode
 from pxp.protocols.scorekeeping.instances import DEFAULT_SEED, Instance, parse_instance
 from pxp.running.scorekeeping import games
 from pxp.running.scorekeeping.runs import default_instances, numbered

@@ -119,7 +119,8 @@ def test_incoherent_combinations_are_named() -> None:
 
 
 def test_abort_reason_names_the_rule_and_the_reply() -> None:
-    from pxp.protocols.scorekeeping.episode import abort_reason, play_episode
+    from pxp.protocols.scorekeeping.aborts import abort_reason
+    from pxp.protocols.scorekeeping.episode import play_episode
 
     inst = I.generate("travel-booking", seed=1, n=1)[0]
     ok = play_episode(inst, ["ASIDE: no"] * 5 + ["ANSWER: it is fine\nand more"])
