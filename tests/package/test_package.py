@@ -23,7 +23,7 @@ from tests.browser.test_browser_app import _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.package
+pytestmark = [pytest.mark.package, pytest.mark.xdist_group("wheel")]  # one wheel build per run (module fixture)
 
 
 def _env() -> dict[str, str]:
