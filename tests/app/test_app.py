@@ -4,6 +4,7 @@ flow of the human in the browser against the simulated agent (DESIGN §1)."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -767,8 +768,20 @@ def test_the_cli_refuses_an_experiment_the_app_runs(app_db: tuple[str, Engine]) 
     exp = create_experiment(engine, RunConfig(dataset="toy-rad"), name="app-runs-it")
     eid = exp.id or 0
     assert workers.claim(engine, eid, "appserver:1")  # a worker the app started, beating
-    res = subprocess.run([sys.executable, *PXP_CLI, "--db", url, "run", "--resume", "app-runs-it", "--no-progress"],
-                         capture_output=True, text=True, timeout=60)
+    stop = threading.Event()
+
+    def beating() -> None:  # as the app's worker does, however long the CLI takes to start on a loaded machine
+        while not stop.wait(1.0):
+            workers.beat(engine, eid, "appserver:1")
+
+    beater = threading.Thread(target=beating, daemon=True)
+    beater.start()
+    try:
+        res = subprocess.run([sys.executable, *PXP_CLI, "--db", url, "run", "--resume", "app-runs-it",
+                              "--no-progress"], capture_output=True, text=True, timeout=120)
+    finally:
+        stop.set()
+        beater.join(timeout=30)
     assert res.returncode == 1, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "already running" in lines[0] and "Traceback" not in res.stderr

@@ -99,10 +99,10 @@ def _log_in(page: Any, base: str, email: str) -> None:
     from playwright.sync_api import expect
 
     page.goto(base)
-    expect(page.get_by_text("This pxp server requires login.")).to_be_visible(timeout=30000)
+    expect(page.get_by_text("This pxp server requires login.")).to_be_visible(timeout=90_000)
     page.get_by_role("button", name="Log in").click()
     page.get_by_role("button", name=email).click()  # the provider's predefined user
-    page.wait_for_url(f"{base}/**", timeout=30000)
+    page.wait_for_url(f"{base}/**", timeout=90_000)
     _idle(page)
 
 
@@ -113,10 +113,10 @@ def _log_out(page: Any, base: str) -> None:
     page.get_by_role("button", name="Log out").click()
     end = page.get_by_role("button", name="End session")  # the provider's logout confirmation
     with contextlib.suppress(PlaywrightTimeout):  # a provider without end_session: straight back
-        end.wait_for(timeout=10000)
+        end.wait_for(timeout=60_000)
         end.click()
     page.goto(base)
-    expect(page.get_by_text("This pxp server requires login.")).to_be_visible(timeout=30000)
+    expect(page.get_by_text("This pxp server requires login.")).to_be_visible(timeout=90_000)
 
 
 def test_two_users_two_roles(auth_server: tuple[str, int, str]) -> None:
@@ -129,12 +129,12 @@ def test_two_users_two_roles(auth_server: tuple[str, int, str]) -> None:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             # before login: no page, only the login screen
             page.goto(f"{base}/analytics")
-            expect(page.get_by_text("This pxp server requires login.")).to_be_visible(timeout=30000)
+            expect(page.get_by_text("This pxp server requires login.")).to_be_visible(timeout=90_000)
             expect(page.get_by_role("heading", name="Analytics")).to_have_count(0)
 
             # the annotator
             _log_in(page, base, ANN[0])
-            expect(page.get_by_text(f"Logged in as {ANN[1]} (annotator)")).to_be_visible(timeout=30000)
+            expect(page.get_by_text(f"Logged in as {ANN[1]} (annotator)")).to_be_visible(timeout=90_000)
             nav = page.get_by_test_id("stSidebarNav")
             expect(nav.get_by_text("Annotate")).to_be_visible()
             for hidden in ("Analytics", "Experiments", "Datasets", "Settings", "Audit"):
@@ -142,23 +142,23 @@ def test_two_users_two_roles(auth_server: tuple[str, int, str]) -> None:
             page.goto(f"{base}/analytics")
             _idle(page)
             expect(page.get_by_text("Your role (annotator) may not open the Analytics page.")).to_be_visible(
-                timeout=30000)
+                timeout=90_000)
             expect(page.get_by_role("heading", name="Analytics")).to_have_count(0)
             page.goto(f"{base}/sessions?session={other_sid}")
             _idle(page)
             expect(page.get_by_text(f"You may not open session '{other_sid}': it is not one of yours.")
-                   ).to_be_visible(timeout=30000)
+                   ).to_be_visible(timeout=90_000)
             expect(page.get_by_text(f"Session {other_sid} ·")).to_have_count(0)
             page.goto(f"{base}/annotate")
             _idle(page)
-            expect(page.get_by_text("Annotating as ann@")).to_be_visible(timeout=30000)  # @ + word joiner
+            expect(page.get_by_text("Annotating as ann@")).to_be_visible(timeout=90_000)  # @ + word joiner
             expect(page.get_by_label("Your name")).to_have_count(0)
             # a reply (RATIFY) is stored in a session the login holds, and audited as hers
-            expect(page.get_by_text("The machine now says")).to_be_visible(timeout=30000)
+            expect(page.get_by_text("The machine now says")).to_be_visible(timeout=90_000)
             for button in ("Yes Shortcut Alt + 5", "Yes Shortcut Alt + 7", "Send Shortcut Ctrl + Enter"):
                 page.get_by_role("button", name=button).click()
                 _idle(page)
-            expect(page.get_by_text("is finished: both agents ratified")).to_be_visible(timeout=30000)
+            expect(page.get_by_text("is finished: both agents ratified")).to_be_visible(timeout=90_000)
             engine = get_engine(url)
             trail = [(e.actor, e.action, e.j) for e in reversed(audit_events(engine))]
             assert (ANN[0], "opened", None) in trail and (ANN[0], "answered", 2) in trail, trail
@@ -170,19 +170,19 @@ def test_two_users_two_roles(auth_server: tuple[str, int, str]) -> None:
 
             # the researcher
             _log_in(page, base, RITA[0])
-            expect(page.get_by_text(f"Logged in as {RITA[1]} (researcher)")).to_be_visible(timeout=30000)
+            expect(page.get_by_text(f"Logged in as {RITA[1]} (researcher)")).to_be_visible(timeout=90_000)
             nav = page.get_by_test_id("stSidebarNav")
             expect(nav.get_by_text("Analytics", exact=True)).to_be_visible()
             expect(nav.get_by_text("Settings", exact=True)).to_have_count(0)
             page.goto(f"{base}/analytics")
             _idle(page)
-            expect(page.get_by_role("heading", name="Analytics").first).to_be_visible(timeout=30000)
+            expect(page.get_by_role("heading", name="Analytics").first).to_be_visible(timeout=90_000)
             page.goto(f"{base}/sessions?session={other_sid}")
             _idle(page)
-            expect(page.get_by_text(f"Session {other_sid} ·")).to_be_visible(timeout=30000)
+            expect(page.get_by_text(f"Session {other_sid} ·")).to_be_visible(timeout=90_000)
             page.goto(f"{base}/settings")
             _idle(page)
             expect(page.get_by_text("Your role (researcher) may not open the Settings page.")).to_be_visible(
-                timeout=30000)
+                timeout=90_000)
         finally:
             browser.close()

@@ -168,13 +168,13 @@ def test_huge_smiles_are_one_line_and_the_server_stays_up(harm_server: tuple[str
                 field.press("Tab")
                 _idle(page)
                 line = page.get_by_text("SMILES too long")
-                expect(line).to_have_count(1, timeout=30000)
+                expect(line).to_have_count(1, timeout=90_000)
                 expect(line).to_have_text(f"Cannot send: SMILES too long: {n:,} characters, over the limit of "
                                           f"{SMILES_MAX_CHARS:,} characters for one-step reactants")
             field.fill("CC(=O)Cl.Nc1ccccc1")  # a real step is drawn (in a worker) meanwhile
             field.press("Tab")
             _idle(page)
-            expect(page.get_by_text("Canonical form:")).to_be_visible(timeout=30000)
+            expect(page.get_by_text("Canonical form:")).to_be_visible(timeout=90_000)
         assert health.latencies and not health.failures, health.failures  # answered every time, meanwhile
 
 
@@ -201,6 +201,8 @@ _MADE = """() => {
 
 
 def test_payloads_in_every_text_input_stay_text(harm_server: tuple[str, str], browser: Any) -> None:
+    from playwright.sync_api import expect
+
     base, _ = harm_server
     requests: list[str] = []
     dialogs: list[str] = []
@@ -222,7 +224,7 @@ def test_payloads_in_every_text_input_stay_text(harm_server: tuple[str, str], br
                     _idle(page)
                     filled[href] = filled.get(href, 0) + 1
                     assert page.evaluate(_MADE) == [], (href, page.evaluate(_MADE))
-        assert page.get_by_text("Logged in as Ada ![a](http").count() == 1, "the display name shown as text"
+        expect(page.get_by_text("Logged in as Ada ![a](http")).to_have_count(1)  # the display name shown as text
     assert sum(filled.values()) >= 10, filled
     assert not dialogs, dialogs
     assert requests
@@ -250,7 +252,7 @@ def test_a_stale_tab_send_says_it_was_not_sent(harm_server: tuple[str, str], bro
         page.get_by_role("button", name="Send Shortcut Ctrl + Enter").click()
         _idle(page)
         line = page.get_by_text("was not sent")
-        expect(line).to_have_count(1, timeout=30000)
+        expect(line).to_have_count(1, timeout=90_000)
         expect(line).to_contain_text("taken over by another annotator")
         expect(page.get_by_test_id("stCode").filter(has_text=typed).first).to_be_visible()
         refused = [e for e in audit_events(engine) if e.action == "refused"]
@@ -272,7 +274,7 @@ def test_the_radiograph_reaches_only_the_logged_in_page(harm_server: tuple[str, 
         page.goto(f"{base}/sessions?session={sid}")
         _idle(page)
         viewer = page.locator("[data-pxp-viewer]")
-        expect(viewer).to_have_attribute("data-drawn", re.compile(r"[1-9]"), timeout=30000)
+        expect(viewer).to_have_attribute("data-drawn", re.compile(r"[1-9]"), timeout=90_000)
         shown = page.evaluate("() => window.pxpViewer()")
         assert (shown["width"], shown["height"]) == (400, 300), shown
     stranger = browser.new_context(viewport=VIEWPORT)
@@ -291,7 +293,7 @@ def test_cookies_copied_before_logout_are_refused_after_it(harm_server: tuple[st
 
     base, _ = harm_server
     with _logged_in(browser, base, ANN[0]) as (context, page):
-        expect(page.get_by_text(f"Logged in as {ANN[1]} (annotator)")).to_be_visible(timeout=30000)
+        expect(page.get_by_text(f"Logged in as {ANN[1]} (annotator)")).to_be_visible(timeout=90_000)
         copied = [c for c in context.cookies() if c["name"].startswith("_streamlit_user")]
         assert copied
         _log_out(page, base)
@@ -301,7 +303,7 @@ def test_cookies_copied_before_logout_are_refused_after_it(harm_server: tuple[st
     try:
         page.goto(f"{base}/annotate")
         _idle(page)
-        expect(page.get_by_text("This pxp server requires login.")).to_be_visible(timeout=30000)
+        expect(page.get_by_text("This pxp server requires login.")).to_be_visible(timeout=90_000)
         expect(page.get_by_text("You logged out after this login was made: log in again.")).to_be_visible()
         expect(page.get_by_text("Logged in as")).to_have_count(0)
         expect(page.get_by_text("The machine now says")).to_have_count(0)

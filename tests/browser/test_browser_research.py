@@ -30,7 +30,7 @@ def test_the_launch_summary_is_the_run_that_started(server: tuple[str, str]) -> 
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(f"{base}/experiments")
-            expect(page.get_by_label("Task")).to_be_visible(timeout=30000)
+            expect(page.get_by_label("Task")).to_be_visible(timeout=90_000)
             _idle(page)
             page.get_by_label("Task").click()
             page.get_by_role("option", name="rad", exact=True).click()
@@ -44,7 +44,7 @@ def test_the_launch_summary_is_the_run_that_started(server: tuple[str, str]) -> 
             page.get_by_role("button", name=re.compile("Create and start")).click()
             _idle(page)
             summary = page.get_by_text(re.compile(r"^Started '"))
-            expect(summary).to_be_visible(timeout=30000)
+            expect(summary).to_be_visible(timeout=90_000)
             text = summary.inner_text()
             page.screenshot(path=str(ARTIFACTS / "experiments-launch.png"), full_page=True)
 
@@ -63,7 +63,7 @@ def test_the_launch_summary_is_the_run_that_started(server: tuple[str, str]) -> 
             assert workers.progress(engine, exp.id or 0).status == "finished"
 
             page.goto(f"{base}/analytics")
-            expect(page.get_by_text("Figure 1", exact=True)).to_be_visible(timeout=30000)
+            expect(page.get_by_text("Figure 1", exact=True)).to_be_visible(timeout=90_000)
             page.get_by_text("Figure 1", exact=True).click()
             _idle(page)
             page.wait_for_timeout(1500)  # plotly draws after the script run

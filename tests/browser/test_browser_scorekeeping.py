@@ -37,16 +37,16 @@ def _reply_by_keyboard(page: Any, p: Play) -> None:
     holds the tag, so End, the words, Enter."""
     reply = CAREFUL(p.request)
     if p.request.kind == "probe":
-        page.wait_for_selector(f".st-key-sk_play_yes_{p.step} button", timeout=30000)
+        page.wait_for_selector(f".st-key-sk_play_yes_{p.step} button", timeout=90_000)
         _idle(page)
         page.keyboard.press("Alt+Y" if "Yes" in reply else "Alt+N")
     else:
-        page.wait_for_selector(f".st-key-sk_play_reply_{p.step} input", timeout=30000)
+        page.wait_for_selector(f".st-key-sk_play_reply_{p.step} input", timeout=90_000)
         _idle(page)
         page.wait_for_function(  # bring_into_view focused the reply field
             f"() => document.activeElement?.tagName === 'INPUT'"
             f" && !!document.activeElement.closest('.st-key-sk_play_reply_{p.step}')",
-            timeout=10000)
+            timeout=60_000)
         page.keyboard.press("End")
         page.keyboard.type(reply.removeprefix("ANSWER: "))
         page.keyboard.press("Enter")
@@ -64,7 +64,7 @@ def test_one_episode_by_keyboard_with_a_reload(server: tuple[str, str]) -> None:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(f"{base}/scorekeeping?sk_tab=Play+as+the+answerer")
             name = page.get_by_label("Your name")
-            expect(name).to_be_visible(timeout=30000)
+            expect(name).to_be_visible(timeout=90_000)
             name.focus()
             page.keyboard.type(WHO)
             page.keyboard.press("Enter")
@@ -72,7 +72,7 @@ def test_one_episode_by_keyboard_with_a_reload(server: tuple[str, str]) -> None:
             # the Start button takes the focus: Enter starts the episode
             page.wait_for_function(
                 "() => !!document.activeElement && !!document.activeElement.closest('.st-key-sk_play_start')",
-                timeout=10000)
+                timeout=60_000)
             page.keyboard.press("Enter")
             p = _wait_step(engine, 0)
             assert p is not None and p.step == 0
@@ -88,17 +88,17 @@ def test_one_episode_by_keyboard_with_a_reload(server: tuple[str, str]) -> None:
                     raise
                 if replies == 12:  # mid-episode: the page comes back where it was (a probe, Yes focused)
                     page.reload()
-                    expect(page.get_by_label("Your name")).to_have_value(WHO, timeout=30000)
+                    expect(page.get_by_label("Your name")).to_have_value(WHO, timeout=90_000)
                     assert p is not None and p.request.kind == "probe"
                     page.wait_for_function(
-                        "() => !!document.activeElement?.closest('.st-key-sk_play_yes_12')", timeout=30000)
+                        "() => !!document.activeElement?.closest('.st-key-sk_play_yes_12')", timeout=90_000)
                     page.screenshot(path=str(ARTIFACTS / "scorekeeping-play.png"))
-            expect(page.get_by_text("it is on the leaderboard", exact=False)).to_be_visible(timeout=30000)
+            expect(page.get_by_text("it is on the leaderboard", exact=False)).to_be_visible(timeout=90_000)
             _idle(page)
             page.screenshot(path=str(ARTIFACTS / "scorekeeping-play-finished.png"))
             page.get_by_role("tab", name="Leaderboard").click()
             _idle(page)
-            expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible(timeout=30000)
+            expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible(timeout=90_000)
         finally:
             browser.close()
     assert replies == 35
