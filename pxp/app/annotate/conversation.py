@@ -18,7 +18,8 @@ from pxp.app.refused import stale_send
 from pxp.llm.base import streaming
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.live.assignment import LiveError, claim_next
-from pxp.running.pxp.live.turns import LiveSession, load_session, machine_step
+from pxp.running.pxp.live.prepare import machine_step_once
+from pxp.running.pxp.live.turns import LiveSession, load_session
 from pxp.tasks.spec import partial_answer
 from pxp.team.access import may_open
 
@@ -53,7 +54,7 @@ def machine_turn(s: LiveSession) -> bool:
     box = st.empty()
     try:
         with st.spinner(what), streaming(_live_text(box)):
-            machine_step(resources.engine(), s.id, resources.machine(s.experiment_id))
+            machine_step_once(resources.engine(), s.id, resources.machine(s.experiment_id))
     except (AgentUnavailable, LiveError) as err:
         S[err_key] = " ".join(str(err).split()) or "the service did not answer"
         st.rerun()
