@@ -106,8 +106,15 @@ def _pg_template() -> Iterator[tuple[Engine, str] | None]:
 
 
 @pytest.fixture
-def pg_engine(_pg_template: tuple[Engine, str] | None) -> Iterator[Engine]:
-    """A fresh PostgreSQL database for one test, migrated to head (a copy of the migrated template)."""
+def pg_engine(request: pytest.FixtureRequest, _pg_template: tuple[Engine, str] | None) -> Iterator[Engine]:
+    """A fresh PostgreSQL database for one test, migrated to head (a copy of the migrated template).
+    A test that also asks for `pg_url` gets that database, migrated."""
+    if "pg_url" in request.fixturenames:
+        e = make_engine(request.getfixturevalue("pg_url"))
+        upgrade(e)
+        yield e
+        e.dispose()
+        return
     if _pg_template is None:
         pytest.skip(f"PostgreSQL not reachable at {PG_URL} (set PXP_TEST_POSTGRES_URL)")
     admin, template = _pg_template
