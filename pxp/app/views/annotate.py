@@ -85,12 +85,12 @@ def annotate(eid: int, annotator_id: int) -> None:
         st.rerun()
     left, right = st.columns(split(s), gap="large")
     with left:
-        instance_panel(s)
+        view = instance_panel(s)
     with right:
         transcript_panel(s)
         form = f"annotate_form_{s.id}_{s.j}"
         with st.container(key=form):
-            answer_form(s)
+            answer_form(s, view)
     if S.pop("annotate_scroll", False):
         new_case = ("annotate_finished", f"annotate_case_{s.id}") if s.j == 2 else ()
         ui.bring_into_view(form, f"annotate_{s.id}_{s.j}_send", token=form, top_keys=new_case)
