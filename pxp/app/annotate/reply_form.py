@@ -59,14 +59,7 @@ def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
     assert machine is not None
     form_shown(s.id, j)
     sent_note()
-    head = st.container(horizontal=True, vertical_alignment="center")
-    with head:
-        st.markdown(f"**Your reply (message {j})**", width="content")
-        if st.button("I agree with the machine", key=f"{key}_agree_all", shortcut=AGREE_KEY,
-                     icon=":material/thumb_up:", type="tertiary",
-                     help="Its prediction and explanation become yours, both questions Yes, "
-                          f"sent as RATIFY ({AGREE_KEY})"):
-            agree_with_machine(s, view)
+    st.markdown(f"**Your reply (message {j})**")
     restore_draft(s, key)
     prediction, invalid = prediction_input(s, key, mine.prediction if mine else "")
     S.setdefault(f"{key}_expl", mine.explanation if mine else "")
@@ -120,8 +113,15 @@ def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
                 st.markdown("Your message will be tagged")
                 ui.tag_badge(turn.tag)
             st.caption(ui.escape_md(turn.reason))
-    send = st.button("Send", key=f"{key}_send", type="primary", shortcut=SUBMIT_KEY,
-                     icon=":material/send:")
+    with st.container(horizontal=True, vertical_alignment="center"):
+        send = st.button("Send", key=f"{key}_send", type="primary", shortcut=SUBMIT_KEY,
+                         icon=":material/send:")
+        agreed = st.button("I agree with the machine", key=f"{key}_agree_all", shortcut=AGREE_KEY,
+                           icon=":material/thumb_up:",
+                           help="Its prediction and explanation become yours, both questions Yes, "
+                                f"sent as RATIFY ({AGREE_KEY})")
+    if agreed:
+        agree_with_machine(s, view)
     save_draft(s, key)
     if send:
         submit(s, answer, turn, invalid, view)
