@@ -15,6 +15,7 @@ from pxp.app.annotate.conversation import current_session, finished_note, machin
 from pxp.app.annotate.keys import SUBMIT_KEY, S
 from pxp.app.annotate.reply_form import answer_form, keyboard_help
 from pxp.app.annotate.sidebar import choose_experiment, identity, show_abandoned, show_progress
+from pxp.app.annotate.tab_order import tab_order
 from pxp.app.refused import refused_note
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.live.assignment import unlisted
@@ -103,6 +104,7 @@ def annotate(eid: int, annotator_id: int) -> None:
         form = f"annotate_form_{s.id}_{s.j}"
         with st.container(key=form):
             answer_form(s, view)
+    tab_order()
     if S.pop("annotate_scroll", False):
         new_case = ("annotate_finished", f"annotate_case_{s.id}") if s.j == 2 else ()
         ui.bring_into_view(form, f"annotate_{s.id}_{s.j}_send", token=form, top_keys=new_case)
