@@ -311,9 +311,12 @@ def _keys(page: Any, *keys: str) -> None:
 
 
 def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, str]) -> None:
-    """Issue 17: whole sessions answered by key at 1400×900, never scrolling or clicking.
+    """Whole sessions answered by key at 1400×900, never scrolling or clicking.
 
-    RATIFY is Alt+5, Alt+7, Ctrl+Enter (Yes fills the machine's answer); after every Send
+    On the first case at 1280×720 the case header, both questions and Send are in view, and Tab
+    goes prediction → explanation → answers without a stop on the picker's clear button. RATIFY
+    is Alt+5, Alt+7, Ctrl+Enter (Yes fills the machine's answer) or the one chord Alt+A, whose
+    line says what it sent; a reload keeps the annotator and the half-typed reply; after every Send
     the next reply form and its Send are in view and focused; the next case begins in view;
     a tag contradicting the expert's answers is refused and stores nothing; in DRUG each
     machine message has its proposed reaction drawn.
@@ -326,7 +329,7 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
     with sync_playwright() as pw:
         browser = _browser(pw)
         try:
-            page = browser.new_page(viewport=VIEW)
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
             requests: list[tuple[str, str]] = []  # (url, frame url)
             sent: list[str] = []  # websocket frames the page sends to the server
             page.on("websocket", lambda ws: ws.on("framesent", lambda f: sent.append("frame")))
@@ -346,6 +349,13 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             page.wait_for_selector(f".st-key-annotate_form_{_session(url, who)[0]}_2", timeout=30000)
             _idle(page)
             sid, msgs, _ = _session(url, who)
+            # at 1280×720 the first case fits: its header, both questions and Send, no scrolling
+            page.wait_for_timeout(400)
+            for key in (f"annotate_case_{sid}", f"annotate_{sid}_2_match_yes", f"annotate_{sid}_2_agree_no",
+                        f"annotate_{sid}_2_send"):
+                assert _in_view(page, f".st-key-{key}"), f"{key} is below the fold at 1280×720"
+            page.screenshot(path=str(ARTIFACTS / "annotate-1280x720-case-1.png"))
+            page.set_viewport_size(VIEW)
             _keys(page, "Alt+6", "Alt+8", "Alt+1")
             expect(page.get_by_text("RATIFY contradicts your answers", exact=False)).to_be_visible()
             _keys(page, "Control+Enter")
@@ -367,7 +377,35 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-message-4.png"))
             _, msgs, _ = _session(url, who)
             assert msgs[1].tag == "REFUTE" and (msgs[1].match, msgs[1].agree) == (True, False)
+            # a half-typed reply and the annotator survive a reload (name, role, dataset in the URL;
+            # the reply a draft); Tab from the prediction goes to the explanation, not a clear button
+            page.get_by_label("My prediction").click()
+            page.keyboard.press("Control+a")
+            page.keyboard.type("Pneumoth")
+            page.keyboard.press("Enter")
+            _idle(page)
+            page.keyboard.press("Tab")
+            assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "My explanation"
+            page.keyboard.type("Apical pleural line")
+            page.keyboard.press("Tab")  # the explanation reaches the server when it loses the focus
+            _idle(page)
+            _keys(page, "Alt+6")
+            page.reload()
+            page.wait_for_selector(f".st-key-annotate_{sid}_4_send", timeout=30000)
+            _idle(page)
+            expect(page.get_by_label("Your name")).to_have_value(who)
+            expect(page.get_by_label("My prediction")).to_have_value("Pneumothorax")
+            expect(page.get_by_label("My explanation")).to_have_value("Apical pleural line")
+            expect(page.locator(f".st-key-annotate_{sid}_4_match_no button")).to_have_attribute("kind", "primary")
+            assert len(_session(url, who)[1]) == 3, "a draft is not a message"
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            _keys(page, "Alt+A")  # the one chord: the machine's answer, RATIFY, whatever the draft said
+            expect(page.get_by_text("as RATIFY by Alt+A", exact=False).first).to_be_visible(timeout=30000)
+            msgs, _ = _session_of(url, sid)
+            assert msgs[3].tag == "RATIFY" and msgs[3].prediction == msgs[2].prediction, "the chord ratified"
             for _ in range(6):  # RATIFY in three keys until the case ends
+                if _session_of(url, sid)[1] != "open":
+                    break
                 _keys(page, "Alt+5", "Alt+7", "Control+Enter")
                 for _ in range(100):  # until the machine has replied or the case ended
                     msgs2, status = _session_of(url, sid)

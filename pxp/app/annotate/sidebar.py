@@ -98,8 +98,12 @@ def choose_experiment() -> tuple[int, DeltaGenerator] | None:
     with st.sidebar:
         st.subheader("What to annotate")
         names = list(datasets)
-        ds = st.selectbox("Dataset", names, key="annotate_dataset", index=_role_default(datasets),
+        kept = st.query_params.get("dataset")  # a reload keeps the dataset
+        ds = st.selectbox("Dataset", names, key="annotate_dataset",
+                          index=names.index(kept) if kept in names else _role_default(datasets),
                           format_func=lambda n: f"{n} ({datasets[n]})")
+        if st.query_params.get("dataset") != ds:
+            st.query_params["dataset"] = ds
         exps = live_experiments(eng, dataset=ds)
         if not exps and creator:
             prefs = load_prefs(eng)
