@@ -12,6 +12,7 @@ import contextlib
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -99,6 +100,9 @@ class Reply:
     content_type: str = "application/json"
     #: a streamed reply (a request with "stream": true) is cut off after this many text chunks
     cut_after: int | None = None
+    #: seconds before a streamed reply's first piece, and between its pieces (benchmarks' latency)
+    first_delay: float = 0.0
+    piece_delay: float = 0.0
 
 
 def answer(prediction: str, explanation: str, *, structured: bool = True) -> Reply:
@@ -273,6 +277,8 @@ class FakeLLM:
                 self.close_connection = True
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     for i, event in enumerate(events):
+                        first = 2 if req.api == "anthropic" else 1  # the first event carrying text
+                        time.sleep(r.first_delay if i == first else r.piece_delay if i > first else 0.0)
                         if r.cut_after is not None and i >= 2 + r.cut_after:
                             self.wfile.write(b"data: {\"type\": \"content_block_del")  # half an event
                             self.wfile.flush()
