@@ -1,4 +1,5 @@
-"""The layout of issue 16: no import cycle anywhere inside pxp/, no module over the size limit.
+"""The layout (docs/development.md, Layers and contracts): no import cycle anywhere inside pxp/, no module over the
+size limit.
 
 The layer contracts themselves are import-linter's (pyproject.toml, `lint-imports` in .ci/run);
 this test adds what a layers contract does not see: cycles between modules of one package,

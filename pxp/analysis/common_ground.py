@@ -1,4 +1,4 @@
-"""Common-ground probe results per session, next to Table 1 (issue 12 §7).
+"""Common-ground probe results per session, next to Table 1 (docs/research.md, Common-ground probe).
 
 Per probed session: probe accuracy and Cohen's κ (pxp.protocols.pxp.common_ground.score, the
 scorekeeping game's episode scores) and whether the session is one-way intelligible for the
@@ -103,7 +103,7 @@ def render_probes(report: dict[str, Any], fmt: str) -> list[str]:
         return []
     s = pr["summary"]
     md = fmt == "markdown"
-    lines = ["", f"{report['experiment']}: common-ground probe (issue 12 §7): {s['sessions']} sessions, "
+    lines = ["", f"{report['experiment']}: common-ground probe: {s['sessions']} sessions, "
              f"{s['probes']} probes ({s['invalid']} invalid), mean accuracy {_num(s['mean_accuracy'])}, "
              f"median κ {_num(s['median_kappa'])}; mean accuracy when 1-way intelligible for the human "
              f"{_num(s['mean_accuracy_one_way_human'])}, when not {_num(s['mean_accuracy_not_one_way_human'])}"]

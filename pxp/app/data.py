@@ -275,7 +275,7 @@ def session_calls(engine: Engine, session_id: int) -> pd.DataFrame:
                                        "error"])
 
 
-# --- the distributed queue of `pxp run --distributed` (issue 14 §3, pxp.running.workers.queue) ----------
+# --- the distributed queue of `pxp run --distributed` (docs/operations.md, Workers; pxp.running.workers.queue) --------
 
 _REPETITION_JOBS = text(
     "SELECT DISTINCT ON (j.args->>'run_id') (j.args->>'experiment_id')::int, r.repetition, j.status::text, "

@@ -2,7 +2,7 @@
 
 Untrusted text (LLM and human) is always shown as text: every ASCII punctuation mark
 is backslash-escaped before st.markdown, so no HTML, image, link or autolink can come
-out of it (DESIGN §3; issue 6 item 7). No unsafe_allow_html anywhere.
+out of it (DESIGN §3). No unsafe_allow_html anywhere.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def simulated_badge() -> None:
              help="An offline stand-in for an LLM: no API key, no network")
 
 
-#: byte budgets of the drawing caches (issue 13 §4: a display X-ray is megabytes)
+#: byte budgets of the drawing caches (docs/development.md, Memory budgets; a display X-ray is megabytes)
 DISPLAY_PNG_BYTES = 16 * MB  # the current cases of a few annotators; a miss costs ~0.1 s
 MOLECULE_BYTES = 4 * MB
 REACTION_BYTES = 4 * MB
@@ -226,7 +226,7 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
                                key=f"{key}_window")
             level = st.slider("Level (centre)", float(lo), float(hi),
                               float(min(max(float(win["center"]), lo), hi)), key=f"{key}_level")
-    else:  # any radiograph: window/level over its 8-bit grey values (issue 17)
+    else:  # any radiograph: window/level over its 8-bit grey values (docs/annotating.md, Pages)
         with st.expander("Window / level", icon=":material/contrast:"):
             window = st.slider("Window (width)", 1.0, 255.0, 255.0, key=f"{key}_window")
             level = st.slider("Level (centre)", 0.0, 255.0, 127.5, key=f"{key}_level")
@@ -272,7 +272,7 @@ _SCROLL_JS = """<script>
 
 
 def bring_into_view(first_key: str, last_key: str, token: str, top_keys: Sequence[str] = ()) -> None:
-    """Scroll the widgets keyed first_key..last_key into view and focus the first (issue 17);
+    """Scroll the widgets keyed first_key..last_key into view and focus the first (docs/annotating.md, Keys);
     with top_keys (a new case), the first of them present is brought to the top first, so the
     case begins in view whenever it fits with its reply form.
 

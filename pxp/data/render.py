@@ -35,7 +35,7 @@ def _mol(smiles: str) -> Any:
     return mol
 
 
-LABEL_PX = 16  # atom labels at least as large as the app's body text (issue 17)
+LABEL_PX = 16  # atom labels at least as large as the app's body text
 
 
 def _legible(drawer: Any) -> None:

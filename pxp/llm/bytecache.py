@@ -1,4 +1,4 @@
-"""pxp's one cache: a least-recently-used map bounded by bytes, not entries (issue 13 §4).
+"""pxp's one cache: a least-recently-used map bounded by bytes, not entries (docs/development.md, Memory budgets).
 
 A real X-ray display image is megabytes, so a cache of "128 entries" can hold hundreds of
 megabytes; every cache of pxp is a ByteLRU with a byte budget instead: the app's drawings and

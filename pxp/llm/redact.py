@@ -1,4 +1,4 @@
-"""One redaction for every text that comes from an LLM provider (issue 15 §1).
+"""One redaction for every text that comes from an LLM provider.
 
 Error bodies, response text and SDK exception messages pass `redact` before they are
 stored, logged, exported or shown: self-hosted and proxy servers may echo the API key.

@@ -311,7 +311,7 @@ def _keys(page: Any, *keys: str) -> None:
 
 
 def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, str]) -> None:
-    """Issue 17: whole sessions answered by key at 1400×900, never scrolling or clicking.
+    """docs/annotating.md, Keys: whole sessions answered by key at 1400×900, never scrolling or clicking.
 
     RATIFY is Alt+5, Alt+7, Ctrl+Enter (Yes fills the machine's answer); after every Send
     the next reply form and its Send are in view and focused; the next case begins in view;

@@ -1,4 +1,4 @@
-"""Repetitions over `pxp worker` processes on PostgreSQL (issue 14 §3, pxp.running.workers.queue).
+"""Repetitions over `pxp worker` processes on PostgreSQL (docs/operations.md, Workers; pxp.running.workers.queue).
 
 Real PostgreSQL, real procrastinate, real worker subprocesses killed with SIGKILL.
 """
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PXP = [sys.executable, "-c", "from pxp.cli.main import main; main()"]  # the console script's entry point
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 STALLED = 2.0  # seconds without a heartbeat before a dead worker's job is retried (tests only)
-KILLS = int(os.environ.get("PXP_TEST_KILLS", "10"))  # kill -9 a worker mid-repetition this many times (issue 14)
+KILLS = int(os.environ.get("PXP_TEST_KILLS", "10"))  # kill -9 a worker mid-repetition this many times
 
 RUN_FLAGS = ["--dataset", "toy-rad", "--split", "train", "--seed", "2", "--learn", "--eval-at-start",
              "--sim-accuracy", str(HARSH["accuracy"]), "--sim-adopt", str(HARSH["adopt"]),

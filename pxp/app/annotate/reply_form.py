@@ -22,7 +22,7 @@ def _yes_no(label: str, key: str, keys: tuple[str, str], fill: tuple[str, str]) 
     """A Yes/No question as two buttons with keyboard shortcuts; the answer (None: not yet).
 
     Yes pre-fills the field `fill` = (state key, machine's value) when it is empty: a
-    prediction that matches is the machine's, so RATIFY takes three keys (issue 17).
+    prediction that matches is the machine's, so RATIFY takes three keys (docs/annotating.md, Keys).
     """
     v: bool | None = S.get(key)
     st.markdown(label)
@@ -117,7 +117,7 @@ def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str 
     """The label picker (RAD) or SMILES field with live validation (DRUG).
 
     (value, why it cannot be sent or None). The label picker lists the machine's
-    prediction first; typing filters it and Enter picks (issue 17).
+    prediction first; typing filters it and Enter picks (docs/annotating.md, Keys).
     """
     pkey = f"{key}_pred"
     if s.match_kind == "label":

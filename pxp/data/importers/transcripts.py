@@ -4,7 +4,7 @@ Fields: session, instance, j, sender (machine|human), tag (any case), prediction
 explanation; optional match, agree, changed, repetition, annotator, status (finished, the
 default, or aborted: a session that ended before its stop rule, e.g. on a format failure).
 `annotator` names who played the human (one name per session); cases several annotators saw
-are compared by pxp.analysis.agreement (issue 13 §3).
+are compared by pxp.analysis.agreement (docs/research.md, Agreement).
 Everything is validated before anything is written; non-conformant sessions are refused
 with their violations unless allowed.
 """

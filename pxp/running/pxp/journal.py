@@ -1,4 +1,4 @@
-"""Calls in flight (issue 15 §3): each LLM call is written to `llmcall_pending` when it is
+"""Calls in flight: each LLM call is written to `llmcall_pending` when it is
 sent, and removed in the transaction that stores its LLMCall row. After a crash the rows
 left are the calls whose outcome is unknown; `pxp calls` counts them.
 

@@ -1,4 +1,5 @@
-"""Stored scorekeeping games (issue 12 §3–4): create and find games, store finished episodes whole,
+"""Stored scorekeeping games (docs/research.md, Scorekeeping game): create and find games, store finished episodes
+whole,
 import a clembench results folder, export a game in clembench's layout, read the stored scores.
 
 An episode is written in one transaction with the calls it made, once finished; a key already

@@ -1,4 +1,5 @@
-"""A person plays the answerer of the scorekeeping game in the app, one reply at a time (issue 12 §6).
+"""A person plays the answerer of the scorekeeping game in the app, one reply at a time (docs/research.md,
+Scorekeeping game).
 
 clembench's game master (pxp.protocols.scorekeeping.episode) calls its answerer and waits for the reply;
 a person replies across page runs. The game master is deterministic given the replies, so only the

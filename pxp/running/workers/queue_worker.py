@@ -1,4 +1,4 @@
-"""The `pxp worker` loop: process repetition jobs of the queue (issue 14 §3, pxp.running.workers.queue).
+"""The `pxp worker` loop: process repetition jobs of the queue (docs/operations.md, Workers; pxp.running.workers.queue).
 
 procrastinate's Worker runs the jobs; a second task retries the jobs of workers whose heartbeat
 aged past `stalled_after` (a worker killed with SIGKILL). SIGINT/SIGTERM pause the running

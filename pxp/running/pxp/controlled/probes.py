@@ -1,4 +1,5 @@
-"""The common-ground probe inside controlled runs (issue 12 §7; RunConfig.probe, `pxp run --probe`).
+"""The common-ground probe inside controlled runs (docs/research.md, Common-ground probe; RunConfig.probe, `pxp run
+--probe`).
 
 After each human message the machine is asked, privately and outside its dialogue context,
 the yes/no questions of pxp.protocols.pxp.common_ground whose truth the stored session decides,

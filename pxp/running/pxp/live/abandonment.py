@@ -3,7 +3,8 @@
 A session abandoned by someone else can be taken over with a conditional UPDATE that
 succeeds only while it is still open and idle, so when several people take over at once
 exactly one wins. The taker's Claim row is inserted in the same transaction, so nobody
-takes over a case they were already served (issue 13 §2), and the first annotator's row
+takes over a case they were already served (docs/research.md, Live experiments and overlap), and the first annotator's
+row
 stays: who saw what is kept.
 """
 

@@ -1,4 +1,4 @@
-"""Overlap studies: per-annotator case lists and progress (issue 13 §2).
+"""Overlap studies: per-annotator case lists and progress (docs/research.md, Live experiments and overlap).
 
 The papers' uncontrolled experiments had two chemists (h1, h2) annotate the same molecules:
 one live experiment with overlap 2. A case list (CSV with the columns annotator and
