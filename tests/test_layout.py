@@ -14,7 +14,7 @@ import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 400
-#: modules allowed over the limit, each with the reason (README "Architecture")
+#: modules allowed over the limit, each with the reason (docs/development.md "Architecture")
 OVER_LIMIT: dict[str, str] = {}
 
 

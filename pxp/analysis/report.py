@@ -44,7 +44,7 @@ def experiment_table(engine: Engine, exp: Experiment) -> Table1:
 
 
 def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
-    """The JSON report of one experiment (shape documented in the README)."""
+    """The JSON report of one experiment (shape documented in docs/research.md, Exports)."""
     with db_session(engine) as db:
         exp = find_experiment(db, name_or_id=name_or_id)
     if exp is None:

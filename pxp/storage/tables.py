@@ -321,7 +321,7 @@ class TeamMember(SQLModel, table=True):
 
 
 class LoginEnd(SQLModel, table=True):
-    """When each user last logged out (README "Login and roles"): a login cookie issued before it
+    """When each user last logged out (docs/operations.md "Login and roles"): a login cookie issued before it
     is refused, so cookies copied before a logout give no access afterwards."""
 
     __tablename__ = "login_end"
