@@ -4,7 +4,7 @@
 Each fenced `bash` block runs as one bash script (`set -eo pipefail`; an ERR trap names the
 command that failed); the blocks of one document run in order, in one temporary working
 directory with its own SQLite database (`PXP_DATABASE_URL`) and a `../shared` link to the study
-data, as from a checkout. `pxp` is this checkout's (a shell function running
+data, as from a checkout. `pxp` is this checkout's (a script on PATH running
 `python -m pxp.cli.main`). Markers after `bash` in the fence's info string:
 
 - `needs-llm`: run with the local wire-format LLM server (tests/llm_server.py) as the Anthropic
@@ -95,8 +95,7 @@ def commands(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-PRELUDE = f"""set -eo pipefail
-pxp() {{ {shlex.quote(sys.executable)} -m pxp.cli.main "$@"; }}
+PRELUDE = """set -eo pipefail
 trap 'rc=$?; echo "DOCS-ERR $LINENO $rc" >&2' ERR
 """
 PRELUDE_LINES = PRELUDE.count("\n")
@@ -104,7 +103,7 @@ PRELUDE_LINES = PRELUDE.count("\n")
 
 def run_script(block: Block, script: str, cwd: Path, env: dict[str, str]) -> None:
     res = subprocess.run(["bash", "-c", PRELUDE + script], cwd=cwd, env=env, capture_output=True,
-                         text=True, timeout=600)
+                         text=True, timeout=300)
     if res.returncode == 0:
         return
     failed = re.findall(r"DOCS-ERR (\d+) (\d+)", res.stderr)
@@ -172,7 +171,7 @@ def check_parse_only(block: Block) -> None:
             words = shlex.split(part)
             if not words:
                 continue
-            assert shutil.which(words[0]) or words[0] == "pxp", f"{block.where}: `{words[0]}` is not on PATH"
+            assert shutil.which(words[0]), f"{block.where}: `{words[0]}` is not on PATH"
             for w in words[1:]:
                 if re.fullmatch(r"[\w./-]+\.(py|toml|txt)", w):
                     assert (REPO / w).is_file(), f"{block.where}: `{w}` does not exist"
@@ -193,7 +192,12 @@ def test_every_documented_command_runs(doc: Path, tmp_path: Path, request: pytes
     (tmp_path / "shared").symlink_to(SHARED)
     cwd = tmp_path / "work"
     cwd.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PXP_DATABASE_URL": f"sqlite:///{cwd / 'pxp.db'}",
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pxp").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m pxp.cli.main "$@"\n')
+    (bin_dir / "pxp").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO),
+           "PXP_DATABASE_URL": f"sqlite:///{cwd / 'pxp.db'}",
            "COLUMNS": "120", "PXP_LLM_MAX_RETRIES": "0"}
     env.pop("ANTHROPIC_API_KEY", None)
     env.pop("OPENAI_API_KEY", None)

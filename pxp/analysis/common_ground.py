@@ -19,12 +19,13 @@ from sqlalchemy import Engine, select
 from pxp.protocols.pxp.common_ground import ProbeResult, score
 from pxp.protocols.pxp.intelligibility import session_flags
 from pxp.protocols.pxp.rules import Sender, Tag
+from pxp.storage.store import table_of
 from pxp.storage.tables import Message, Probe, Run, Session
 
-_P = Probe.__table__  # type: ignore[attr-defined]
-_S = Session.__table__  # type: ignore[attr-defined]
-_R = Run.__table__  # type: ignore[attr-defined]
-_M = Message.__table__  # type: ignore[attr-defined]
+_P = table_of(Probe)
+_S = table_of(Session)
+_R = table_of(Run)
+_M = table_of(Message)
 
 COLUMNS = ["experiment_id", "repetition", "ordinal", "session_id", "status", "probes", "valid", "accuracy",
            "kappa", "one_way_human", "one_way_machine"]

@@ -14,9 +14,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, delete, insert, select
 
 from pxp.llm.journal import recording
+from pxp.storage.store import table_of
 from pxp.storage.tables import PendingCall, utcnow
 
-_P: Table = PendingCall.__table__  # type: ignore[attr-defined]
+_P: Table = table_of(PendingCall)
 
 
 class _PendingTable:

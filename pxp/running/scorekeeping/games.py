@@ -23,11 +23,12 @@ from pxp.protocols.scorekeeping.episode import EpisodeRecord, RecordError, from_
 from pxp.protocols.scorekeeping.instances import Instance, InstanceError, parse_instance
 from pxp.protocols.scorekeeping.scores import MAIN_SCORE, nan_to_none, score_interactions
 from pxp.storage.scorekeeping import SkCall, SkEpisode, SkGame
+from pxp.storage.store import table_of
 from pxp.storage.tables import utcnow
 
-_G: Table = SkGame.__table__  # type: ignore[attr-defined]
-_E: Table = SkEpisode.__table__  # type: ignore[attr-defined]
-_C: Table = SkCall.__table__  # type: ignore[attr-defined]
+_G: Table = table_of(SkGame)
+_E: Table = table_of(SkEpisode)
+_C: Table = table_of(SkCall)
 
 Key = tuple[str, str, int]
 """(model, experiment, episode k)."""

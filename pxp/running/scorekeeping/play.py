@@ -24,6 +24,7 @@ from pxp.protocols.scorekeeping.instances import DEFAULT_SEED, Instance, parse_i
 from pxp.running.scorekeeping import games
 from pxp.running.scorekeeping.runs import default_instances, numbered
 from pxp.storage.scorekeeping import SkPlay
+from pxp.storage.store import table_of
 from pxp.storage.tables import utcnow
 
 HUMAN_GAME = "human-baseline"
@@ -31,7 +32,7 @@ HUMAN_SOURCE = "human"
 HUMAN_PREFIX = "human:"
 MAX_NAME = 60
 
-_P: Table = SkPlay.__table__  # type: ignore[attr-defined]
+_P: Table = table_of(SkPlay)
 
 
 class PlayError(PxpError, ValueError):

@@ -26,9 +26,10 @@ from pxp.protocols.pxp.common_ground import ProbeResult, human_turns, truths
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp import journal
 from pxp.running.pxp.engine import StepResult, call_rows, instance_view, load, record_calls
+from pxp.storage.store import table_of
 from pxp.storage.tables import LLMCall, Probe, utcnow
 
-_PR = Probe.__table__  # type: ignore[attr-defined]
+_PR = table_of(Probe)
 
 
 class ProbeError(PxpError, RuntimeError):

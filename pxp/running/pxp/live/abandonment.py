@@ -67,10 +67,10 @@ def abandoned_sessions(
             allowed = allowed_cases(db, exp, exclude_annotator)
         rows = db.exec(
             select(Session, Instance.key, Annotator.name)
-            .join(Instance, Instance.id == Session.instance_id)  # type: ignore[arg-type]
-            .join(Annotator, Annotator.id == Session.annotator_id, isouter=True)  # type: ignore[arg-type]
+            .join(Instance, col(Instance.id) == col(Session.instance_id))
+            .join(Annotator, col(Annotator.id) == col(Session.annotator_id), isouter=True)
             .where(Session.run_id == run.id, Session.status == "open")
-            .order_by(Session.ordinal)  # type: ignore[arg-type]
+            .order_by(col(Session.ordinal))
         ).all()
         for s, key, who in rows:
             if exclude_annotator is not None and (

@@ -139,7 +139,7 @@ def live_experiments(engine: Engine, *, dataset: str | None = None) -> list[Live
     """Live experiments (newest first), with their progress."""
     with DB(engine) as db:
         exps = db.exec(
-            select(Experiment).where(Experiment.mode == "live").order_by(Experiment.id.desc())  # type: ignore[union-attr]
+            select(Experiment).where(Experiment.mode == "live").order_by(col(Experiment.id).desc())
         ).all()
         out = []
         for e in exps:
@@ -183,7 +183,7 @@ def own_open_session(engine: Engine, *, experiment_id: int, annotator_id: int) -
             select(Session.id).where(
                 Session.run_id == run.id, Session.annotator_id == annotator_id,
                 Session.status == "open",
-            ).order_by(Session.ordinal)  # type: ignore[arg-type]
+            ).order_by(col(Session.ordinal))
         ).first()
     return sid
 
