@@ -83,7 +83,7 @@ class Started:
         return self.notice
 
 
-@st.cache_resource(show_spinner="Opening the database…")  # type: ignore[misc]
+@st.cache_resource(show_spinner="Opening the database…")  # type: ignore[misc]  # streamlit's decorator is untyped
 def _start(url: str) -> Started:
     engine = get_engine(url)
     if not is_empty(engine):
@@ -109,7 +109,7 @@ def start() -> Started:
 
     url = database_url()
     try:
-        return _start(url)  # type: ignore[no-any-return]
+        return _start(url)
     except (SQLAlchemyError, OSError, ValueError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         scheme = url.split("://", 1)[0]

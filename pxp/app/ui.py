@@ -65,7 +65,7 @@ def show_text(text: str, *, empty: str = "(empty)") -> None:
 
 def tag_badge(tag: str | Tag) -> None:
     t = str(tag.value if isinstance(tag, Tag) else tag)
-    st.badge(t, color=TAG_COLORS.get(t, "gray"))  # type: ignore[arg-type]
+    st.badge(t, color=TAG_COLORS.get(t, "gray"))  # type: ignore[arg-type]  # streamlit's color is a Literal; TAG_COLORS holds only its names
 
 
 def sender_name(sender: Sender, machine_label: str, annotator: str | None = None) -> str:

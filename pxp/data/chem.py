@@ -69,7 +69,7 @@ def canonical_smiles(smiles: str) -> str:
     from rdkit import Chem, RDLogger
 
     check_smiles_size(smiles)
-    RDLogger.DisableLog("rdApp.*")  # type: ignore[attr-defined]
+    RDLogger.DisableLog("rdApp.*")  # type: ignore[attr-defined]  # RDKit's stubs omit it
     text = smiles.strip()
     mol = Chem.MolFromSmiles(text) if text else None
     if mol is None:

@@ -43,14 +43,14 @@ async def _serve(engine: Engine, concurrency: int, stalled_after: float, name: s
 
         def on_signal() -> None:  # running repetitions pause after their current step, then go back to the queue
             stopping.set()
-            worker.stop()  # type: ignore[no-untyped-call]
+            worker.stop()  # type: ignore[no-untyped-call]  # procrastinate leaves it unannotated
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
         recover = asyncio.create_task(_recover(app, stalled_after))
         try:
-            await worker.run()  # type: ignore[no-untyped-call]
+            await worker.run()  # type: ignore[no-untyped-call]  # procrastinate leaves it unannotated
         finally:
             recover.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM):
