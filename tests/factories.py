@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 from sqlalchemy import Engine
 
@@ -135,3 +136,36 @@ def race(n: int, fn):  # type: ignore[no-untyped-def]
         t.join()
     assert not errors, errors
     return out
+
+
+def fit_content(tags: Sequence[tuple[str, str]], pool: Sequence[str] = ("p", "q", "r", "s")) -> list[str]:
+    """Predictions (from `pool`) for a session's (sender, tag) list that make each tag true to
+    its content (DESIGN §1, facts from content): RATIFY takes the other's latest prediction,
+    REVISE a new one, REFUTE and REJECT keep their own (or, first, differ from the other's)."""
+    preds: list[str] = []
+    for i, (sender, tag) in enumerate(tags):
+        tag = tag.upper()
+        other = preds[i - 1] if i >= 1 else ""
+        own = preds[i - 2] if i >= 2 else None
+        if i == 0:
+            p = pool[0]
+        elif tag == "RATIFY":
+            p = other if sender.startswith("h") or own is None else own
+        elif tag == "REVISE":
+            p = next(x for x in pool if x not in (own, other)) if sender.startswith("h") else other
+        else:
+            p = own if own is not None else next(x for x in pool if x != other)
+        preds.append(p)
+    return preds
+
+
+def live_session_at_j2(engine: Engine, dataset: str, annotator: str = "r") -> int:
+    """A live session on `dataset` claimed by `annotator`, the machine's INIT stored: the human's turn."""
+    from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+    from pxp.running.pxp.live.turns import machine_for, machine_step
+
+    eid = create_live_experiment(engine, dataset=dataset)
+    sid = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name=annotator))
+    assert sid is not None
+    machine_step(engine, sid, machine_for(engine, eid))
+    return sid

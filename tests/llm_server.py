@@ -12,6 +12,7 @@ import contextlib
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -97,6 +98,11 @@ class Reply:
     #: a raw body sent as is (truncated JSON, a proxy's HTML page), with `content_type`
     raw: bytes | None = None
     content_type: str = "application/json"
+    #: a streamed reply (a request with "stream": true) is cut off after this many text chunks
+    cut_after: int | None = None
+    #: seconds before a streamed reply's first piece, and between its pieces (benchmarks' latency)
+    first_delay: float = 0.0
+    piece_delay: float = 0.0
 
 
 def answer(prediction: str, explanation: str, *, structured: bool = True) -> Reply:
@@ -144,6 +150,45 @@ def _openai_body(req: Request, r: Reply) -> dict[str, Any]:
                   "total_tokens": u["prompt_tokens"] + u["completion_tokens"],
                   "prompt_tokens_details": {"cached_tokens": u["cached_tokens"]}},
     }
+
+
+def _chunks(text: str, size: int = 12) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _sse_anthropic(req: Request, r: Reply) -> list[str]:
+    """The Messages API's server-sent events for a reply (text, or a tool call's JSON in pieces)."""
+    whole = _anthropic_body(req, r)
+    block = whole["content"][0]
+    start = {"type": "message_start", "message": {**whole, "content": [], "stop_reason": None,
+                                                    "usage": {**whole["usage"], "output_tokens": 1}}}
+    if block["type"] == "tool_use":
+        first = {**block, "input": {}}
+        deltas = [{"type": "input_json_delta", "partial_json": p} for p in _chunks(json.dumps(block["input"]))]
+    else:
+        first = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": p} for p in _chunks(block["text"])]
+    events = [("message_start", start), ("content_block_start",
+                                         {"type": "content_block_start", "index": 0, "content_block": first})]
+    events += [("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": d}) for d in deltas]
+    events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+               ("message_delta", {"type": "message_delta", "delta": {"stop_reason": whole["stop_reason"],
+                                                                     "stop_sequence": None},
+                                  "usage": {"output_tokens": whole["usage"]["output_tokens"]}}),
+               ("message_stop", {"type": "message_stop"})]
+    return [f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events]
+
+
+def _sse_openai(req: Request, r: Reply) -> list[str]:
+    """Chat Completions' streamed chunks for a reply, the usage last (stream_options.include_usage)."""
+    whole = _openai_body(req, r)
+    text = whole["choices"][0]["message"]["content"]
+    base = {"id": whole["id"], "object": "chat.completion.chunk", "created": 0, "model": whole["model"]}
+    out = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    out += [{**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in _chunks(text)]
+    out += [{**base, "choices": [{"index": 0, "delta": {}, "finish_reason": whole["choices"][0]["finish_reason"]}]},
+            {**base, "choices": [], "usage": whole["usage"]}]
+    return [f"data: {json.dumps(c)}\n\n" for c in out] + ["data: [DONE]\n\n"]
 
 
 class FakeLLM:
@@ -203,6 +248,9 @@ class FakeLLM:
                                                 "error": {"type": "api_error", "message": r.error}}
                     else:
                         body = {"error": {"message": r.error, "type": "server_error", "code": None}}
+                elif req.body.get("stream") and r.raw is None:
+                    self._stream(req, r)
+                    return
                 else:
                     body = _anthropic_body(req, r) if req.api == "anthropic" else _openai_body(req, r)
                 data = json.dumps(body).encode() if r.raw is None else r.raw
@@ -216,6 +264,27 @@ class FakeLLM:
                 self.end_headers()
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # client timed out
                     self.wfile.write(data)
+
+            def _stream(self, req: Request, r: Reply) -> None:
+                """Server-sent events, one text piece at a time; cut off (connection closed) after
+                `r.cut_after` of them when the reply says so."""
+                events = _sse_anthropic(req, r) if req.api == "anthropic" else _sse_openai(req, r)
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    for i, event in enumerate(events):
+                        first = 2 if req.api == "anthropic" else 1  # the first event carrying text
+                        time.sleep(r.first_delay if i == first else r.piece_delay if i > first else 0.0)
+                        if r.cut_after is not None and i >= 2 + r.cut_after:
+                            self.wfile.write(b"data: {\"type\": \"content_block_del")  # half an event
+                            self.wfile.flush()
+                            return
+                        self.wfile.write(event.encode())
+                        self.wfile.flush()
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _H)
         self.httpd.daemon_threads = True

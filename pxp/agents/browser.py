@@ -1,23 +1,29 @@
 """The human agent in the browser (DESIGN §1, "The human in the browser").
 
-The expert supplies the three facts of AGENT(h, j) themselves: whether the machine's
-prediction matches theirs, whether its explanation agrees with theirs, and their own
-(possibly revised) answer; `changed` is whether they edited it. The tag follows from
-the AGENT rule, or the expert picks it directly (as the chemists of the DRUG study
-did); then the facts the tag implies are recorded and a tag the rule forbids is
-refused with a one-line reason.
+The expert gives their own (possibly revised) answer and judges whether the machine's
+explanation agrees with theirs. The facts the content decides are computed, never asked
+(pxp.protocols.pxp.facts): `match` is the task's MATCH over their prediction and the
+machine's whenever both parse and MATCH is exact (RAD labels, DRUG SMILES sets), and
+`changed` is whether their answer differs from their own previous one. The tag follows
+from the AGENT rule, or the expert picks it directly (as the chemists of the DRUG study
+did); then the facts the tag implies are recorded for what is left to judgment, and a tag
+the rule forbids or the content contradicts is refused with a one-line reason.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pxp.agents.base import AgentBase, Answer, Facts, Query
 from pxp.data.chem import InvalidSmiles
-from pxp.protocols.pxp.rules import ProtocolError, Tag, agent_tag, check_tag, implied_facts, tag_reason
+from pxp.data.importers.limits import MAX_TEXT_CHARS
+from pxp.protocols.pxp.facts import ContentFacts, content_facts, content_refusal, same_answer
+from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, agent_tag, check_tag, implied_facts, tag_reason
 from pxp.tasks.base import (
     DEFAULT_AGREE_THRESHOLD,
+    content_match,
     lexical_agree,
     match_for,
     normalise_label,
@@ -48,7 +54,17 @@ class BrowserHuman(AgentBase):
         return self.answer
 
     def facts(self, q: Query, answer: Answer) -> Facts | None:
-        return self._facts
+        """The facts as stored: match and changed from the content (whatever the form sent),
+        agree and a chosen tag from the expert; ProtocolError (one line) for a refused tag."""
+        if (why := too_long(answer)) is not None:
+            raise ProtocolError(why)
+        content = human_content(q.history, answer, match_kind=self.match_kind)
+        turn = human_turn(q.j, q.k, match=self._facts.match, agree=self._facts.agree,
+                          changed=content.changed, chosen=self._facts.tag, content=content,
+                          noun=prediction_noun(self.match_kind))
+        if turn.facts is None:
+            raise ProtocolError(turn.refused or "the tag is not allowed here")
+        return turn.facts
 
     def match(self, y1: str, y2: str, q: Query) -> bool:
         try:
@@ -77,12 +93,28 @@ def answer_changed(
     """
     if previous is None:
         return False
-    try:
-        same_prediction = match_for(match_kind)(new.prediction, previous.prediction)
-    except InvalidSmiles:
-        same_prediction = new.prediction.strip() == previous.prediction.strip()
-    same_explanation = " ".join(new.explanation.split()) == " ".join(previous.explanation.split())
-    return not (same_prediction and same_explanation)
+    return not same_answer(new.prediction, new.explanation, previous.prediction, previous.explanation,
+                           content_match(match_kind))
+
+
+def too_long(answer: Answer) -> str | None:
+    """Why the answer cannot be sent for its length (the one text limit, named), or None."""
+    for what, text in (("prediction", answer.prediction), ("explanation", answer.explanation)):
+        if len(text) > MAX_TEXT_CHARS:
+            return (f"your {what} is {len(text):,} characters, over the {MAX_TEXT_CHARS:,}-character limit "
+                    "for a text field; shorten it")
+    return None
+
+
+def human_content(history: Sequence[Msg], answer: Answer, *, match_kind: str = "label") -> ContentFacts:
+    """The facts the content decides for the human's message after `history` (DESIGN §1)."""
+    return content_facts(history, Sender.HUMAN, answer.prediction, answer.explanation,
+                         content_match(match_kind))
+
+
+def prediction_noun(match_kind: str) -> str:
+    """What a prediction is called in a one-line refusal: reactants (DRUG), label, prediction."""
+    return {"smiles": "reactants", "label": "label"}.get(match_kind, "prediction")
 
 
 def predictions_match(y1: str, y2: str, *, match_kind: str = "label") -> bool | None:
@@ -122,8 +154,14 @@ def _changed_reason(chosen: Tag, changed: bool) -> str:
 def human_turn(
     j: int, k: int, *, match: bool | None, agree: bool | None, changed: bool,
     chosen: Tag | None = None, new_prediction_matches: bool | None = None,
+    content: ContentFacts | None = None, noun: str = "prediction",
 ) -> HumanTurn:
     """AGENT(h, j) for the browser: the tag from the expert's facts, or their chosen tag.
+
+    `content` holds the facts the content decides (human_content): its match replaces the
+    expert's answer to the prediction question (which only fills in the prediction), its
+    changed replaces `changed`, and a chosen tag it contradicts is refused naming the two
+    predictions (content_refusal).
 
     A chosen tag is accepted when the stated facts give it, or, for questions left
     unanswered, when some facts (implied_facts) give it with the same `changed`;
@@ -132,6 +170,15 @@ def human_turn(
     RATIFY with an edited prediction that no longer matches the machine's is refused
     too (`new_prediction_matches` is False).
     """
+    if content is not None:
+        changed = content.changed
+        if content.match is not None:
+            match = content.match
+            if chosen is None and agree is None:
+                return HumanTurn(None, "", None,
+                                 refused="say whether its explanation agrees with yours, or pick a tag yourself")
+        if chosen is not None and (why := content_refusal(chosen, j, k, content, agree=agree, noun=noun)):
+            return HumanTurn(chosen, "", None, chosen=True, refused=why)
     changed = changed and j > 2
     turn = _human_turn(j, k, match=match, agree=agree, changed=changed, chosen=chosen,
                        new_prediction_matches=new_prediction_matches)

@@ -27,7 +27,18 @@ from pxp.agents.base import (
     Query,
 )
 from pxp.agents.checker import MAX_ATTEMPTS, Checker, accounted_call
-from pxp.llm.base import Completion, Part, Prompt, Provider, TextPart, Turn, excerpt, reply_bound, reply_size
+from pxp.llm.base import (
+    Completion,
+    Part,
+    Prompt,
+    Provider,
+    TextPart,
+    Turn,
+    excerpt,
+    reply_bound,
+    reply_size,
+    text_sink,
+)
 from pxp.llm.images import ImageError, cached_image, prepare_image
 from pxp.protocols.pxp.common_ground import question_text
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
@@ -155,10 +166,12 @@ class LLMMachine(AgentBase):
         schema = self.spec.schema() if self.structured else None
         problem = FormatProblem("no attempt was made")
         last = ""
+        sink = text_sink() if q.session_id is not None else None
+        stream: dict[str, Any] = {"on_text": sink} if sink is not None else {}
         for attempt in range(1, self.max_attempts + 1):
             record, out = accounted_call(self.provider, prompt, q.calls, purpose=purpose, attempt=attempt,
                                          max_tokens=self.max_tokens, temperature=self.temperature,
-                                         schema=schema)
+                                         schema=schema, **stream)
             try:
                 prediction, explanation = self._read(out)
             except FormatProblem as e:

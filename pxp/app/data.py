@@ -17,8 +17,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
+from pxp.protocols.pxp.facts import conformance_with_content
 from pxp.protocols.pxp.intelligibility import session_flags
-from pxp.protocols.pxp.rules import Sender, Tag, conformance
+from pxp.protocols.pxp.rules import Sender, Tag
 from pxp.running.pxp.checks import config_errors
 from pxp.running.workers.queue import TASK, is_postgres
 from pxp.running.workers.queue import workers as queue_workers
@@ -32,6 +33,8 @@ from pxp.storage.tables import (
     Run,
     Session,
 )
+from pxp.tasks.base import content_match
+from pxp.tasks.registry import dataset_match_kind
 
 STATUSES = ["open", "finished", "aborted"]
 TAGS = [t.value for t in Tag]
@@ -222,7 +225,7 @@ def sessions_table(
     with DB(engine) as db:
         q = _sessions_query(
             sa_select(Session, col(Experiment.name), col(Experiment.config), col(Instance.key), col(Dataset.name),
-                      col(Annotator.name)),
+                      col(Annotator.name), col(Dataset.task), col(Dataset.config)),
             dataset=dataset, experiment=experiment, annotator=annotator, status=status, tag=tag,
         )
         rows = list(db.execute(q.order_by(col(Session.id).desc()).offset(offset).limit(limit)).all())
@@ -241,7 +244,7 @@ def sessions_table(
     out = []
     from pxp.protocols.pxp.rules import Msg
 
-    for s, exp_name, cfg, key, ds_name, who in rows:
+    for s, exp_name, cfg, key, ds_name, who, task, ds_cfg in rows:
         ms = [Msg(m[1], Sender(m[2]), Tag(m[3]), m[7], m[8], m[4], m[5], m[6]) for m in msgs.get(s.id or 0, [])]
         flags = session_flags([(m.sender, m.tag) for m in ms], aborted=s.status == "aborted")
         out.append({
@@ -251,7 +254,8 @@ def sessions_table(
             "stop": s.stop_reason or (s.abort_reason or ""), "messages": len(ms),
             "tags": " ".join(f"{'m' if m.sender is Sender.MACHINE else 'h'}:{m.tag.value}" for m in ms),
             "two-way": flags["two_way"],
-            "conformant": not conformance(ms, s.n, s.k, status=s.status),
+            "conformant": not conformance_with_content(
+                ms, s.n, s.k, status=s.status, match=content_match(dataset_match_kind(task, ds_cfg))),
         })
     return pd.DataFrame(out, columns=["session", "experiment", "dataset", "instance", "annotator",
                                       "machine", "status", "stop", "messages", "tags", "two-way",

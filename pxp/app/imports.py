@@ -214,16 +214,29 @@ def run_import(
     return ImportOutcome(True, [summary, *warnings])
 
 
+def _references(db: Any, dataset_id: int) -> list[tuple[str, str]]:
+    """(key, reference prediction) of a dataset's instances."""
+    from sqlmodel import select
+
+    from pxp.storage.tables import Instance
+
+    rows = db.exec(select(Instance.key, Instance.reference_prediction).where(Instance.dataset_id == dataset_id))
+    return [(str(k), str(p or "")) for k, p in rows.all()]
+
+
 def _attach_task(engine: Engine, cfg: Any, dataset: str) -> ImportOutcome:
     """Store a validated custom task config with a dataset (Dataset.config["task_config"])."""
     from sqlmodel import Session as DB
 
     from pxp.storage.store import find_dataset
+    from pxp.tasks.custom import dataset_fit
 
     with DB(engine) as db:
         ds = find_dataset(db, name=dataset)
         if ds is None:
             return ImportOutcome(False, [f"no dataset named {dataset!r}: import its data first"])
+        if (why := dataset_fit(cfg, ds.name, ds.task, _references(db, ds.id or 0))) is not None:
+            return ImportOutcome(False, [why])
         ds.config = {**(ds.config or {}), "task_config": cfg.model_dump()}
         db.add(ds)
         db.commit()

@@ -14,6 +14,7 @@ from typing import Any
 import streamlit as st
 
 from pxp.app.viewer import image_viewer as image_viewer  # the pages' one way to show a radiograph
+from pxp.app.viewer import radiograph_viewer
 from pxp.llm.bytecache import MB, byte_cached
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
@@ -211,36 +212,29 @@ def reaction(reactants: str, target: str,
     st.image(svg, caption=caption, width=width)  # natural size: atom labels stay legible
 
 
-def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) -> None:
-    """The X-ray, zoomable, with window/level sliders (in the DICOM units when known)."""
+def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) -> dict[str, Any] | None:
+    """The X-ray in the browser-side viewer: window/level by right-drag or presets at the image's full
+    stored depth (the DICOM units when known), zoom and pan; returns the window the user settled on
+    ({center, width, invert}; None while it is the image's default)."""
     from pxp.data.images import ImageRejected
 
-    win = meta.get("window") if isinstance(meta.get("window"), Mapping) else None
-    window = level = None
-    if win is not None and "center" in win and "width" in win:
-        lo = float(win.get("raw_min", float(win["center"]) - float(win["width"])))
-        hi = float(win.get("raw_max", float(win["center"]) + float(win["width"])))
-        span = max(hi - lo, 1.0)
-        with st.expander("Window / level", icon=":material/contrast:"):
-            window = st.slider("Window (width)", 1.0, float(span), float(min(float(win["width"]), span)),
-                               key=f"{key}_window")
-            level = st.slider("Level (centre)", float(lo), float(hi),
-                              float(min(max(float(win["center"]), lo), hi)), key=f"{key}_level")
-    else:  # any radiograph: window/level over its 8-bit grey values (docs/annotating.md, Pages)
-        with st.expander("Window / level", icon=":material/contrast:"):
-            window = st.slider("Window (width)", 1.0, 255.0, 255.0, key=f"{key}_window")
-            level = st.slider("Level (centre)", 0.0, 255.0, 127.5, key=f"{key}_level")
-        if (window, level) == (255.0, 127.5):
-            window = level = None  # as stored: the image is shown unchanged
     try:
-        png = display_png(engine, instance_id, window=window, level=level)
+        payload = _pixels(engine.url.render_as_string(hide_password=False), instance_id)
     except ImageRejected as err:
         st.warning(escape_md(str(err)))
-        return
-    if png is None:
+        return None
+    if payload is None:
         st.info("This case has no image.")
-        return
-    image_viewer(png, key=f"{key}_viewer")
+        return None
+    return radiograph_viewer(payload, key=f"{key}_viewer")
+
+
+@byte_cached(DISPLAY_PNG_BYTES)
+def _pixels(url: str, instance_id: int) -> bytes | None:
+    from pxp.data.pixels import instance_pixels
+    from pxp.storage.store import get_engine
+
+    return instance_pixels(get_engine(url), instance_id)
 
 
 _SCROLL_JS = """<script>

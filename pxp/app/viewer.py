@@ -72,6 +72,178 @@ export default function (component) {
 }
 """
 
+
+# --- the radiograph viewer with window/level in the browser ---------------------------------------
+
+_WL_HTML = """<div class="pxp-wl" tabindex="0" aria-label="Radiograph viewer">
+<div class="pxp-bar"></div>
+<div class="pxp-viewer" data-pxp-viewer="wl"><canvas></canvas><div class="pxp-read"></div></div>
+<div class="pxp-hint">Right-drag (or Shift+drag): window/level · wheel: zoom · drag: pan ·
+double-click: fit · R: reset · I: invert</div></div>"""
+
+_WL_CSS = """.pxp-wl { outline: none; }
+.pxp-wl:focus-visible .pxp-viewer { box-shadow: 0 0 0 2px #4a90d9; }
+.pxp-viewer { position: relative; overflow: hidden; width: 100%; height: max(420px, 62vh); background: #000;
+  border-radius: 8px; cursor: grab; touch-action: none; }
+.pxp-viewer canvas { position: absolute; left: 0; top: 0; transform-origin: 0 0; user-select: none;
+  image-rendering: auto; }
+.pxp-read { position: absolute; right: 8px; bottom: 6px; font: 13px sans-serif; color: #ffd54f;
+  background: rgba(0,0,0,.55); padding: 1px 6px; border-radius: 4px; pointer-events: none; }
+.pxp-bar { display: flex; flex-wrap: wrap; gap: 4px; margin-bottom: 4px; }
+.pxp-bar button { font: 13px sans-serif; padding: 2px 8px; border-radius: 6px; border: 1px solid #bbb;
+  background: #f6f6f6; color: #222; cursor: pointer; }
+.pxp-bar button[aria-pressed="true"] { background: #dbe9fb; border-color: #4a90d9; }
+.pxp-hint { font: 12px sans-serif; color: #666; margin-top: 4px; }"""
+
+_WL_JS = """
+// Window/level in the browser: the data is `PXPW`, a uint32 header length, a JSON header and one
+// uint16 per pixel (pxp/data/pixels.py). A 65,536-entry lookup table maps the stored values through
+// the window to grey levels on a canvas, so a drag never asks the server; the settled {center,
+// width, invert} goes back as the component's state on pointer-up only. Zoom and pan live in a page
+// map keyed by the image, so they survive a rerun (a Send) of the same case. Text is set with
+// textContent only; nothing is fetched.
+function bytesOf(d) {
+  if (d instanceof ArrayBuffer) return new Uint8Array(d);
+  if (ArrayBuffer.isView(d)) return new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+  return null;
+}
+function parse(bytes) {
+  if (bytes.length < 8 || String.fromCharCode(...bytes.subarray(0, 4)) !== "PXPW") return null;
+  const n = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
+  const head = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+  const px = new Uint16Array(bytes.slice(8 + n).buffer);
+  return { head, px };
+}
+function sig(bytes) {
+  let h = bytes.length;
+  for (let i = 0; i < bytes.length; i += Math.max(1, bytes.length >> 12)) h = (h * 31 + bytes[i]) | 0;
+  return String(h);
+}
+const fmt = (x) => Math.abs(x) >= 100 ? x.toFixed(0) : x.toPrecision(3);
+export default function (component) {
+  const { data, parentElement, setStateValue } = component;
+  const root = parentElement.querySelector(".pxp-wl"), v = root.querySelector(".pxp-viewer");
+  const c = v.querySelector("canvas"), read = v.querySelector(".pxp-read"), bar = root.querySelector(".pxp-bar");
+  const bytes = bytesOf(data);
+  if (!bytes) return;
+  const id = sig(bytes);
+  let st = root.pxp;
+  if (st && st.id === id) return;  // the same image: nothing to redraw, the view is as the user left it
+  const img = parse(bytes);
+  if (!img) return;
+  const H = img.head, saved = (window.__pxpViews = window.__pxpViews || {})[id];
+  st = root.pxp = { id, s: 1, x: 0, y: 0, fit: 1, drag: null, mode: null, w: H.w, h: H.h,
+    center: H.center, width: H.width, invert: H.invert, lut: new Uint8ClampedArray(65536), queued: false };
+  c.width = H.w; c.height = H.h;
+  const ctx = c.getContext("2d"), out = ctx.createImageData(H.w, H.h), o = out.data;
+  for (let i = 3; i < o.length; i += 4) o[i] = 255;
+  const span = H.hi > H.lo ? H.hi - H.lo : 1;
+  const keep = () => { window.__pxpViews[id] = { s: st.s / st.fit, x: st.x, y: st.y, center: st.center,
+    width: st.width, invert: st.invert }; };
+  const show = () => { c.style.transform = `translate(${st.x}px,${st.y}px) scale(${st.s})`; keep(); };
+  const draw = () => {
+    st.queued = false;
+    const lo = st.center - st.width / 2, lut = st.lut;
+    for (let q = 0; q < 65536; q++) {
+      let t = (H.lo + q * span / 65535 - lo) / st.width;
+      t = t < 0 ? 0 : t > 1 ? 1 : t;
+      lut[q] = st.invert ? 255 - t * 255 : t * 255;
+    }
+    const px = img.px;
+    for (let i = 0, j = 0; i < px.length; i++, j += 4) { const g = lut[px[i]]; o[j] = g; o[j + 1] = g; o[j + 2] = g; }
+    ctx.putImageData(out, 0, 0);
+    const unit = H.units ? " " + H.units : "", flip = st.invert ? " · inverted" : "";
+    read.textContent = `W ${fmt(st.width)} · L ${fmt(st.center)}${unit}${flip}`;
+    v.dataset.wl = `${st.center}|${st.width}|${st.invert ? 1 : 0}`;
+    v.dataset.drawn = String(Number(v.dataset.drawn || 0) + 1);
+    keep();
+  };
+  const redraw = () => { if (!st.queued) { st.queued = true; requestAnimationFrame(draw); } };
+  const report = () => setStateValue("wl", { center: st.center, width: st.width, invert: st.invert });
+  const fitView = () => {
+    st.fit = Math.min(v.clientWidth / st.w, v.clientHeight / st.h) || 1;
+    st.s = st.fit; st.x = (v.clientWidth - st.w * st.s) / 2; st.y = (v.clientHeight - st.h * st.s) / 2; show();
+  };
+  const setWL = (center, width, invert) => { st.center = center; st.width = Math.max(width, span / 65535);
+    if (invert !== undefined) st.invert = invert; redraw(); };
+  bar.replaceChildren();
+  for (const p of H.presets) {
+    const b = document.createElement("button");
+    b.type = "button"; b.textContent = p.name;
+    b.addEventListener("click", () => { setWL(p.center, p.width, H.invert); report(); root.focus(); });
+    bar.appendChild(b);
+  }
+  const inv = document.createElement("button");
+  inv.type = "button"; inv.textContent = "Invert";
+  inv.addEventListener("click", () => { setWL(st.center, st.width, !st.invert); report(); root.focus(); });
+  bar.appendChild(inv);
+  if (!root.dataset.bound) {
+    root.dataset.bound = "1";
+    const S = () => root.pxp;
+    v.addEventListener("contextmenu", (e) => e.preventDefault());
+    v.addEventListener("wheel", (e) => {
+      e.preventDefault(); const s = S();
+      const r = v.getBoundingClientRect(), px = e.clientX - r.left, py = e.clientY - r.top;
+      const n = Math.min(Math.max(s.s * Math.exp(-e.deltaY * 0.0015), s.fit), s.fit * 8);
+      s.x = px - (px - s.x) * n / s.s; s.y = py - (py - s.y) * n / s.s; s.s = n;
+      c.style.transform = `translate(${s.x}px,${s.y}px) scale(${s.s})`; s.keep();
+    }, { passive: false });
+    v.addEventListener("pointerdown", (e) => {
+      const s = S(); s.mode = (e.button === 2 || e.shiftKey) ? "wl" : "pan";
+      s.drag = [e.clientX, e.clientY, s.x, s.y, s.center, s.width];
+      v.setPointerCapture(e.pointerId); v.style.cursor = s.mode === "wl" ? "crosshair" : "grabbing";
+    });
+    v.addEventListener("pointermove", (e) => {
+      const s = S(); if (!s.drag) return;
+      const [x0, y0, px, py, c0, w0] = s.drag, dx = e.clientX - x0, dy = e.clientY - y0;
+      if (s.mode === "wl") { s.setWL(c0 - dy * s.step, w0 + dx * s.step); }
+      else { s.x = px + dx; s.y = py + dy; c.style.transform = `translate(${s.x}px,${s.y}px) scale(${s.s})`; s.keep(); }
+    });
+    const up = () => { const s = S(); if (!s.drag) return; const was = s.mode; s.drag = null; s.mode = null;
+      v.style.cursor = "grab"; if (was === "wl") s.report(); };
+    v.addEventListener("pointerup", up);
+    v.addEventListener("pointercancel", up);
+    v.addEventListener("dblclick", () => S().fitView());
+    root.addEventListener("keydown", (e) => {
+      if (e.altKey || e.ctrlKey || e.metaKey) return;
+      const s = S();
+      if (e.key === "r" || e.key === "R") { s.setWL(s.H.center, s.H.width, s.H.invert); s.fitView(); s.report(); }
+      else if (e.key === "i" || e.key === "I") { s.setWL(s.center, s.width, !s.invert); s.report(); }
+      else return;
+      e.preventDefault();
+    });
+  }
+  Object.assign(st, { H, keep, setWL, report, fitView, step: span / 500 });
+  window.pxpViewer = () => { const s = root.pxp; return { scale: s.s / s.fit, x: s.x, y: s.y, width: s.w, height: s.h,
+    center: s.center, window: s.width, invert: s.invert }; };
+  requestAnimationFrame(() => {
+    if (saved) { st.fit = Math.min(v.clientWidth / st.w, v.clientHeight / st.h) || 1; st.s = saved.s * st.fit;
+      st.x = saved.x; st.y = saved.y; st.center = saved.center; st.width = saved.width; st.invert = saved.invert;
+      show(); }
+    else fitView();
+    draw();
+  });
+}
+"""
+
+_wl_component: Any = None
+
+
+def _wl_viewer() -> Any:
+    global _wl_component
+    if _wl_component is None:
+        _wl_component = st.components.v2.component("pxp_radiograph_viewer", html=_WL_HTML, css=_WL_CSS, js=_WL_JS)
+    return _wl_component
+
+
+def radiograph_viewer(payload: bytes, *, key: str) -> dict[str, Any] | None:
+    """The radiograph (a pxp/data/pixels.py payload) with window/level in the browser; returns the
+    {center, width, invert} the user settled on (None until they change it)."""
+    result = _wl_viewer()(data=payload, key=key, default={"wl": None}, on_wl_change=lambda: None)
+    wl = getattr(result, "wl", None)
+    return dict(wl) if isinstance(wl, dict) else None
+
+
 _component: Any = None
 
 
@@ -87,4 +259,4 @@ def image_viewer(png: bytes, *, key: str) -> None:
     _viewer()(data=png, key=key, height=444)
 
 
-__all__ = ["image_viewer"]
+__all__ = ["image_viewer", "radiograph_viewer"]

@@ -44,7 +44,8 @@ def streamlit_command(port: int | None, extra: list[str]) -> list[str]:
 @app.command("app", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def app_cmd(
     ctx: typer.Context,
-    port: Annotated[int | None, typer.Option("--port", help="Port to serve on (default 8501).")] = None,
+    port: Annotated[int | None, typer.Option(
+        "--port", min=1, max=65535, help="Port to serve on (default 8501).")] = None,
     db: Annotated[str | None, typer.Option("--db", help="Database URL for the app.")] = None,
 ) -> None:
     """Start the pxp web app (extra options, e.g. --server.address 0.0.0.0, go to streamlit run)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -53,10 +53,37 @@ def hoist_db(args: list[str], commands: dict[str, Any]) -> list[str]:
 
 
 class DbGroup(TyperGroup):
-    """pxp's command group: `--db URL` before or after any command."""
+    """pxp's command group: `--db URL` before or after any command, and a usage error (a bad
+    option value, an unknown option, --db twice) as one line, like every other error."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist_db(args, dict(self.commands)))
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
+             **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except typer.TyperException as e:  # typer's click errors: usage, bad values, missing files
+            if type(e).__name__ == "NoArgsIsHelpError":
+                getattr(e, "show")()  # noqa: B009  (`pxp` or `pxp import` alone: the help, as before)
+                sys.exit(e.exit_code)
+            sys.exit(usage_line(e))
+        except typer.Abort:
+            err.print("aborted", highlight=False, markup=False)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def usage_line(e: typer.TyperException) -> int:
+    """Print a typer (click) error as one line (what, where, what to do); its exit code."""
+    text = " ".join(e.format_message().split())
+    ctx = getattr(e, "ctx", None)
+    hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    err.print(f"error: {text}{hint}", highlight=False, markup=False, emoji=False, soft_wrap=True)
+    return e.exit_code
 
 
 app = typer.Typer(
@@ -71,8 +98,9 @@ import_app = typer.Typer(help="Import transcripts, study datasets, CSV/JSONL, DI
                          no_args_is_help=True)
 app.add_typer(import_app, name="import")
 
-out = Console()
-err = Console(stderr=True)
+# text from users, files and providers is printed literally: no ":smile:" emoji codes
+out = Console(emoji=False)
+err = Console(stderr=True, emoji=False)
 
 
 class CliState:
@@ -82,15 +110,18 @@ class CliState:
 
     def engine(self, *, must_exist: bool = False) -> Engine:
         """The database of a command that creates data (a new SQLite file is announced at the end)."""
+        from pxp.storage.store import StoreError
+
         if must_exist:
             return self.reader()
-        path = sqlite_file(self.db)
-        if path is not None and not path.exists() and self.created is None:
-            made = [p for p in reversed(path.parents) if not p.exists()]
-            engine = get_engine(self.db)
-            self.created = (path, made)
-            return engine
-        return get_engine(self.db)
+        try:
+            path = sqlite_file(self.db)
+            if path is not None and not path.exists() and self.created is None:
+                made = [p for p in reversed(path.parents) if not p.exists()]
+                self.created = (path, made)
+            return get_engine(self.db)
+        except StoreError as e:
+            fail(str(e))
 
     def finish(self, ok: bool) -> None:
         """End of a command: say once that it created a database; a failed command that created
@@ -123,7 +154,7 @@ class CliState:
         from pxp.storage.store import StoreError
 
         try:
-            return get_engine(self.db, must_exist=True)
+            return get_engine(self.db, must_exist=True, migrate=False)
         except StoreError as e:
             fail(str(e))
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pxp.cli.common import app, dump, fail, out, state
@@ -40,13 +41,13 @@ def calls_cmd(
         if fmt == "json":
             dump({"experiment": exp.name, "unknown": pending})
             return
-        t = Table(title=f"LLM calls of {exp.name} whose outcome is unknown")
+        t = Table(title=escape(f"LLM calls of {exp.name} whose outcome is unknown"))
         for c in ("sent at", "run", "session", "j", "provider:model", "purpose", "attempt"):
             t.add_column(c, no_wrap=True)
         for p in pending:
             t.add_row(p["sent_at"], str(p["run_id"] or ""), str(p["session_id"] or ""), str(p["j"] or ""),
-                      f"{p['provider']}:{p['model']}", p["purpose"], str(p["attempt"]))
-        Console(width=max(out.width, 120), force_terminal=out.is_terminal).print(t)
+                      escape(f"{p['provider']}:{p['model']}"), escape(p["purpose"]), str(p["attempt"]))
+        Console(width=max(out.width, 120), force_terminal=out.is_terminal, emoji=False).print(t)
         return
     rows = call_totals(engine, exp.id)
     total = grand_total(rows)
@@ -63,7 +64,7 @@ def calls_cmd(
 
 def print_versus(name: str, rows: list[dict[str, Any]]) -> None:
     """The estimate made before the run (pxp run) and the actual calls, side by side per purpose."""
-    t = Table(title=f"Estimate and actual calls of {name}")
+    t = Table(title=escape(f"Estimate and actual calls of {name}"))
     for c in ("purpose", "calls est.", "calls", "in est.", "in", "out est.", "out", "cost $ est.", "cost $"):
         t.add_column(c, justify="left" if c == "purpose" else "right", no_wrap=True)
 
@@ -71,16 +72,16 @@ def print_versus(name: str, rows: list[dict[str, Any]]) -> None:
         return "—" if v is None else f"{v:.4f}"
 
     for r in rows:
-        t.add_row(r["purpose"], *(f"{r[f'{k}_{w}']:,}" for k in ("calls", "tokens_in", "tokens_out")
+        t.add_row(escape(r["purpose"]), *(f"{r[f'{k}_{w}']:,}" for k in ("calls", "tokens_in", "tokens_out")
                                   for w in ("estimated", "actual")),
                   usd(r.get("usd_estimated")) if r["purpose"] == "all" else "",
                   usd(r.get("usd_actual")) if r["purpose"] == "all" else "")
-    Console(width=max(out.width, 120), force_terminal=out.is_terminal).print(t)
+    Console(width=max(out.width, 120), force_terminal=out.is_terminal, emoji=False).print(t)
 
 
 def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) -> None:
     """The per-run call totals as a table (`pxp calls`, `pxp report --calls`)."""
-    t = Table(title=f"LLM calls of {name}")
+    t = Table(title=escape(f"LLM calls of {name}"))
     for c in ("rep", "provider:model", "purpose", "calls", "errors", "in", "out", "cache read",
               "cache write", "cost $", "mean ms"):
         t.add_column(c, justify="left" if c in ("provider:model", "purpose") else "right", no_wrap=True)
@@ -89,7 +90,7 @@ def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) ->
         return "—" if v is None else f"{v:.4f}"
 
     for r in rows:
-        t.add_row(str(r["repetition"]), f"{r['provider']}:{r['model']}", r["purpose"],
+        t.add_row(str(r["repetition"]), escape(f"{r['provider']}:{r['model']}"), escape(r["purpose"]),
                   str(r["calls"]), str(r["errors"]), str(r["tokens_in"]), str(r["tokens_out"]),
                   str(r["cache_read"]), str(r["cache_write"]), cost(r["cost_usd"]),
                   f"{r['latency_ms']:.0f}")
@@ -97,7 +98,7 @@ def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) ->
               str(total["tokens_out"]), str(total["cache_read"]), str(total["cache_write"]),
               cost(total["cost_usd"]), "")
     # the table is wider than 80 columns: print it whole rather than fold model names
-    Console(width=max(out.width, 140), force_terminal=out.is_terminal).print(t)
+    Console(width=max(out.width, 140), force_terminal=out.is_terminal, emoji=False).print(t)
     if total.get("unknown"):
         out.print(f"{total['unknown']} call(s) were in flight when a process stopped: outcome unknown, "
                   "counted in calls, tokens and cost not known (list them: pxp calls --unknown)",
@@ -117,7 +118,7 @@ def task_check_cmd(
         fail(str(e))
     spec = cfg.spec()
     out.print(f"task {spec.name!r}: MATCH {spec.match_kind}, AGREE {spec.agree_kind}, "
-              f"{len(spec.labels)} label(s), image {'yes' if spec.image else 'no'}", highlight=False)
+              f"{len(spec.labels)} label(s), image {'yes' if spec.image else 'no'}", highlight=False, markup=False)
     out.print(spec.system_prompt(), markup=False, highlight=False)
 
 
@@ -127,9 +128,11 @@ def task_attach_cmd(
     dataset: Annotated[str, typer.Option("--dataset", help="Dataset to attach it to.")],
 ) -> None:
     """Store a custom task config with a dataset; runs on it then use the config."""
+    from sqlmodel import select
+
     from pxp.storage.store import db_session, find_dataset
-    from pxp.storage.tables import Dataset
-    from pxp.tasks.custom import TaskConfigError, load_task_config
+    from pxp.storage.tables import Dataset, Instance
+    from pxp.tasks.custom import TaskConfigError, dataset_fit, load_task_config
 
     try:
         cfg = load_task_config(file)
@@ -139,8 +142,11 @@ def task_attach_cmd(
         ds = find_dataset(db, name=dataset)
         if ds is None:
             fail(f"no dataset named {dataset!r}")
+        refs = db.exec(select(Instance.key, Instance.reference_prediction).where(Instance.dataset_id == ds.id)).all()
+        if (why := dataset_fit(cfg, ds.name, ds.task, [(str(k), str(p or "")) for k, p in refs])) is not None:
+            fail(why)
         row = db.get(Dataset, ds.id)
         assert row is not None
         row.config = {**(row.config or {}), "task_config": cfg.model_dump()}
         db.add(row)
-    out.print(f"dataset {dataset!r} now uses task {cfg.name!r}", highlight=False)
+    out.print(f"dataset {dataset!r} now uses task {cfg.name!r}", highlight=False, markup=False)

@@ -10,7 +10,7 @@ import sys
 
 from rich.markup import escape
 
-from pxp.cli import analysis, data, export, llm, runs, scorekeeping, users  # noqa: F401  (each registers its commands)
+from pxp.cli import analysis, data, db, export, llm, runs, scorekeeping, users  # noqa: F401  (each registers its commands)
 from pxp.cli import app as app_command  # noqa: F401  (`pxp app`)
 from pxp.cli import worker as worker_command  # noqa: F401  (`pxp worker`)
 from pxp.cli.common import app, err

@@ -197,7 +197,8 @@ def run_cmd(
     estimate_only: Annotated[bool, typer.Option(
         "--estimate", help="Print the expected calls, tokens and US dollars and start nothing.")] = False,
     max_usd: Annotated[float, typer.Option(
-        "--max-usd", help="A real-LLM run estimated above this many US dollars asks for confirmation.")] = 20.0,
+        "--max-usd", min=0.0, help="A real-LLM run estimated above this many US dollars asks for confirmation.")
+    ] = 20.0,
     yes: Annotated[bool, typer.Option("--yes", help="Run over --max-usd without asking.")] = False,
     distributed: Annotated[bool, typer.Option(
         "--distributed", help="PostgreSQL: queue the repetitions for `pxp worker`s and wait for them.")] = False,
@@ -347,6 +348,6 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
     if outcome.paused:
         for rep, note in sorted(outcome.paused.items()):
             why = escape(note or "not finished")
-            err.print(f"[yellow]paused:[/yellow] repetition {rep}: {why}", highlight=False, soft_wrap=True)
+            err.print(f"[yellow]paused:[/yellow] repetition {rep}: {escape(why)}", highlight=False, soft_wrap=True)
         err.print(hint, highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2)

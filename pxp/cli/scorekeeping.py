@@ -34,7 +34,7 @@ def instances_cmd(
     domain: Annotated[list[str] | None, typer.Option(
         "--domain", help="travel-booking or job-interview; repeat it (default: both).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the generator (default 2026).")] = None,
-    n: Annotated[int, typer.Option("--n", help="Instances per domain.")] = 10,
+    n: Annotated[int, typer.Option("--n", min=1, help="Instances per domain.")] = 10,
     out_file: Annotated[Path | None, typer.Option("--out", help="Write instances.json here (default: stdout).")] = None,
 ) -> None:
     """Generate game instances as clembench's instances.json (experiments → game_instances)."""
@@ -83,12 +83,12 @@ def run_cmd(
     instances: Annotated[Path | None, typer.Option(
         "--instances", help="A clembench instances.json (default: both domains from --seed).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Instances and simulated answerer seed (2026).")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Episodes (and LLM calls) at once.")] = 4,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes (and LLM calls) at once.")] = 4,
     probe_accuracy: Annotated[float, typer.Option(help="Simulated: chance a probe reply is right.")] = 0.9,
     slot_accuracy: Annotated[float, typer.Option(help="Simulated: chance an answer gives the value.")] = 0.9,
     format_error_rate: Annotated[float, typer.Option(help="Simulated: chance a reply has no tag.")] = 0.02,
-    latency_ms: Annotated[float, typer.Option(help="Simulated: delay of every reply (ms).")] = 0.0,
-    temperature: Annotated[float | None, typer.Option(help="LLM sampling temperature.")] = None,
+    latency_ms: Annotated[float, typer.Option(min=0.0, help="Simulated: delay of every reply (ms).")] = 0.0,
+    temperature: Annotated[float | None, typer.Option(min=0.0, help="LLM sampling temperature.")] = None,
 ) -> None:
     """Play every instance with the answerer; finished episodes are stored whole and skipped on a re-run."""
     from pxp.llm.base import LLMConfigError

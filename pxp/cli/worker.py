@@ -23,7 +23,7 @@ _HELP = (
 
 @app.command("worker", help=_HELP)
 def worker_cmd(
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Repetitions this worker runs at once.")] = 1,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Repetitions this worker runs at once.")] = 1,
     stalled_after: Annotated[float, typer.Option(
         "--stalled-after", help="Seconds without a heartbeat after which a worker's jobs are retried.")] = 30.0,
     name: Annotated[str | None, typer.Option("--name", help="Worker name (shown with its jobs).")] = None,

@@ -161,7 +161,7 @@ def molecule_properties(smiles: str) -> dict[str, Any]:
     }
 
 
-def _units(im: Image.Image, meta: Mapping[str, Any]) -> tuple[np.ndarray, bool]:
+def pixel_units(im: Image.Image, meta: Mapping[str, Any]) -> tuple[np.ndarray, bool]:
     """Pixel values in the units of meta["window"], and whether to invert for display."""
     win = meta.get("window") if isinstance(meta.get("window"), Mapping) else None
     if im.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
@@ -198,7 +198,7 @@ def xray_display_png(
     if window is None and level is None and not deep:
         out = im.convert("L")
     else:
-        units, invert = _units(im, meta)
+        units, invert = pixel_units(im, meta)
         win = meta.get("window") if isinstance(meta.get("window"), Mapping) else {}
         assert isinstance(win, Mapping)
         lo_all, hi_all = float(units.min()), float(units.max())

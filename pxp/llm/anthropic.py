@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import anthropic
+import httpx
 from anthropic.types import Message
 
 from pxp.llm.base import (
@@ -27,6 +28,8 @@ from pxp.llm.base import (
     ProviderOptions,
     Schema,
     TextPart,
+    TextSink,
+    cut_off,
 )
 from pxp.llm.errors import bad_reply, describe_error
 from pxp.llm.keys import api_key
@@ -102,9 +105,11 @@ class AnthropicProvider:
 
     def complete(
         self, prompt: Prompt, *, max_tokens: int, temperature: float | None = None,
-        schema: Schema | None = None,
+        schema: Schema | None = None, on_text: TextSink | None = None,
     ) -> Completion:
         body = self.request(prompt, max_tokens=max_tokens, temperature=temperature, schema=schema)
+        if on_text is not None:
+            return self._streamed(body, schema, on_text)
         t0 = time.perf_counter()
 
         def send() -> Any:
@@ -120,26 +125,56 @@ class AnthropicProvider:
                            status=status) from None
         try:
             msg = raw.parse()
-            if not isinstance(msg, Message):
-                raise TypeError(f"not a message ({type(msg).__name__})")
-            if not isinstance(msg.content, list | None) or msg.usage is None:
-                raise TypeError("no list of content blocks, or no usage")
-            text_parts: list[str] = []
-            data: dict[str, Any] | None = None
-            for block in msg.content or ():  # null content is an empty answer (a format failure)
-                if block.type == "text":
-                    if not isinstance(block.text, str):
-                        raise TypeError("a text block without text")
-                    text_parts.append(redact(block.text))
-                elif block.type == "tool_use" and schema is not None and block.name == schema.name:
-                    if isinstance(block.input, dict):
-                        data = redact_data(dict(block.input))
-                    else:  # the tool input is not an object: its JSON is the (unusable) answer
-                        text_parts.append(redact(json.dumps(block.input)))
+            return self._completion(msg, schema, (time.perf_counter() - t0) * 1000)
         except (ValueError, TypeError, AttributeError, KeyError) as e:
             raise LLMError(bad_reply(self.name, self.model, raw, self.options, str(e)),
                            status=raw.status_code) from None
-        latency = (time.perf_counter() - t0) * 1000
+
+    def _streamed(self, body: dict[str, Any], schema: Schema | None, on_text: TextSink) -> Completion:
+        """The same call streamed (the SDK's messages.stream): `on_text` sees the text, or the tool
+        call's JSON, so far; the final message is read exactly as an unstreamed one."""
+        t0 = time.perf_counter()
+        so_far: list[str] = []
+        try:
+            with provider_limit(self.limit_key).call(lambda: self.client.messages.stream(**body),
+                                                     is_rate_limited) as stream:
+                for event in stream:
+                    if event.type == "content_block_delta":
+                        piece = getattr(event.delta, "text", None) or getattr(event.delta, "partial_json", None)
+                        if piece:
+                            so_far.append(piece)
+                            on_text(redact("".join(so_far)))
+                msg = stream.get_final_message()
+        except anthropic.APIStatusError as e:
+            raise LLMError(describe_error(self.name, self.model, e, self.options),
+                           status=getattr(e, "status_code", None)) from None
+        except (anthropic.AnthropicError, httpx.HTTPError, ValueError, TypeError, AttributeError, KeyError) as e:
+            raise LLMError(cut_off(self.name, self.model, f"{type(e).__name__}: {e}")) from None
+        if msg.stop_reason is None:
+            raise LLMError(cut_off(self.name, self.model, "no stop reason"))
+        try:
+            return self._completion(msg, schema, (time.perf_counter() - t0) * 1000)
+        except (ValueError, TypeError, AttributeError, KeyError) as e:
+            raise LLMError(cut_off(self.name, self.model, str(e))) from None
+
+    def _completion(self, msg: Any, schema: Schema | None, latency: float) -> Completion:
+        """A Message as pxp's Completion; TypeError (and kin) for a reply of the wrong shape."""
+        if not isinstance(msg, Message):
+            raise TypeError(f"not a message ({type(msg).__name__})")
+        if not isinstance(msg.content, list | None) or msg.usage is None:
+            raise TypeError("no list of content blocks, or no usage")
+        text_parts: list[str] = []
+        data: dict[str, Any] | None = None
+        for block in msg.content or ():  # null content is an empty answer (a format failure)
+            if block.type == "text":
+                if not isinstance(block.text, str):
+                    raise TypeError("a text block without text")
+                text_parts.append(redact(block.text))
+            elif block.type == "tool_use" and schema is not None and block.name == schema.name:
+                if isinstance(block.input, dict):
+                    data = redact_data(dict(block.input))
+                else:  # the tool input is not an object: its JSON is the (unusable) answer
+                    text_parts.append(redact(json.dumps(block.input)))
         u = msg.usage
         tokens_in, tokens_out = u.input_tokens or 0, u.output_tokens or 0
         cache_read = u.cache_read_input_tokens or 0

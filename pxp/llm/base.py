@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -92,6 +94,27 @@ class Prompt:
         return {"system": self.system, "turns": turns}
 
 
+#: sees a streamed reply so far (its text, or the JSON of its structured answer) after each piece
+TextSink = Callable[[str], None]
+_SINK: ContextVar[TextSink | None] = ContextVar("pxp_text_sink", default=None)
+
+
+@contextmanager
+def streaming(sink: TextSink) -> Iterator[None]:
+    """Within this block, the machine's answers in this thread are streamed to `sink` (the app shows
+    them as they are generated); what is stored is the same as without it."""
+    token = _SINK.set(sink)
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
+
+
+def text_sink() -> TextSink | None:
+    """The sink of the enclosing `streaming` block, if any."""
+    return _SINK.get()
+
+
 @dataclass(frozen=True, slots=True)
 class Schema:
     """A JSON schema for the provider's structured output (tool / response_format)."""
@@ -120,6 +143,12 @@ class Completion:
 REPLY_BOUND_MIN = 64 * 1024
 #: bytes allowed per requested output token (a token is about 4 bytes of text: a few times that)
 REPLY_BYTES_PER_TOKEN = 16
+
+
+def cut_off(provider: str, model: str, problem: str) -> str:
+    """One line for a streamed reply that ended before it was complete (a provider fault)."""
+    return (f"{provider}:{model}: the streamed reply was cut off before its end ({problem[:120]}); "
+            "nothing was stored and the session can be resumed")
 
 
 def reply_bound(max_tokens: int) -> int:
@@ -197,8 +226,12 @@ class Provider(Protocol):
         max_tokens: int,
         temperature: float | None = None,
         schema: Schema | None = None,
+        on_text: TextSink | None = None,
     ) -> Completion:
-        """Send the prompt; raise LLMError when the call fails after the SDK's retries."""
+        """Send the prompt; raise LLMError when the call fails after the SDK's retries.
+
+        With `on_text` the reply is streamed and `on_text` sees the reply so far after each piece;
+        the Completion is the same as without it. A stream cut off half-way is an LLMError."""
         ...
 
 

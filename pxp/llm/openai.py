@@ -18,6 +18,7 @@ import os
 import time
 from typing import Any
 
+import httpx
 import openai
 from openai.types.chat import ChatCompletion
 
@@ -30,6 +31,8 @@ from pxp.llm.base import (
     ProviderOptions,
     Schema,
     TextPart,
+    TextSink,
+    cut_off,
 )
 from pxp.llm.errors import bad_reply, describe_error
 from pxp.llm.keys import api_key
@@ -101,9 +104,11 @@ class OpenAIProvider:
 
     def complete(
         self, prompt: Prompt, *, max_tokens: int, temperature: float | None = None,
-        schema: Schema | None = None,
+        schema: Schema | None = None, on_text: TextSink | None = None,
     ) -> Completion:
         body = self.request(prompt, max_tokens=max_tokens, temperature=temperature, schema=schema)
+        if on_text is not None:
+            return self._streamed(body, on_text)
         t0 = time.perf_counter()
         try:
             try:
@@ -119,13 +124,49 @@ class OpenAIProvider:
             raise LLMError(describe_error(self.name, self.model, e, self.options),
                            status=status) from None
         latency = (time.perf_counter() - t0) * 1000
-        text = ""
-        stop = None
+        text, refusal, stop = "", None, None
         if resp.choices:
             choice = resp.choices[0]
-            refusal = getattr(choice.message, "refusal", None)
-            text = redact(choice.message.content or refusal or "")
-            stop = "refusal" if refusal and not choice.message.content else choice.finish_reason
+            text, refusal, stop = choice.message.content or "", getattr(choice.message, "refusal", None), \
+                choice.finish_reason
+        return self._completion(body, text, refusal, stop, resp.usage, latency)
+
+    def _streamed(self, body: dict[str, Any], on_text: TextSink) -> Completion:
+        """The same call streamed (`stream=True` with the usage in the last chunk): `on_text` sees the
+        text so far; the pieces are read into exactly the Completion an unstreamed call gives."""
+        t0 = time.perf_counter()
+        streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        parts: list[str] = []
+        refusal: list[str] = []
+        stop: str | None = None
+        usage: Any = None
+        try:
+            chunks = provider_limit(self.limit_key).call(
+                lambda: self.client.chat.completions.create(**streamed), is_rate_limited)
+            for chunk in chunks:
+                usage = chunk.usage or usage
+                for choice in chunk.choices[:1]:
+                    if choice.delta.content:
+                        parts.append(choice.delta.content)
+                        on_text(redact("".join(parts)))
+                    if getattr(choice.delta, "refusal", None):
+                        refusal.append(choice.delta.refusal)
+                    stop = choice.finish_reason or stop
+        except openai.APIStatusError as e:
+            raise LLMError(describe_error(self.name, self.model, e, self.options),
+                           status=getattr(e, "status_code", None)) from None
+        except (openai.OpenAIError, httpx.HTTPError, ValueError, TypeError, AttributeError, KeyError) as e:
+            raise LLMError(cut_off(self.name, self.model, f"{type(e).__name__}: {e}")) from None
+        if stop is None:
+            raise LLMError(cut_off(self.name, self.model, "no finish reason"))
+        latency = (time.perf_counter() - t0) * 1000
+        return self._completion(body, "".join(parts), "".join(refusal) or None, stop, usage, latency)
+
+    def _completion(self, body: dict[str, Any], content: str, refusal: str | None, finish: str | None,
+                    u: Any, latency: float) -> Completion:
+        """pxp's Completion of a reply's content, refusal, finish reason and usage (streamed or not)."""
+        text = redact(content or refusal or "")
+        stop = "refusal" if refusal and not content else finish
         data = None
         if "response_format" in body and text and stop != "refusal":
             try:
@@ -133,7 +174,6 @@ class OpenAIProvider:
                 data = redact_data(parsed) if isinstance(parsed, dict) else None
             except json.JSONDecodeError:
                 data = None
-        u = resp.usage
         prompt_tokens = u.prompt_tokens if u else 0
         tokens_out = u.completion_tokens if u else 0
         details = u.prompt_tokens_details if u else None
@@ -146,7 +186,6 @@ class OpenAIProvider:
                 self.name, self.model, tokens_in=tokens_in, tokens_out=tokens_out,
                 cache_read=cache_read),
         )
-
 
     def _create(self, body: dict[str, Any]) -> ChatCompletion:
         """One Chat Completions call; a reply the SDK cannot read is an LLMError naming what came back."""

@@ -14,8 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, Table, event, func
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy import select as sa_select
@@ -24,8 +22,13 @@ from sqlalchemy.pool import NullPool
 from sqlmodel import Session as DB
 from sqlmodel import SQLModel, col, create_engine, select
 
-from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
+from pxp.storage.schema import ForeignDatabase as ForeignDatabase  # schema checks live in pxp.storage.schema
+from pxp.storage.schema import StoreError as StoreError
+from pxp.storage.schema import alembic_config as alembic_config
+from pxp.storage.schema import check_head, check_schema
+from pxp.storage.schema import schema_state as schema_state
+from pxp.storage.schema import upgrade as upgrade
 from pxp.storage.settings import get_settings
 from pxp.storage.tables import (
     Dataset,
@@ -36,13 +39,8 @@ from pxp.storage.tables import (
     Session,
 )
 
-_MIGRATIONS = Path(__file__).parent / "migrations"
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
-
-
-class StoreError(PxpError, RuntimeError):
-    """A database problem worth one clear line to the user."""
 
 
 class DatabaseMissing(StoreError):
@@ -65,7 +63,7 @@ def database_url(url: str | None = None) -> str:
 
 def sqlite_file(url: str | None = None) -> Path | None:
     """The file of a SQLite URL (None for other databases and in-memory ones)."""
-    parsed = make_url(database_url(url))
+    parsed = supported_url(database_url(url))
     if parsed.get_backend_name() != "sqlite":
         return None
     db = parsed.database or ""
@@ -108,6 +106,23 @@ def _sqlite_ro_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+_EXAMPLE_URLS = "sqlite:///pxp.db or postgresql+psycopg://user@host/db"
+
+
+def supported_url(url: str) -> Any:
+    """The parsed URL of a SQLite or PostgreSQL database; StoreError (one line) for anything else."""
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StoreError(f"the database URL {url.split('@')[-1]!r} is not a URL; give e.g. {_EXAMPLE_URLS}") from None
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise StoreError(f"pxp stores its data in SQLite or PostgreSQL, not {parsed.get_backend_name()!r}; "
+                         f"give e.g. {_EXAMPLE_URLS}")
+    return parsed
+
+
 def make_engine(url: str | None = None, *, must_exist: bool = False) -> Engine:
     """A new engine for `url`: SQLite files get WAL and a 30 s busy timeout.
 
@@ -117,7 +132,7 @@ def make_engine(url: str | None = None, *, must_exist: bool = False) -> Engine:
     immutable when its folder is read-only too).
     """
     url = database_url(url)
-    parsed = make_url(url)
+    parsed = supported_url(url)
     if parsed.get_backend_name() == "sqlite":
         db = parsed.database or ""
         path = sqlite_file(url)
@@ -150,10 +165,11 @@ def is_read_only(engine: Engine) -> bool:
 
 
 def get_engine(url: str | None = None, *, migrate: bool = True, must_exist: bool = False) -> Engine:
-    """A cached engine per URL, migrated to the latest schema on first use.
+    """A cached engine per URL, checked (check_schema) and migrated to the latest schema on first use.
 
     `must_exist`: see make_engine. A read-only database is not migrated; one whose
-    schema is older than this pxp's is refused with one line.
+    schema is older than this pxp's is refused with one line. `migrate` False (the reading
+    commands) never changes the schema.
     """
     key = database_url(url)
     path = sqlite_file(key)
@@ -164,12 +180,24 @@ def get_engine(url: str | None = None, *, migrate: bool = True, must_exist: bool
         engine = _engines.get(key_ro)
         if engine is None:
             engine = make_engine(key, must_exist=must_exist)
-            if is_read_only(engine):
-                _check_head(engine, path)
-            elif migrate:
-                upgrade(engine)
+            try:
+                if is_read_only(engine):
+                    check_head(engine, path)
+                else:
+                    check_schema(engine, migrate=migrate)
+            except BaseException:
+                engine.dispose()
+                raise
             _engines[key_ro] = engine
+            if migrate or is_read_only(engine):
+                _migrated.add(key_ro)
+        elif migrate and key_ro not in _migrated:
+            check_schema(engine, migrate=True)
+            _migrated.add(key_ro)
     return engine
+
+
+_migrated: set[str] = set()
 
 
 def forget_engine(url: str | None = None) -> None:
@@ -177,6 +205,7 @@ def forget_engine(url: str | None = None) -> None:
     key = database_url(url)
     with _lock:
         for k in (key, f"{key}#ro"):
+            _migrated.discard(k)
             engine = _engines.pop(k, None)
             if engine is not None:
                 engine.dispose()
@@ -186,35 +215,6 @@ def holds_data(engine: Engine) -> bool:
     """True when the database holds a dataset or an experiment."""
     with DB(engine) as db:
         return count_rows(db, Dataset) + count_rows(db, Experiment) > 0
-
-
-def _check_head(engine: Engine, path: Path | None) -> None:
-    """A read-only database must already be at the latest schema (it cannot be migrated)."""
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
-
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    with engine.connect() as conn:
-        current = MigrationContext.configure(conn).get_current_revision()
-    if current != head:
-        raise StoreError(f"{path} is read-only and its schema ({current or 'none'}) is not this pxp's "
-                         f"({head}); copy it to writable storage to upgrade it")
-
-
-def alembic_config(engine: Engine | None = None) -> Config:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(_MIGRATIONS))
-    if engine is not None:
-        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%"))
-    return cfg
-
-
-def upgrade(engine: Engine) -> None:
-    """Apply every Alembic migration up to head (idempotent)."""
-    cfg = alembic_config(engine)
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
 
 
 @contextmanager

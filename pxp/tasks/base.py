@@ -9,47 +9,22 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections import Counter
-from collections.abc import Callable
 
-from pxp.data.chem import smiles_set
-from pxp.protocols.errors import PxpError
+from pxp.data.match import EXACT_MATCH_KINDS as EXACT_MATCH_KINDS  # MATCH lives below the tasks
+from pxp.data.match import TASK_MATCH_KIND as TASK_MATCH_KIND
+from pxp.data.match import MatchFn as MatchFn
+from pxp.data.match import TaskError as TaskError
+from pxp.data.match import content_match as content_match
+from pxp.data.match import fold_case as _fold
+from pxp.data.match import match_for as match_for
+from pxp.data.match import match_label as match_label
+from pxp.data.match import match_smiles as match_smiles
+from pxp.data.match import match_text as match_text
+from pxp.data.match import normalise_label as normalise_label
+from pxp.data.match import task_match_kind as task_match_kind
 
 DEFAULT_AGREE_THRESHOLD = 0.5
-
-
-class TaskError(PxpError, ValueError):
-    """A task setting pxp cannot use (e.g. an unknown MATCH kind); one line."""
-
-
-def normalise_label(label: str) -> str:
-    """Case, accents, punctuation and spacing folded: 'Pleural  effusion.' == 'pleural effusion'."""
-    text = re.sub(r"[\W_]+", " ", _fold(label))
-    return " ".join(text.split())
-
-
-def _fold(text: str) -> str:
-    """Case-folded, accents dropped as combining marks (not by an ASCII encode, which would
-    erase every letter outside Latin: any two Chinese or Greek labels would be equal)."""
-    if text.isascii():
-        return text.lower()
-    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)).casefold()
-
-
-def match_label(y1: str, y2: str) -> bool:
-    """RAD MATCH: equality of normalised labels (not substring containment)."""
-    return normalise_label(y1) == normalise_label(y2)
-
-
-def match_smiles(y1: str, y2: str) -> bool:
-    """DRUG MATCH: the two reactant sets are equal as canonical SMILES sets."""
-    return smiles_set(y1) == smiles_set(y2)
-
-
-def match_text(y1: str, y2: str) -> bool:
-    """Free-text MATCH: normalised equality."""
-    return normalise_label(y1) == normalise_label(y2)
 
 
 # words of any script; Chinese and Japanese are written without spaces, so each of their
@@ -112,24 +87,3 @@ def lexical_agree(e1: str, e2: str, threshold: float = DEFAULT_AGREE_THRESHOLD) 
     return lexical_similarity(e1, e2) >= threshold
 
 
-MatchFn = Callable[[str, str], bool]
-_MATCH: dict[str, MatchFn] = {"label": match_label, "smiles": match_smiles, "text": match_text}
-
-
-def match_for(kind: str) -> MatchFn:
-    """The MATCH function of a kind: label, smiles or text."""
-    try:
-        return _MATCH[kind]
-    except KeyError:
-        raise TaskError(f"unknown MATCH kind {kind!r} (label, smiles or text)") from None
-
-
-#: The MATCH kind of each built-in task.
-TASK_MATCH_KIND: dict[str, str] = {"rad": "label", "drug": "smiles"}
-
-
-def task_match_kind(task: str, config: dict[str, object] | None = None) -> str:
-    """The MATCH kind for a task name (a custom task's config may name its own)."""
-    if config and isinstance(config.get("match"), str):
-        return str(config["match"])
-    return TASK_MATCH_KIND.get(task, "text")

@@ -23,18 +23,22 @@ pxp/tasks/examples/*.toml.
 from __future__ import annotations
 
 import json
+import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.errors import PxpError
-from pxp.tasks.base import DEFAULT_AGREE_THRESHOLD
+from pxp.tasks.base import DEFAULT_AGREE_THRESHOLD, normalise_label
 from pxp.tasks.spec import FewShot, TaskSpec
 
 EXAMPLES = Path(__file__).parent / "examples"
+#: the built-in tasks a config may not shadow
+BUILTIN_TASKS = ("rad", "drug", "text")
 
 
 class TaskConfigError(PxpError, ValueError):
@@ -124,17 +128,98 @@ def _first_error(e: ValidationError) -> str:
     return f"{where}: {err.get('msg', 'invalid')}"
 
 
+#: the placeholders each template may use (pxp.tasks.spec.TaskSpec fills them in)
+PLACEHOLDERS: dict[str, tuple[str, ...]] = {
+    "prompts.system": ("labels", "format"),
+    "prompts.instance": ("payload", "labels"),
+    "prompts.instance_short": ("payload", "labels"),
+    "prompts.checker": ("labels",),
+    "fields.prediction_hint": ("labels",),
+    "fields.explanation_hint": ("labels",),
+}
+# "{" then a name, "}" or "!"/":" starts a placeholder; "{" before a quote or a space is literal text (JSON)
+_OPENING = re.compile(r"\{(?=[\w}!:]|$)")
+_GOOD = re.compile(r"\{(\w+)\}")
+
+
+def placeholder_problem(where: str, template: str) -> str | None:
+    """Why a template's placeholders cannot be filled in (unknown, malformed, unclosed), or None."""
+    allowed = PLACEHOLDERS[where]
+    for m in _OPENING.finditer(template):
+        good = _GOOD.match(template, m.start())
+        if good is None:
+            bit = template[m.start():m.start() + 20].split("\n")[0]
+            return (f"{where}: malformed or unclosed placeholder {bit!r}; write one of "
+                    f"{', '.join('{' + a + '}' for a in allowed)}")
+        if good.group(1) not in allowed:
+            return (f"{where}: unknown placeholder {{{good.group(1)}}}; this template may use "
+                    f"{', '.join('{' + a + '}' for a in allowed)}")
+    return None
+
+
+def config_problems(cfg: TaskConfig) -> list[str]:
+    """What the schema cannot say: placeholders, empty labels, a built-in's name, few-shot answers."""
+    out: list[str] = []
+    if cfg.name.strip().lower() in BUILTIN_TASKS:
+        out.append(f"name: {cfg.name!r} is a built-in task; choose another name")
+    for i, lab in enumerate(cfg.labels, start=1):
+        if not lab.strip():
+            out.append(f"labels: label {i} is empty")
+    templates = {"prompts.system": cfg.prompts.system, "prompts.instance": cfg.prompts.instance,
+                 "prompts.instance_short": cfg.prompts.instance_short, "prompts.checker": cfg.prompts.checker,
+                 "fields.prediction_hint": cfg.fields.prediction_hint,
+                 "fields.explanation_hint": cfg.fields.explanation_hint}
+    out += [p for w, t in templates.items() if t is not None and (p := placeholder_problem(w, t))]
+    if not cfg.image and "{payload}" not in cfg.prompts.instance:
+        out.append("prompts.instance: no {payload}, so the case is never sent; add {payload}")
+    for i, shot in enumerate(cfg.few_shot, start=1):
+        if (why := prediction_problem(cfg, shot.prediction)) is not None:
+            out.append(f"few_shot[{i}].prediction: {why}")
+    return out
+
+
+def prediction_problem(cfg: TaskConfig, prediction: str) -> str | None:
+    """Why `prediction` cannot be an answer of this task (a label outside the list, bad SMILES)."""
+    if cfg.match == "label" and normalise_label(prediction) not in {normalise_label(x) for x in cfg.labels}:
+        return f"{prediction[:60]!r} is not one of the labels ({', '.join(cfg.labels)})"
+    if cfg.match == "smiles":
+        try:
+            smiles_set(prediction)
+        except InvalidSmiles as e:
+            return str(e)
+    return None
+
+
+def dataset_fit(cfg: TaskConfig, dataset: str, task: str, references: Sequence[tuple[str, str]]) -> str | None:
+    """Why the config cannot be attached to this dataset (its task, or an instance's reference
+    prediction (key, prediction) that is no answer of the config), or None."""
+    if task == "drug" and cfg.match != "smiles":
+        return f"dataset {dataset!r} holds SMILES (task drug); task {cfg.name!r} needs match = 'smiles'"
+    for key, prediction in references:
+        if prediction.strip() and (why := prediction_problem(cfg, prediction)) is not None:
+            return (f"dataset {dataset!r}, instance {key!r}: its reference prediction does not fit task "
+                    f"{cfg.name!r}: {why}")
+    return None
+
+
 def task_config(data: Mapping[str, Any]) -> TaskConfig:
     """Validate a config mapping (from a file or the dataset)."""
     try:
-        return TaskConfig.model_validate(dict(data))
+        cfg = TaskConfig.model_validate(dict(data))
     except ValidationError as e:
         raise TaskConfigError(f"task config: {_first_error(e)}") from None
+    problems = config_problems(cfg)
+    if problems:
+        raise TaskConfigError(f"task config: {problems[0]}")
+    return cfg
 
 
 def load_task_config(path: str | Path) -> TaskConfig:
     """Read a .toml or .json task config file."""
     p = Path(path)
+    if p.suffix.lower() not in (".toml", ".json"):
+        kind = p.suffix or "a file without a suffix"
+        raise TaskConfigError(f"{p.name}: a task config is a .toml or .json file, not {kind}; convert it")
     try:
         raw = p.read_bytes()
     except OSError as e:

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pxp.tasks.spec import TaskSpec
-
 #: the study's five findings, used when a dataset names no labels
-STUDY_LABELS = ("Atelectasis", "Pneumonia", "Pleural Effusion", "Cardiomegaly", "Pneumothorax")
+from pxp.data.match import STUDY_LABELS as STUDY_LABELS  # the study's five findings
+from pxp.tasks.spec import TaskSpec
 
 SYSTEM = (
     "You are a radiology expert, with detailed knowledge of {labels}. "

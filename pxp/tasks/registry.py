@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pxp.tasks.base import task_match_kind
 from pxp.tasks.custom import task_config
 from pxp.tasks.drug import drug_spec
 from pxp.tasks.rad import rad_spec
@@ -27,3 +28,11 @@ def task_spec(task: str, config: Mapping[str, Any] | None = None,
     if task == "drug":
         return drug_spec(config)
     return TaskSpec(name=task or "text", match_kind="text", agree_kind="lexical")
+
+
+def dataset_match_kind(task: str, config: Mapping[str, Any] | None = None) -> str:
+    """The MATCH kind of a dataset's task (its custom config's, when it has a usable one)."""
+    try:
+        return task_spec(task, config).match_kind
+    except ValueError:
+        return task_match_kind(task, dict(config or {}))

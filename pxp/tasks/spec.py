@@ -297,6 +297,29 @@ def _json_fields(text: str, kind: Mapping[str, str]) -> dict[str, str]:
     return out if len(out) == 2 else {}
 
 
+_PARTIAL = re.compile(r'"(prediction|explanation)"\s*:\s*"((?:[^"\\]|\\.)*)', re.S)
+
+
+def partial_answer(text: str) -> tuple[str, str]:
+    """(prediction, explanation) as far as a reply being streamed has got: from the growing JSON of a
+    structured answer, else from its `Prediction:` / `Explanation:` lines (the explanation so far is
+    the text itself until the fields appear). For display only; what is stored is parsed whole."""
+    found = dict(_PARTIAL.findall(text)) if text.lstrip().startswith("{") else {}
+    if found:
+        out = []
+        for key in ("prediction", "explanation"):
+            raw = found.get(key, "").rstrip("\\")
+            try:
+                out.append(json.loads(f'"{raw}"'))
+            except json.JSONDecodeError:
+                out.append(raw)
+        return out[0], out[1]
+    if text.lstrip().startswith("{"):
+        return "", ""
+    fields = parse_fields(text)
+    return fields.get("prediction", ""), fields.get("explanation", "") or (text if not fields else "")
+
+
 def parse_yes_no(text: str) -> bool:
     """The checker's answer, strictly: "Yes" or "No" (case, emphasis, a final period)."""
     v = _clean(text).rstrip(".!").strip().lower()

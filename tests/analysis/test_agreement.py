@@ -67,7 +67,7 @@ STUDY: list[tuple[str, str, str, bool, bool, str, str | None]] = [
     ("h1", "c4", "REFUTE", T, F, "a", None),
     ("h2", "c4", "REFUTE", F, F, "a", None),
     ("h1", "c5", "RATIFY", T, T, "z", None),  # seen by h1 only: in no pair, not pairable for α
-    ("h2", "c1", "REFUTE", F, F, "w", "w"),  # h2's second session on c1: only the earliest counts
+    ("h2", "c1", "REFUTE", F, F, "w", "v"),  # h2's second session on c1: only the earliest counts
 ]
 
 

@@ -43,6 +43,7 @@ from pxp.storage.tables import (
     Run,
     Session,
 )
+from tests.factories import fit_content
 
 TAGS = list(Tag)
 tag_lists = st.lists(st.tuples(st.sampled_from(list(Sender)), st.sampled_from(TAGS)), max_size=14)
@@ -298,9 +299,10 @@ VECTORS = {
 def write_vectors(path: Path, vectors: dict[str, list[tuple[str, str]]]) -> Path:
     lines = []
     for sid, tags in vectors.items():
-        for j, (sender, tag) in enumerate(tags, start=1):
+        preds = fit_content(tags)  # each tag true to its content
+        for j, ((sender, tag), pred) in enumerate(zip(tags, preds, strict=True), start=1):
             lines.append(json.dumps({"session": sid, "instance": f"case-{sid}", "j": j, "sender": sender,
-                                     "tag": tag, "prediction": "p", "explanation": "e"}))
+                                     "tag": tag, "prediction": pred, "explanation": "e"}))
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -463,9 +465,10 @@ def test_annotators_side_by_side_from_transcripts(any_engine: Engine, tmp_path: 
     }
     for inst, pair in plan.items():
         for ann, tags in zip(("h1", "h2"), pair, strict=True):
-            for j, (sender, tag) in enumerate(tags, start=1):
+            preds = fit_content(tags, ("CCO", "CC(=O)O", "c1ccccc1O", "CCN"))
+            for j, ((sender, tag), pred) in enumerate(zip(tags, preds, strict=True), start=1):
                 lines.append(json.dumps({"session": f"{inst}-{ann}", "instance": inst, "j": j, "sender": sender,
-                                         "tag": tag, "annotator": ann}))
+                                         "tag": tag, "annotator": ann, "prediction": pred}))
     path = tmp_path / "live.jsonl"
     path.write_text("\n".join(lines) + "\n")
     import_transcripts(any_engine, path, name="DRUG-live", n=10, k=3, task="drug")

@@ -21,7 +21,7 @@ from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.store import db_session, experiment_session_tags
 from pxp.storage.tables import Experiment
 from tests.analysis.test_analytics import VECTORS, write_vectors
-from tests.factories import make_rad
+from tests.factories import fit_content, make_rad
 
 
 def cli(db_url: str, *args: str) -> tuple[int, str]:
@@ -126,9 +126,10 @@ def test_by_annotator_h1_vs_h2(engine: Engine, tmp_path: Path) -> None:
     lines = []
     for inst, pair in {"a": ("v1", "v1"), "b": ("v2", "v4"), "c": ("v4", "v2")}.items():
         for ann, vec in zip(("h1", "h2"), pair, strict=True):
-            for j, (sender, tag) in enumerate(VECTORS[vec], start=1):
+            preds = fit_content(VECTORS[vec], ("CCO", "CC(=O)O", "c1ccccc1O", "CCN"))
+            for j, ((sender, tag), pred) in enumerate(zip(VECTORS[vec], preds, strict=True), start=1):
                 lines.append(json.dumps({"session": f"{inst}-{ann}", "instance": inst, "j": j, "sender": sender,
-                                         "tag": tag, "annotator": ann}))
+                                         "tag": tag, "annotator": ann, "prediction": pred}))
     (tmp_path / "live.jsonl").write_text("\n".join(lines) + "\n")
     import_transcripts(engine, tmp_path / "live.jsonl", name="DRUG", n=10, k=3, task="drug")
     url = engine.url.render_as_string(hide_password=False)

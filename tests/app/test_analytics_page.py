@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 from sqlalchemy import Engine
+from sqlmodel import col as sql_col
+from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
@@ -268,3 +270,21 @@ def test_annotators_view_shows_agreement_and_disagreements(app_db: tuple[str, En
 
 def test_page_never_allows_html() -> None:
     assert "unsafe_allow_html" not in Path(PAGE).read_text()
+
+
+def test_aborted_sessions_are_shown_by_reason(app_db: tuple[str, Engine]) -> None:
+    """Table 1's view names why sessions aborted (DESIGN §1 "Format failures"), as `pxp report` does."""
+    url, engine = app_db
+    a = controlled(engine, "RAD-aborts", reps=1, seed=3)
+    with db_session(engine) as db:
+        first, second = db.exec(select(Session).join(Run).where(Run.experiment_id == a.id)
+                                .order_by(sql_col(Session.ordinal))).all()[:2]
+        first.status, first.abort_reason = "aborted", "refusal: openai:m gave no usable answer in 5 attempts (x)"
+        second.status, second.abort_reason = "aborted", "empty reply: openai:m gave no usable answer in 5 attempts"
+        db.add(first)
+        db.add(second)
+    at = page()
+    ok(at.multiselect(key="analytics_experiments").set_value([a.id]).run())
+    assert "Aborted sessions by reason (all repetitions): refusal 1, empty reply 1." in [c.value for c in at.caption]
+    rep = json.loads(cli(url, "report", "--experiment", "RAD-aborts", "--format", "json"))
+    assert rep["aborted_by_reason"] == {"refusal": 1, "empty reply": 1}

@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from pxp.agents.base import AgentBase, Answer, Query
 from pxp.app.router import VIEWS
+from pxp.data.pixels import read_header
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, conformance
 from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
 from pxp.running.pxp.live.turns import machine_step
@@ -198,7 +199,7 @@ def test_the_two_questions_have_keyboard_shortcuts_shown_in_the_ui(app_db: tuple
     assert keys == {"match_yes": "alt+5", "match_no": "alt+6", "agree_yes": "alt+7", "agree_no": "alt+8"}
     hint = next(c.value for c in at.caption if c.value.startswith("Keyboard:"))
     assert "prediction matches Alt+5 Yes / Alt+6 No" in hint and "explanation agrees Alt+7 Yes / Alt+8 No" in hint
-    assert "Answer the two questions above" in texts(at)
+    assert "Answer the questions above" in texts(at)
     sid, msgs = current(engine)
     by_suffix(at.selectbox, "_pred").set_value(msgs[0].prediction)
     by_suffix(at.text_area, "_expl").input(msgs[0].explanation)
@@ -346,11 +347,12 @@ def test_rad_images_zoom_and_synthetic_badge(app_db: tuple[str, Engine]) -> None
     make_rad_images(engine, size=(400, 300))
     at = login(new_app("annotate"), "toy-rad-img")
     assert "synthetic" in texts(at)
-    # the client-side viewer: the PNG (lossless) is the component's data, sent in the page's own
-    # session (no media URL); wheel/drag in the browser, nothing fetched
+    # the client-side viewer: the pixel values are the component's data, sent in the page's own
+    # session (no media URL); window/level, wheel and drag in the browser, nothing fetched
     [viewer] = at.get("bidi_component")
-    assert viewer.proto.bytes.startswith(b"\x89PNG\r\n") and not at.get("imgs")
-    assert "_zoom" not in str([s.key for s in at.slider])
+    assert viewer.proto.bytes.startswith(b"PXPW") and not at.get("imgs")
+    assert read_header(viewer.proto.bytes)["w"] == 400
+    assert not at.slider  # no server-side window/level or zoom sliders
 
 
 # --- the other pages ---------------------------------------------------------------------
@@ -539,6 +541,8 @@ def test_upload_the_study_drug_csv(app_db: tuple[str, Engine]) -> None:
 
 
 def test_window_level_for_dicom_derived_images(app_db: tuple[str, Engine]) -> None:
+    """The viewer gets the pixel values in the DICOM units and the stored window as its default; the
+    window is changed in the browser, so there is no server-side slider and no rerun per change."""
     from pxp.storage.tables import Instance
 
     _, engine = app_db
@@ -549,27 +553,20 @@ def test_window_level_for_dicom_derived_images(app_db: tuple[str, Engine]) -> No
             db.add(inst)
         db.commit()
     at = login(new_app("annotate"), "toy-rad-img")
-    window = by_suffix(at.slider, "_window")
-    level = by_suffix(at.slider, "_level")
-    assert window.value == 400.0 and level.value == 40.0
-    before = at.get("bidi_component")[0].proto.bytes
-    window.set_value(100.0).run()
-    ok(at)
-    assert at.get("bidi_component")[0].proto.bytes != before, "the new window is shown"
+    head = read_header(at.get("bidi_component")[0].proto.bytes)
+    assert (head["center"], head["width"]) == (40.0, 400.0)
+    assert head["presets"][0] == {"name": "Default", "center": 40.0, "width": 400.0}
+    assert not at.slider
 
 
 def test_window_level_for_every_radiograph(app_db: tuple[str, Engine]) -> None:
-    """A plain PNG radiograph (no DICOM window) has window/level too; a narrow window
-    changes the pixels shown."""
+    """A plain PNG radiograph (no DICOM window) is windowed too: its grey values, shown as stored."""
     _, engine = app_db
     make_rad_images(engine, size=(300, 240), labels=["Pneumonia", "Atelectasis"])
     at = login(new_app("annotate"), "toy-rad-img")
-    window = by_suffix(at.slider, "_window")
-    assert window.value == 255.0 and by_suffix(at.slider, "_level").value == 127.5
-    before = at.get("bidi_component")[0].proto.bytes
-    window.set_value(40.0).run()
-    ok(at)
-    assert at.get("bidi_component")[0].proto.bytes != before, "the new window is shown"
+    head = read_header(at.get("bidi_component")[0].proto.bytes)
+    assert (head["lo"] >= 0, head["hi"] <= 255, head["center"], head["width"]) == (True, True, 127.5, 255.0)
+    assert [p["name"] for p in head["presets"]] == ["Default", "Full range"]
 
 
 def test_resume_a_case_abandoned_by_someone_else(app_db: tuple[str, Engine]) -> None:

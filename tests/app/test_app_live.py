@@ -17,7 +17,7 @@ from pxp.running.pxp.live.abandonment import abandoned_sessions, take_over
 from pxp.running.pxp.live.assignment import LiveError, claim_next, create_live_experiment, ensure_annotator
 from pxp.running.pxp.live.turns import load_session, machine_for, machine_step, submit_human
 from pxp.storage.tables import Session, utcnow
-from tests.factories import make_drug, make_rad, race
+from tests.factories import live_session_at_j2, make_drug, make_rad, race
 
 
 def test_concurrent_claims_never_share_a_session(any_engine: Engine) -> None:
@@ -75,10 +75,7 @@ def test_concurrent_submissions_store_one_message(any_engine: Engine) -> None:
 
 def test_refused_tag_writes_nothing(engine: Engine) -> None:
     make_rad(engine)
-    eid = create_live_experiment(engine, dataset="toy-rad")
-    sid = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="r"))
-    assert sid is not None
-    machine_step(engine, sid, machine_for(engine, eid))
+    sid = live_session_at_j2(engine, "toy-rad")
     out = submit_human(engine, sid, j=2, answer=Answer("Pneumonia", "x"),
                        facts=Facts(False, False, False, tag=Tag.RATIFY))
     assert out.status == "refused" and "RATIFY" in out.message

@@ -105,8 +105,11 @@ def test_a_whole_episode_reply_by_reply_onto_the_leaderboard(app_db: tuple[str, 
         replies += 1
         assert replies < 60
     assert replies == 1 + 30 + 5  # 6 probing rounds of 5 probes, 5 answers
-    assert plain(at.success[0].value) == (f"Episode {model}/travel-booking/episode_0 stored (Main Score 100.0); "
+    assert plain(at.success[0].value) == (f"Episode {model}/travel-booking/episode_0 finished and stored; "
                                           "it is on the leaderboard.")
+    # the episode's scores, as clembench computes them: every slot filled, every probe right
+    assert [(m.label, m.value) for m in at.metric] == [("Slot filling", "100%"), ("Probing accuracy", "100%"),
+                                                      ("Main Score", "100.0")]
     assert at.button(key="sk_play_start")  # the next episode can begin
     with engine.connect() as c:
         ep = c.execute(select(SkEpisode.__table__)).mappings().one()  # type: ignore[attr-defined]
@@ -171,7 +174,10 @@ def test_an_answer_without_its_tag_ends_the_episode_aborted(app_db: tuple[str, E
     assert at.text_input(key="sk_play_reply_5").value == "ANSWER: "
     type_reply(at, 5, "Glasgow, I think")  # no ANSWER: tag: violated, the episode is over
     assert play.current(engine, "human:Di") is None
-    assert "stored (aborted)" in plain(at.success[0].value)
+    why = plain(at.warning[0].value)
+    assert why.startswith("Episode human:Di/travel-booking/episode_0 was aborted: reply 6 ('Glasgow, I think') "
+                          "broke the answer rule (it does not start with ANSWER:)"), why
+    assert [m.value for m in at.metric] == ["—", "—", "—"]  # an aborted episode is not scored
     rep = json.loads(cli(url, "report", "--name", play.HUMAN_GAME, "--format", "json"))
     assert rep["models"]["human:Di"]["% Played"] == 0.0
     assert rep["episodes"]["human:Di/travel-booking/episode_0"]["Aborted"] == 1

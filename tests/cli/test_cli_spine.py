@@ -43,9 +43,9 @@ VECTORS = [
     line("v1", 3, "machine", "Ratify", match=True, agree=True, changed=False),
     line("v2", 1, "machine", "INIT"),
     line("v2", 2, "human", "REFUTE", match=False, agree=True, changed=False),
-    line("v2", 3, "machine", "REVISE", match=False, agree=True, changed=True),
+    line("v2", 3, "machine", "REVISE", match=False, agree=True, changed=True, prediction="q"),
     line("v2", 4, "human", "RATIFY", match=True, agree=True, changed=False),
-    line("v2", 5, "machine", "RATIFY", match=True, agree=True, changed=False),
+    line("v2", 5, "machine", "RATIFY", match=True, agree=True, changed=False, prediction="q"),
     line("v4", 1, "machine", "INIT"),
     line("v4", 2, "human", "REFUTE", match=False, agree=False, changed=False),
     line("v4", 3, "machine", "REFUTE", match=False, agree=False, changed=False),
@@ -107,7 +107,7 @@ def test_nonconformant_transcripts_are_refused_unless_allowed(tmp_path: Path, db
         (json.dumps({"session": "s", "j": 1}) + "\n", "bad.jsonl:1: missing instance, sender, tag"),
         (line("s", 1, "machine", "AGREE") + "\n", "bad.jsonl:1: unknown tag 'AGREE'"),
         (line("s", 1, "oracle", "INIT") + "\n", "unknown sender"),
-        (line("s", 2, "human", "REFUTE", match="maybe") + "\n", "expected true or false"),
+        (line("s", 2, "human", "REFUTE", match="maybe") + "\n", "match must be true, false or null"),
     ],
 )
 def test_malformed_transcripts_give_one_line_reasons(tmp_path: Path, db_url: str, content: str, reason: str) -> None:
@@ -132,9 +132,9 @@ def test_a_message_number_twice_is_refused_even_when_nonconformant_is_allowed(tm
 def test_a_bound_below_one_is_refused_even_when_nonconformant_is_allowed(tmp_path: Path, db_url: str) -> None:
     f = tmp_path / "ok.jsonl"
     f.write_text("\n".join(VECTORS) + "\n")
-    for flag, value in (("--n", "0"), ("--k", "0")):
+    for flag, value, why in (("--n", "0", "must be at least 2"), ("--k", "0", "must be at least 1")):
         res = pxp(db_url, "import", "transcripts", str(f), "--name", "zero", flag, value, "--allow-nonconformant")
-        assert res.exit_code == 1 and "must be at least 1" in res.output
+        assert res.exit_code == 1 and why in res.output
         assert pxp(db_url, "report", "--experiment", "zero").exit_code == 1
 
 

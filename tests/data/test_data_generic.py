@@ -104,9 +104,9 @@ def test_text_task_and_refusals_write_nothing(engine: Engine, tmp_path: Path) ->
     jl.write_text('{"input": "a"}\n[1, 2]\n{oops\n')
     with pytest.raises(ImportProblems) as info:
         import_table(engine, jl, task="text")
-    assert info.value.problems == ["broken.jsonl:2: expected a JSON object",
+    assert info.value.problems == ["broken.jsonl:2: expected a JSON object {...}, got an array",
                                    "broken.jsonl:3: not valid JSON (Expecting property name "
-                                   "enclosed in double quotes)"]
+                                   "enclosed in double quotes); write one JSON object per line"]
     assert instances(engine) == []
     ok = import_table(engine, _ok(tmp_path), task="text")
     assert ok.added == 1 and instances(engine)[0].payload == "What is 2+2?"

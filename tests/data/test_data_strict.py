@@ -77,7 +77,8 @@ def test_one_field_limit_for_every_format(engine: Engine, tmp_path: Path, suffix
     line = 3 if suffix == "csv" else 2
     with pytest.raises(ImportProblems) as info:
         import_table(engine, path, task="text")
-    assert info.value.problems == [f"big.{suffix}:{line}: a field is longer than the 16 MB limit"]
+    assert info.value.problems == [f"big.{suffix}:{line}: a field is longer than the {MAX_FIELD_CHARS:,}-character "
+                                   "limit for a text field; shorten it"]
     assert empty(engine)
 
 

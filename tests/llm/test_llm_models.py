@@ -15,7 +15,7 @@ from pxp.app.router import VIEWS
 from pxp.cli.main import app
 from pxp.llm.models import DEFAULT_CHECKERS, DEFAULT_MODELS, deprecation, model_warning
 from pxp.llm.pricing import CHECKED, price_of
-from tests.app.test_app import APP
+from tests.app.test_app import APP, plain
 from tests.cli.test_llm_cli import _drug_first
 from tests.factories import make_drug
 from tests.llm_server import FakeLLM, adopting_model
@@ -70,7 +70,7 @@ def test_settings_warns_about_a_deprecated_model(server: FakeLLM, tmp_path: Path
     at.text_input(key="settings_generator").input("anthropic:claude-sonnet-4-5")
     at.get("form_submit_button")[0].click().run()
     assert not at.exception
-    assert [w.value for w in at.warning][:1] == [
+    assert [plain(w.value) for w in at.warning][:1] == [
         "anthropic:claude-sonnet-4-5 is deprecated (end of life November 30th, 2026); use a current model "
         "such as anthropic:claude-sonnet-4-6"]
 
@@ -100,7 +100,7 @@ def test_settings_warns_about_a_model_the_server_does_not_serve(
     at.text_input(key="settings_base_url").input(server.openai_url)
     at.get("form_submit_button")[0].click().run()
     assert not at.exception
-    warnings = [w.value for w in at.warning]
+    warnings = [plain(w.value) for w in at.warning]
     assert any("does not list this model (it serves llava, qwen2.5)" in w for w in warnings), warnings
 
 
@@ -119,7 +119,7 @@ def test_experiments_launch_warns_about_a_deprecated_model(
     at.toggle(key="experiments_learn").set_value(False)
     next(b for b in at.get("form_submit_button") if "start" in str(b.label)).click().run()
     assert not at.exception
-    assert any("claude-sonnet-4-5 is deprecated" in w.value for w in at.warning)
+    assert any("claude-sonnet-4-5 is deprecated" in plain(w.value) for w in at.warning)
     from sqlmodel import select
 
     from pxp.running.workers import pool as workers

@@ -16,8 +16,22 @@ def split(s: LiveSession) -> list[int]:
     return [4, 7] if s.asset_sha256 else [5, 7]
 
 
+#: the case column stays in view while the conversation scrolls (our own constant CSS, no user text)
+_STICKY = """<style>
+div[data-testid="stColumn"]:has(.st-key-annotate_case_pane) { position: sticky; top: 3.75rem; align-self: flex-start;
+  z-index: 2; }
+</style>"""
+
+
 def instance_panel(s: LiveSession) -> None:
-    """The case: its number, key and image, molecule or text."""
+    """The case: its number, key and image, molecule or text; it stays in view (sticky) while the
+    conversation beside it scrolls."""
+    st.html(_STICKY)
+    with st.container(key="annotate_case_pane"):
+        _case(s)
+
+
+def _case(s: LiveSession) -> None:
     eng = resources.engine()
     head = st.container(horizontal=True, vertical_alignment="center", key=f"annotate_case_{s.id}")
     with head:

@@ -5,15 +5,22 @@ protocol of Lagrange et al., messages tagged RATIFY/REFUTE/REVISE/REJECT).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import Any
+
 import streamlit as st
 
 from pxp.agents.base import AgentUnavailable
 from pxp.app import resources, ui
 from pxp.app.annotate.keys import SUBMIT_KEY, S
 from pxp.app.refused import stale_send
+from pxp.llm.base import streaming
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.live.assignment import LiveError, claim_next
-from pxp.running.pxp.live.turns import LiveSession, load_session, machine_step
+from pxp.running.pxp.live.prepare import machine_step_once
+from pxp.running.pxp.live.turns import LiveSession, load_session
+from pxp.tasks.spec import partial_answer
 from pxp.team.access import may_open
 
 
@@ -44,13 +51,37 @@ def machine_turn(s: LiveSession) -> bool:
                   on_click=lambda: S.pop(err_key, None), shortcut=SUBMIT_KEY)
         return False
     what = "The simulated agent is answering…" if s.is_simulated else "The machine is answering…"
+    box = st.empty()
     try:
-        with st.spinner(what):
-            machine_step(resources.engine(), s.id, resources.machine(s.experiment_id))
+        with st.spinner(what), streaming(_live_text(box)):
+            machine_step_once(resources.engine(), s.id, resources.machine(s.experiment_id))
     except (AgentUnavailable, LiveError) as err:
         S[err_key] = " ".join(str(err).split()) or "the service did not answer"
         st.rerun()
+    finally:
+        box.empty()  # the stored message is shown in its place
     return True
+
+
+def _live_text(box: Any) -> Callable[[str], None]:
+    """Show a reply as it is generated (an LLM machine streams it; README "The app"): its prediction
+    once parsed and its explanation so far, as plain text, at most ten times a second. The stored
+    message replaces it when the step is done."""
+    last = [0.0]
+
+    def show(so_far: str) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.1:
+            return
+        last[0] = now
+        prediction, explanation = partial_answer(so_far)
+        with box.container(border=True):
+            st.caption("The machine is writing…")
+            if prediction:
+                st.markdown(f"**{ui.escape_md(prediction)}**")
+            st.text(explanation)
+
+    return show
 
 
 def finished_note() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pxp.agents.base import Answer
-from pxp.agents.browser import HumanTurn, answer_changed, human_turn, label_options, predictions_match
+from pxp.agents.browser import HumanTurn, human_content, human_turn, label_options, prediction_noun, too_long
 from pxp.app import resources, ui
 from pxp.app.annotate.keys import AGREE_KEYS, MATCH_KEYS, NO_PREDICTION, SUBMIT_KEY, TAG_KEYS, S
 from pxp.app.refused import form_shown
@@ -22,7 +22,8 @@ def _yes_no(label: str, key: str, keys: tuple[str, str], fill: tuple[str, str]) 
     """A Yes/No question as two buttons with keyboard shortcuts; the answer (None: not yet).
 
     Yes pre-fills the field `fill` = (state key, machine's value) when it is empty: a
-    prediction that matches is the machine's, so RATIFY takes three keys (docs/annotating.md, Keys).
+    prediction that matches is the machine's, so RATIFY takes three keys. The answer never
+    overrides a prediction already typed; MATCH over the content decides the fact.
     """
     v: bool | None = S.get(key)
     st.markdown(label)
@@ -65,12 +66,11 @@ def answer_form(s: LiveSession) -> None:
         placeholder="What you see and why (your report or pathway)",
     )
     answer = Answer(prediction, explanation)
-    previous = Answer(mine.prediction, mine.explanation) if mine else None
-    changed = answer_changed(answer, previous, match_kind=s.match_kind)
-    auto = predictions_match(machine.prediction, prediction, match_kind=s.match_kind)
-    if auto is not None and match is not None and auto != match:
-        st.caption("Note: by the automatic check the two predictions are "
-                   f"{'the same' if auto else 'different'}.")
+    content = human_content(s.messages, answer, match_kind=s.match_kind)
+    noun = prediction_noun(s.match_kind)
+    if content.match is not None and match is not None and content.match != match:
+        st.caption(ui.escape_md(f"Recorded as {'matching' if content.match else 'different'}: your {noun} "
+                                f"is {content.compared[0]} and the machine's is {content.compared[1]}."))
 
     chosen_key = f"{key}_tag"
     chosen: Tag | None = S.get(chosen_key)
@@ -84,12 +84,13 @@ def answer_form(s: LiveSession) -> None:
                   type="primary" if chosen is None else "secondary",
                   help="Let the AGENT rule choose the tag from your answers",
                   on_click=_pick, args=(chosen_key, None))
-    turn = human_turn(j, s.k, match=match, agree=agree, changed=changed and mine is not None,
-                      chosen=chosen, new_prediction_matches=auto)
+    turn = human_turn(j, s.k, match=match, agree=agree, changed=content.changed, chosen=chosen,
+                      content=content, noun=noun)
     preview = st.container(key=f"{key}_preview")
     with preview:
-        if chosen is None and (match is None or agree is None) and invalid in (None, NO_PREDICTION):
-            st.markdown(":blue[:material/touch_app:] Answer the two questions above, or pick a "
+        decided = match if content.match is None else content.match
+        if chosen is None and (decided is None or agree is None) and invalid in (None, NO_PREDICTION):
+            st.markdown(":blue[:material/touch_app:] Answer the questions above, or pick a "
                         "tag yourself.")
         elif invalid not in (None, NO_PREDICTION):
             pass  # the SMILES field's own line says why: one line, not two
@@ -156,6 +157,9 @@ def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None)
         return
     if invalid is not None:
         st.error(f"Not sent: {ui.escape_md(invalid)}.")
+        return
+    if (why := too_long(answer)) is not None:
+        st.error(f"Not sent: {why}.")
         return
     if not turn.ok or turn.facts is None:
         st.error(f"Not sent: {ui.escape_md(turn.refused or 'the tag is not allowed')}")

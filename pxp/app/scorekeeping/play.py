@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 from pxp.app import ui
 from pxp.protocols.scorekeeping import rules
 from pxp.protocols.scorekeeping.instances import DOMAINS
-from pxp.protocols.scorekeeping.scores import MAIN_SCORE
+from pxp.protocols.scorekeeping.scores import ACCURACY, MAIN_SCORE, SLOT_FILLING_ACCURACY
 from pxp.running.scorekeeping import play
 from pxp.running.scorekeeping.play import Finished, Play, PlayError
 
@@ -29,6 +29,26 @@ YES_KEY, NO_KEY = "Alt+Y", "Alt+N"
 NAME = "sk_play_name"
 FLASH = "sk_play_flash"
 ERROR = "sk_play_error"
+RESULT = "sk_play_result"
+#: the episode scores shown at its end: clembench's names, as a person reads them
+SHOWN = ((SLOT_FILLING_ACCURACY, "Slot filling", "{:.0%}"), (ACCURACY, "Probing accuracy", "{:.0%}"),
+         (MAIN_SCORE, "Main Score", "{:.1f}"))
+
+
+def _result(out: Finished) -> None:
+    """The finished episode's scores (slot filling, probing accuracy, Main Score) and, when it was
+    aborted, which rule which reply broke."""
+    with st.container(border=True, key="sk_play_result"):
+        if out.why is not None:
+            st.warning(ui.escape_md(f"Episode {out.key} was aborted: {out.why}."), icon=":material/block:")
+        else:
+            st.success(ui.escape_md(f"Episode {out.key} finished and stored; it is on the leaderboard."),
+                       icon=":material/check:")
+        cols = st.columns(len(SHOWN))
+        for col, (name, label, fmt) in zip(cols, SHOWN, strict=True):
+            value = out.scores.get(name)
+            shown = "—" if value is None or value != value else fmt.format(value)
+            col.metric(label, shown, help=f"clembench's {name!r}" + (" (not scored: aborted)" if shown == "—" else ""))
 
 
 def _reply_key(step: int) -> str:
@@ -56,9 +76,7 @@ def _send(engine: Engine, model: str, step: int, text: str | None = None) -> Non
         S[ERROR] = str(e)
         return
     if isinstance(out, Finished):
-        score = out.scores.get(MAIN_SCORE)
-        how = "aborted" if out.scores.get("Aborted") else f"Main Score {score:.1f}" if score is not None else ""
-        S[FLASH] = f"Episode {out.key} stored ({how}); it is on the leaderboard."
+        S[RESULT] = out
 
 
 def _abandon(engine: Engine, model: str) -> None:
@@ -125,6 +143,8 @@ def render(engine: Engine) -> None:
     for key, show in ((ERROR, st.error), (FLASH, st.success)):
         if key in S:
             show(ui.escape_md(str(S.pop(key))))
+    if RESULT in S:
+        _result(S.pop(RESULT))
     if not name.strip():
         return
     try:

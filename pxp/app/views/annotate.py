@@ -15,6 +15,7 @@ from pxp.app.annotate.conversation import current_session, finished_note, machin
 from pxp.app.annotate.keys import SUBMIT_KEY, S
 from pxp.app.annotate.reply_form import answer_form, keyboard_help
 from pxp.app.annotate.sidebar import choose_experiment, identity, show_abandoned, show_progress
+from pxp.app.prepare import prepare_next_case
 from pxp.app.refused import refused_note
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.live.assignment import unlisted
@@ -83,6 +84,9 @@ def annotate(eid: int, annotator_id: int) -> None:
         if s.status == "aborted":
             S["annotate_hold"] = eid
         st.rerun()
+    if S.get("annotate_prepared_for") != s.id:  # this case has a usable INIT: prepare the next one
+        S["annotate_prepared_for"] = s.id
+        prepare_next_case(eid, annotator_id)
     left, right = st.columns(split(s), gap="large")
     with left:
         instance_panel(s)

@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, func
-from sqlmodel import select
+from sqlmodel import col, select
 
 from pxp.data.images import PreparedImage, store_assets
 from pxp.data.importers.limits import MAX_FIELD_CHARS, MAX_TABLE_BYTES
 from pxp.protocols.errors import PxpError
 from pxp.storage.store import db_session
-from pxp.storage.tables import Dataset, Instance
+from pxp.storage.tables import Dataset, Instance, Session
 
 SPLITS = ("train", "val", "test")
 
@@ -171,12 +170,17 @@ def read_text(path: Path) -> str:
     return text
 
 
+def field_limit() -> str:
+    """The one text limit, as an import error names it."""
+    return f"a field is longer than the {MAX_FIELD_CHARS:,}-character limit for a text field; shorten it"
+
+
 def _csv_reason(err: Exception) -> str:
     msg = str(err)
     if "unexpected end of data" in msg:
         return "unclosed quote"
     if "field larger than field limit" in msg:
-        return f"a field is longer than the {MAX_FIELD_CHARS // (1024 * 1024)} MB limit"
+        return field_limit()
     return f"malformed CSV ({msg})"
 
 
@@ -196,6 +200,10 @@ def read_csv(
         raise ImportProblems([f"{path.name}:1: cannot read the {label} header "
                               f"({_csv_reason(err)})"]) from None
     header = [h.strip() for h in header]
+    twice = sorted({h for h in header if h and header.count(h) > 1})
+    if twice:
+        raise ImportProblems([f"{path.name}:1: column {', '.join(repr(h) for h in twice)} appears twice in "
+                              "the header; rename or drop one"])
     missing = [c for c in required if c not in header]
     if missing:
         raise ImportProblems([
@@ -211,9 +219,9 @@ def read_csv(
             start = reader.line_num + 1
             if not record or all(not c.strip() for c in record):
                 continue
-            if len(record) > len(header):
+            if len(record) != len(header):
                 problems.append(f"{path.name}:{line}: {len(record)} fields but the header has "
-                                f"{len(header)}")
+                                f"{len(header)}; every row needs one field per column")
                 continue
             rows.append((line, {h: (record[i] if i < len(record) else "")
                                 for i, h in enumerate(header)}))
@@ -228,34 +236,37 @@ def read_csv(
     return header, rows
 
 
-def read_jsonl(path: Path) -> list[tuple[int, dict[str, str]]]:
-    """Objects of a JSONL file with their line numbers; values as strings."""
-    text = read_text(path)
-    rows: list[tuple[int, dict[str, str]]] = []
-    problems: list[str] = []
-    # lines end at "\n" only: str.splitlines() would also split inside strings at U+2028,
-    # U+2029 and NEL, which JSON leaves unescaped
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as err:
-            problems.append(f"{path.name}:{lineno}: not valid JSON ({err.msg})")
-            continue
-        if not isinstance(rec, dict):
-            problems.append(f"{path.name}:{lineno}: expected a JSON object")
-            continue
-        row = {str(k): "" if v is None else (v if isinstance(v, str) else json.dumps(v))
-               for k, v in rec.items()}
-        if any(len(v) > MAX_FIELD_CHARS for v in row.values()):
-            problems.append(f"{path.name}:{lineno}: a field is longer than the "
-                            f"{MAX_FIELD_CHARS // (1024 * 1024)} MB limit")
-            continue
-        rows.append((lineno, row))
+#: the longest instance key and label the store keeps (Instance.key, Instance.label)
+MAX_KEY_CHARS, MAX_LABEL_CHARS = 300, 200
+
+
+def _values(item: NewInstance) -> dict[str, Any]:
+    return {
+        "asset_sha256": item.image.sha256 if item.image is not None else None,
+        "payload": item.payload,
+        "label": item.label,
+        "reference_prediction": item.reference_prediction,
+        "reference_explanation": item.reference_explanation,
+    }
+
+
+def _check_keys(db: Any, name: str, items: Sequence[NewInstance], existing: dict[str, Instance]) -> None:
+    """Refuse keys and labels longer than the store keeps, and new content under a key that a
+    stored session refers to (a finished experiment's instance never changes under it)."""
+    problems = [f"key {item.key[:40]!r}...: longer than the {MAX_KEY_CHARS} characters a key may have"
+                for item in items if len(item.key) > MAX_KEY_CHARS]
+    problems += [f"key {item.key!r}: label {item.label[:40]!r}... is longer than the {MAX_LABEL_CHARS} "
+                 "characters a label may have" for item in items if len(item.label) > MAX_LABEL_CHARS]
+    changed = {item.key: row.id for item in items if (row := existing.get(item.key)) is not None
+               and any(getattr(row, k) != v for k, v in _values(item).items())}
+    if changed:
+        used = set(db.exec(select(Session.instance_id).where(
+            col(Session.instance_id).in_([i for i in changed.values() if i is not None]))).all())
+        problems += [f"dataset {name!r}: key {key!r} already holds other content, and stored sessions were run "
+                     "on it; import under a new --name (a new version of the dataset)"
+                     for key, iid in changed.items() if iid in used]
     if problems:
         raise ImportProblems(problems)
-    return rows
 
 
 def store_instances(
@@ -308,6 +319,7 @@ def store_instances(
         db.add(ds)
         result.assets_added = store_assets(db, images)
         existing = {i.key: i for i in db.exec(select(Instance).where(Instance.dataset_id == ds.id))}
+        _check_keys(db, name, items, existing)
         top = db.exec(select(func.max(Instance.ordinal)).where(Instance.dataset_id == ds.id)).one()
         ordinal = int(top or 0)
         for item in items:

@@ -202,9 +202,21 @@ def read_dicom(path: Path, where: str, notes: list[str]) -> Any:
     return ds
 
 
-def _labels_file(path: Path) -> dict[str, dict[str, str]]:
+def _labels_file(path: Path) -> dict[str, tuple[int, dict[str, str]]]:
+    """The labels CSV by file (relative, forward slashes) with each row's line; a file listed
+    twice is refused naming both lines."""
     _, rows = read_csv(path, required=("file", "label"), label="labels CSV")
-    return {r["file"].strip().replace("\\", "/"): r for _, r in rows}
+    out: dict[str, tuple[int, dict[str, str]]] = {}
+    problems = []
+    for line, r in rows:
+        f = r["file"].strip().replace("\\", "/")
+        if f in out:
+            problems.append(f"{path.name}:{line}: file {f!r} is also on line {out[f][0]}; list each file once")
+        else:
+            out[f] = (line, r)
+    if problems:
+        raise ImportProblems(problems)
+    return out
 
 
 def _dicom_files(folder: Path) -> list[Path]:
@@ -238,6 +250,8 @@ def import_dicom(
     go to the `pxp.dicom` log, with one summary line among the result's warnings.
     """
     folder = Path(folder)
+    if label is not None and labels is not None:
+        raise ImportProblems(["give --label (one label for every image) or --labels (a CSV), not both"])
     if folder.is_file() and folder.suffix.lower() == ".zip":
         import tempfile
 
@@ -258,6 +272,7 @@ def import_dicom(
     table = _labels_file(labels) if labels is not None else {}
     items: list[NewInstance] = []
     seen: dict[str, str] = {}
+    used_rows: set[str] = set()
     found = 0
     names: list[str] = []
     bad: list[str] = []
@@ -267,6 +282,7 @@ def import_dicom(
         if skip is not None and path.resolve() == skip:
             continue
         rel = path.relative_to(folder).as_posix()
+        used_rows.add(rel)
         where = rel
         if path.stat().st_size > MAX_DICOM_BYTES:
             bad.append(f"{where}: larger than the {MAX_DICOM_BYTES // (1024 * 1024)} MB limit")
@@ -301,7 +317,7 @@ def import_dicom(
             warns.append(f"{where}: same image (SOP instance) as {seen[key]}; skipped")
             continue
         seen[key] = where
-        row: Mapping[str, str] = table.get(rel, {})
+        row: Mapping[str, str] = table.get(rel, (0, {}))[1]
         if labels is not None and not row:
             problems.append(f"{where}: no row for this file in {Path(labels).name}")
             continue
@@ -318,8 +334,11 @@ def import_dicom(
         items.append(NewInstance(key=key, split=row_split, image=shown, label=lab,
                                  reference_prediction=lab, reference_explanation=text,
                                  meta=meta, extra_assets=[full]))
+    if labels is not None:
+        problems += [f"{Path(labels).name}:{line}: no file {f!r} in {source or folder.name}; fix the path or "
+                     "drop the row" for f, (line, _) in table.items() if f not in used_rows]
     if not found and not problems:
-        problems.append(f"{folder}: no DICOM files found")
+        problems.append(f"{source or folder}: no DICOM files found")
     if skip_bad:
         warns += [f"{b} (skipped)" for b in bad]
         if bad and not items and not problems:

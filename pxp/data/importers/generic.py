@@ -35,9 +35,9 @@ from pxp.data.importers.common import (
     check_split,
     check_task,
     read_csv,
-    read_jsonl,
     store_instances,
 )
+from pxp.data.importers.jsonl import read_jsonl
 from pxp.data.importers.study import smiles_problem
 
 FIELDS = ("key", "input", "image", "prediction", "label", "explanation", "split")
@@ -134,6 +134,10 @@ def import_table(
         empty = [f for f in required if not get(f)]
         if empty:
             problems.append(f"{where}: empty {', '.join(empty)}")
+            continue
+        if task == "rad" and "prediction" in col_of and not prediction:
+            problems.append(f"{where}: empty label in column {col_of['prediction']!r}; fill it in, or import "
+                            "without a label column for an unlabelled dataset")
             continue
         if task == "drug":
             bad = [p for p in (smiles_problem(x, "target (input)"),

@@ -3,6 +3,8 @@
 Fields: session, instance, j, sender (machine|human), tag (any case), prediction,
 explanation; optional match, agree, changed, repetition, annotator, status (finished, the
 default, or aborted: a session that ended before its stop rule, e.g. on a format failure).
+Each value is checked for its JSON type (pxp.data.importers.transcript_lines); match and changed are
+computed from the content, and a file's own columns are refused where they contradict it.
 `annotator` names who played the human (one name per session); cases several annotators saw
 are compared by pxp.analysis.agreement (docs/research.md, Agreement).
 Everything is validated before anything is written; non-conformant sessions are refused
@@ -19,13 +21,18 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from pxp.data.chem import smiles_size_problem
-from pxp.data.importers.common import ImportProblems, read_jsonl
-from pxp.protocols.pxp.rules import Msg, Sender, Tag, conformance, stop_reason
+from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.jsonl import read_objects
+from pxp.data.importers.transcript_lines import Filed, Line, check_prediction, settle_facts
+from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
+from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, conformance, session_bounds, stop_reason
 from pxp.storage.store import db_session
 from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session
 
 REQUIRED = ("session", "instance", "j", "sender", "tag")
+#: every field a transcript line may have (pxp export writes receiver and created_at too)
+FIELDS = (*REQUIRED, "prediction", "explanation", "match", "agree", "changed", "repetition", "annotator", "status",
+          "receiver", "created_at")
 
 
 @dataclass
@@ -36,77 +43,97 @@ class ImportedTranscripts:
     nonconformant: list[str] = field(default_factory=list)
 
 
-def _bool(v: Any, where: str, problems: list[str]) -> bool | None:
-    if v is None or v == "":
-        return None
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().lower() in ("true", "yes", "1", "false", "no", "0"):
-        return v.strip().lower() in ("true", "yes", "1")
-    if isinstance(v, int) and v in (0, 1):
-        return bool(v)
-    problems.append(f"{where}: expected true or false, got {v!r}")
-    return None
-
-
-def _annotator(rec: dict[str, Any]) -> str | None:
+def _annotator(line: Line) -> str | None:
     """The line's annotator (who played the human; agreement compares them), or None."""
-    return str(rec.get("annotator") or "").strip() or None
+    if line.rec.get("annotator") is None:
+        return None
+    return line.name("annotator")
 
 
-def read_transcripts(path: Path) -> tuple[dict[tuple[int, str], list[Msg]], dict[tuple[int, str], dict[str, Any]]]:
-    """Parse and check the file; returns messages and per-session info keyed by (rep, session)."""
+#: the tasks a transcript's instances may have (a custom task needs its dataset and config)
+TASKS = ("rad", "drug", "text")
+
+
+def read_transcripts(
+    path: Path, *, task: str = "text", k: int = 3,
+) -> tuple[dict[tuple[int, str], list[Msg]], dict[tuple[int, str], dict[str, Any]], list[str]]:
+    """Parse and check the file: messages with their facts computed from the content, per-session
+    info keyed by (rep, session), and the lines whose tag the content contradicts."""
     problems: list[str] = []
-    sessions: dict[tuple[int, str], list[Msg]] = defaultdict(list)
+    filed: dict[tuple[int, str], list[Filed]] = defaultdict(list)
     info: dict[tuple[int, str], dict[str, Any]] = {}
     seen: dict[tuple[int, str, int], int] = {}  # (rep, session, j) -> its line; the store keys messages by (session, j)
-    for lineno, rec in read_jsonl(path):
+    labels = STUDY_LABELS if task == "rad" else ()
+    for lineno, rec in read_objects(path):
         where = f"{path.name}:{lineno}"
+        line = Line(rec, where, problems)
+        unknown = [k for k in rec if k not in FIELDS]
+        if unknown:
+            problems.append(f"{where}: unknown field {', '.join(repr(k) for k in unknown)}; a transcript line "
+                            f"has {', '.join(FIELDS)}")
+            continue
         missing = [f for f in REQUIRED if rec.get(f) in (None, "")]
-        if set(missing) == {"j", "sender", "tag"} and rec.get("status") == "aborted":
+        if set(missing) <= {"j", "sender", "tag"} and rec.get("status") == "aborted" and "j" in missing:
             # a session aborted before its first message: no message, counted apart
-            key = (int(rec.get("repetition") or 1), str(rec["session"]))
-            sessions.setdefault(key, [])
-            info.setdefault(key, {"instance": str(rec["instance"]), "annotator": _annotator(rec),
-                                  "status": "aborted"})
+            sid, inst, rep = line.name("session"), line.name("instance"), line.whole("repetition", default=1)
+            if sid is not None and inst is not None and rep is not None:
+                filed.setdefault((rep, sid), [])
+                info.setdefault((rep, sid), {"instance": inst, "annotator": _annotator(line),
+                                             "status": "aborted"})
             continue
         if missing:
-            problems.append(f"{where}: missing {', '.join(missing)}")
+            problems.append(f"{where}: missing {', '.join(missing)}; every message needs "
+                            f"{', '.join(REQUIRED)}")
             continue
+        sid, inst = line.name("session"), line.name("instance")
+        j, rep = line.whole("j"), line.whole("repetition", default=1)
+        sender_text, tag_text = line.text("sender"), line.text("tag")
+        prediction, explanation = line.text("prediction"), line.text("explanation")
+        facts = [line.flag(f) for f in ("match", "agree", "changed")]
+        status = line.text("status", default="finished")
+        ann = _annotator(line)
+        sender = tag = None
         try:
-            j = int(rec["j"])
-            sender = Sender.parse(str(rec["sender"]))
-            tag = Tag.parse(str(rec["tag"]))
-            rep = int(rec.get("repetition") or 1)
-        except (ValueError, TypeError) as err:
+            sender = Sender.parse(sender_text) if sender_text is not None else None
+            tag = Tag.parse(tag_text) if tag_text is not None else None
+        except ProtocolError as err:
             problems.append(f"{where}: {err}")
+        receiver = rec.get("receiver")
+        if receiver is not None and sender is not None and receiver not in (sender.other.value, sender.other.value[0]):
+            problems.append(f"{where}: receiver {receiver!r} is not the other agent ({sender.other.value})")
+        if None in (sid, inst, j, rep, sender, tag, prediction, explanation, status):
             continue
-        key = (rep, str(rec["session"]))
-        first = seen.setdefault((rep, key[1], j), lineno)
+        assert sid is not None and inst is not None and j is not None and rep is not None
+        assert sender is not None and tag is not None and prediction is not None and explanation is not None
+        if (why := check_prediction(prediction, task, labels)) is not None:
+            problems.append(f"{where}: {why}")
+        key = (rep, sid)
+        first = seen.setdefault((rep, sid, j), lineno)
         if first != lineno:
-            problems.append(f"{where}: message {j} of session {key[1]} (repetition {rep}) is also on line {first}")
+            problems.append(f"{where}: message {j} of session {sid} (repetition {rep}) is also on line {first}")
             continue
-        facts = [_bool(rec.get(f), f"{where} ({f})", problems) for f in ("match", "agree", "changed")]
-        sessions[key].append(
-            Msg(j, sender, tag, str(rec.get("prediction") or ""), str(rec.get("explanation") or ""), *facts)
-        )
-        ann = _annotator(rec)
-        i = info.setdefault(key, {"instance": str(rec["instance"]), "annotator": ann,
-                                  "status": str(rec.get("status") or "finished")})
-        if i["status"] not in ("finished", "aborted"):
-            problems.append(f"{where}: status must be finished or aborted, got {i['status']!r}")
-        if i["instance"] != str(rec["instance"]):
-            problems.append(f"{where}: session {rec['session']} names two instances")
+        filed[key].append(Filed(Msg(j, sender, tag, prediction, explanation, *facts), where))
+        i = info.setdefault(key, {"instance": inst, "annotator": ann, "status": status})
+        if status not in ("finished", "aborted"):
+            problems.append(f"{where}: status must be finished or aborted, got {status!r}")
+        if i["instance"] != inst:
+            problems.append(f"{where}: session {sid} names two instances ({i['instance']!r} and {inst!r})")
         if ann is not None and i["annotator"] is not None and i["annotator"] != ann:
-            problems.append(f"{where}: session {rec['session']} names two annotators "
+            problems.append(f"{where}: session {sid} names two annotators "
                             f"({i['annotator']!r} and {ann!r})")
         elif i["annotator"] is None:
             i["annotator"] = ann
     if problems:
         raise ImportProblems(problems)
-    for key in sessions:
-        sessions[key].sort(key=lambda m: m.j)
-    return dict(sessions), info
+    match = content_match(task_match_kind(task))
+    sessions: dict[tuple[int, str], list[Msg]] = {}
+    nonconformant: list[str] = []
+    for key, lines in filed.items():
+        lines.sort(key=lambda f: f.msg.j)
+        sessions[key] = settle_facts(lines, k, match, problems, nonconformant)
+    if problems:
+        raise ImportProblems(problems)
+    return sessions, info, nonconformant
 
 
 def import_transcripts(
@@ -119,17 +146,17 @@ def import_transcripts(
     task: str = "text",
     allow_nonconformant: bool = False,
 ) -> ImportedTranscripts:
-    """Validate then store the transcripts as experiment `name` (mode "imported")."""
-    bounds = [f"{what} must be at least 1, got {v}" for what, v in (("the message bound n", n), ("k", k)) if v < 1]
+    """Validate then store the transcripts as experiment `name` (mode "imported").
+
+    The facts match and changed are computed from the content (a file's own columns must agree);
+    n, k and the task are checked first.
+    """
+    bounds = session_bounds(n, k)
+    if task not in TASKS:
+        bounds.append(f"--task: unknown task {task!r} for transcripts; use one of {', '.join(TASKS)}")
     if bounds:  # not a property of one session: --allow-nonconformant does not cover it
         raise ImportProblems(bounds)
-    sessions, info = read_transcripts(path)
-    if task == "drug":  # predictions are SMILES: over a size limit, refused before anything is stored
-        sizes = [f"session {sid} (repetition {rep}), message {m.j}: {p}" for (rep, sid), msgs in sessions.items()
-                 for m in msgs if (p := smiles_size_problem(m.prediction))]
-        if sizes:
-            raise ImportProblems(sizes)
-    bad: list[str] = []
+    sessions, info, bad = read_transcripts(path, task=task, k=k)
     for (rep, sid), msgs in sessions.items():
         for v in conformance(msgs, n, k, status=info[(rep, sid)]["status"]):
             bad.append(f"session {sid} (repetition {rep}), {v}")

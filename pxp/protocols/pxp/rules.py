@@ -69,6 +69,25 @@ class Msg:
     changed: bool | None = None
 
 
+#: the largest message bound n pxp stores and analyses (the papers use n = 10); a larger n is refused
+MAX_MESSAGE_BOUND = 1000
+
+
+def session_bounds(n: int, k: int) -> list[str]:
+    """Why (n, k) cannot bound a session, one line each: a session needs n >= 2 (the machine's
+    INIT and one reply), 1 <= k <= n, and n at most MAX_MESSAGE_BOUND."""
+    out = []
+    if n < 2:
+        out.append(f"--n: the message bound n must be at least 2, got {n}")
+    elif n > MAX_MESSAGE_BOUND:
+        out.append(f"--n: the message bound n must be at most {MAX_MESSAGE_BOUND} (the store's limit), got {n}")
+    if k < 1:
+        out.append(f"--k: k must be at least 1, got {k}")
+    elif k > n >= 2:
+        out.append(f"--k: k must be at most the message bound n = {n}, got {k}")
+    return out
+
+
 def agent_tag(j: int, k: int, match: bool, agree: bool, changed: bool) -> Tag:
     """AGENT(λ, j): the tag of message j from the guard outcomes (DESIGN §1).
 
@@ -158,8 +177,8 @@ def implied_facts(
         candidates = [(False, False)]
     else:
         candidates = [(True, False), (False, True), (False, False)]
-    if match is not None and agree is not None and (match, agree) in candidates:
-        candidates.insert(0, (match, agree))
+    # facts already known (both, or one of them) come first, so a computed match is kept
+    candidates.sort(key=lambda c: (match is not None and c[0] != match) + (agree is not None and c[1] != agree))
     reasons = []
     for m, a in candidates:
         reason = check_tag(tag, j, k, m, a, changed)

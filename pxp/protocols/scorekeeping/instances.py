@@ -21,8 +21,27 @@ class InstanceError(rules.ScorekeepingError):
 
 
 @dataclass(frozen=True)
+class Requirement:
+    """A coherence rule of a domain: when `slot` has one of `values`, `then` must be one of `allowed`."""
+
+    slot: str
+    values: frozenset[str]
+    then: str
+    allowed: frozenset[str]
+    why: str
+
+    def broken(self, slots: Mapping[str, str]) -> bool:
+        return slots.get(self.slot) in self.values and slots.get(self.then) not in self.allowed
+
+
+def _req(slot: str, values: Sequence[str], then: str, allowed: Sequence[str], why: str) -> Requirement:
+    return Requirement(slot, frozenset(values), then, frozenset(allowed), why)
+
+
+@dataclass(frozen=True)
 class Domain:
-    """One experiment of the game: questioner tag, slot values and texts."""
+    """One experiment of the game: questioner tag, slot values and texts, and the rules that keep an
+    instance's values coherent (a class only for a mode that has it, a mode only on a route it serves)."""
 
     name: str
     tag: str
@@ -32,6 +51,15 @@ class Domain:
     values: Mapping[str, Sequence[str]]
     requests: Mapping[str, Sequence[str]]
     probe_questions: Mapping[str, Sequence[str]]
+    requirements: Sequence[Requirement] = ()
+
+    def incoherent(self, slots: Mapping[str, str]) -> list[str]:
+        """Why these slot values do not go together (empty when they do)."""
+        return [f"{r.slot} {slots[r.slot]!r} with {r.then} {slots.get(r.then)!r}: {r.why}"
+                for r in self.requirements if r.broken(slots)]
+
+
+_SURFACE = ("train", "sleeper train", "coach")
 
 
 TRAVEL = Domain(
@@ -43,8 +71,9 @@ TRAVEL = Domain(
     values={
         "from": ["Lisbon", "Glasgow", "Krakow", "Bologna", "Tallinn", "Valencia"],
         "to": ["Reykjavik", "Marseille", "Dubrovnik", "Helsinki", "Edinburgh", "Thessaloniki"],
-        "by": ["train", "plane", "coach", "ferry", "rental car"],
-        "class": ["first class", "economy", "business", "second class", "the cheapest fare"],
+        "by": ["train", "plane", "coach", "ferry", "sleeper train"],
+        "class": ["first class", "economy", "business", "second class", "the cheapest fare", "a sleeper cabin",
+                  "a reclining seat"],
         "when": ["next Tuesday", "in early June", "on 3 October", "this weekend", "in late February"],
     },
     requests={
@@ -66,6 +95,24 @@ TRAVEL = Domain(
         "when": ["Does the travel agent know when you want to leave?",
                  "Has the travel agent been told your departure date?"],
     },
+    requirements=(
+        _req("by", ["plane"], "class", ["first class", "economy", "business", "the cheapest fare"],
+             "planes sell first, business and economy seats"),
+        _req("by", ["train"], "class", ["first class", "second class", "the cheapest fare"],
+             "day trains have first and second class"),
+        _req("by", ["sleeper train"], "class", ["a sleeper cabin", "a reclining seat", "the cheapest fare"],
+             "sleeper trains sell cabins and seats"),
+        _req("by", ["coach"], "class", ["a reclining seat", "the cheapest fare"], "coaches have one class"),
+        _req("by", ["ferry"], "class", ["a sleeper cabin", "a reclining seat", "the cheapest fare"],
+             "ferries sell cabins and seats"),
+        _req("by", ["ferry"], "from", ["Tallinn"], "the only ferry route served is Tallinn to Helsinki"),
+        _req("by", ["ferry"], "to", ["Helsinki"], "the only ferry route served is Tallinn to Helsinki"),
+        _req("to", ["Reykjavik"], "by", ["plane"], "Iceland is reached by plane"),
+        _req("to", ["Helsinki"], "by", ["plane", "ferry"], "Helsinki is across the sea from these cities"),
+        _req("to", ["Dubrovnik"], "by", ["plane", "coach"], "no railway reaches Dubrovnik"),
+        _req("from", ["Glasgow"], "to", ["Reykjavik", "Marseille", "Dubrovnik", "Helsinki", "Thessaloniki"],
+             "Edinburgh is an hour from Glasgow: no trip to book"),
+    ),
 )
 
 JOB = Domain(
@@ -81,7 +128,7 @@ JOB = Domain(
                                 "eight months at a start-up", "three years of logistics work",
                                 "no industry experience"],
         "highest education": ["Master in Data Science", "PhD in Linguistics", "MBA",
-                              "Master of Public Health", "high-school diploma"],
+                              "Master of Public Health", "Master in Teaching"],
         "other skills": ["fluent Portuguese", "web design", "public speaking", "first aid certificate",
                          "forklift licence"],
         "availability": ["from next month", "immediately", "after a notice period of six weeks",
@@ -106,6 +153,18 @@ JOB = Domain(
         "availability": ["Does the recruiter know your availability?",
                          "Has the recruiter been informed about when you could start?"],
     },
+    requirements=(
+        _req("highest education", ["PhD in Linguistics"], "bachelor",
+             ["Bachelor of Arts in History", "Bachelor of Fine Arts"], "a linguistics PhD follows an arts bachelor"),
+        _req("highest education", ["Master of Public Health"], "bachelor",
+             ["Bachelor of Science in Biology", "Bachelor in Economics"],
+             "a public-health master follows a science or economics bachelor"),
+        _req("highest education", ["Master in Data Science"], "bachelor",
+             ["Bachelor of Science in Biology", "Bachelor in Mechanical Engineering", "Bachelor in Economics"],
+             "a data-science master follows a quantitative bachelor"),
+        _req("industry experience", ["two years as a nurse"], "bachelor", ["Bachelor of Science in Biology"],
+             "nursing follows a science bachelor"),
+    ),
 )
 
 DOMAINS: dict[str, Domain] = {TRAVEL.name: TRAVEL, JOB.name: JOB}
@@ -188,6 +247,19 @@ def check_domain(domain: Domain) -> list[tuple[str, str]]:
     return rules.overlapping_values((slot, v) for slot, values in domain.values.items() for v in values)
 
 
+#: draws of one instance's values before a domain's rules are called unsatisfiable
+MAX_DRAWS = 10_000
+
+
+def _coherent(dom: Domain, rng: random.Random) -> dict[str, str]:
+    """One value per slot, drawn until the domain's rules hold (rejection sampling, seeded)."""
+    for _ in range(MAX_DRAWS):
+        slots = {slot: rng.choice(list(values)) for slot, values in dom.values.items()}
+        if not dom.incoherent(slots):
+            return slots
+    raise InstanceError(f"{dom.name}: no coherent instance in {MAX_DRAWS:,} draws; check its requirements")
+
+
 def generate(domain: str, *, seed: int = DEFAULT_SEED, n: int = N_INSTANCES) -> list[Instance]:
     """n instances of one domain, deterministic from the seed."""
     if domain not in DOMAINS:
@@ -196,7 +268,7 @@ def generate(domain: str, *, seed: int = DEFAULT_SEED, n: int = N_INSTANCES) -> 
     rng = random.Random(f"pxp-scorekeeping:{domain}:{seed}")
     out = []
     for game_id in range(n):
-        slots = {slot: rng.choice(list(values)) for slot, values in dom.values.items()}
+        slots = _coherent(dom, rng)
         bad = rules.overlapping_values(slots.items())
         if bad:  # cannot happen with checked value lists; kept as the guarantee
             raise InstanceError(f"{domain}: slot values overlap: {bad}")

@@ -84,6 +84,26 @@ def parse_probe(reply: str) -> int | None:
     return _yes_no(reply)
 
 
+def answer_problem(reply: str) -> str | None:
+    """Which rule an answer to the questioner breaks (the reason `parse_answer` refuses it), or None."""
+    if not reply.startswith(ANSWER_TAG):
+        return f"it does not start with {ANSWER_TAG}"
+    if has_continuation(reply):
+        return "it goes on after a line break"
+    return None
+
+
+def probe_problem(reply: str) -> str | None:
+    """Which rule a reply to a private question breaks (the reason `parse_probe` refuses it), or None."""
+    if not reply.startswith(ASIDE_TAG):
+        return f"it does not start with {ASIDE_TAG}"
+    if has_continuation(reply):
+        return "it goes on after a line break"
+    if _yes_no(reply) is None:
+        return f"after {ASIDE_TAG} it does not start with {YES} or {NO}"
+    return None
+
+
 def tagged_probe_value(reply: str) -> int | None:
     """1/0 if the reply carries the `ASIDE:` tag and then yes/no, continuation allowed; else None.
 

@@ -11,10 +11,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pxp.protocols.pxp.rules import MAX_MESSAGE_BOUND
+
 if TYPE_CHECKING:
     from pxp.running.pxp.config import RunConfig
 
 _PROBABILITIES = ("accuracy", "adopt", "mislead")
+
+
+def url_error(url: str) -> str | None:
+    """Why `url` cannot be a server's base URL (http or https with a host), or None."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018  (a bad port raises here)
+    except ValueError as e:
+        return f"not a URL ({e}); give e.g. http://localhost:11434/v1"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "not an http(s) URL with a host; give e.g. http://localhost:11434/v1"
+    return None
 
 
 def _role_error(role: str, spec: str, plain: str) -> str | None:
@@ -46,6 +62,8 @@ def config_errors(cfg: RunConfig | Mapping[str, Any]) -> list[str]:
                         _role_error("checker", cfg.checker, "lexical")) if e]
     if not isinstance(cfg.n, int) or cfg.n < 2:
         errs.append(f"--n must be at least 2 (got {cfg.n})")
+    elif cfg.n > MAX_MESSAGE_BOUND:
+        errs.append(f"--n must be at most {MAX_MESSAGE_BOUND}, the largest message bound pxp stores (got {cfg.n})")
     if not isinstance(cfg.k, int) or cfg.k < 1:
         errs.append(f"--k must be at least 1 (got {cfg.k})")
     elif isinstance(cfg.n, int) and cfg.k > cfg.n:
@@ -70,6 +88,8 @@ def config_errors(cfg: RunConfig | Mapping[str, Any]) -> list[str]:
         errs.append(f"--temperature must not be negative (got {cfg.temperature})")
     if cfg.max_tokens is not None and cfg.max_tokens < 1:
         errs.append(f"--max-tokens must be at least 1 (got {cfg.max_tokens})")
+    if cfg.base_url is not None and (why := url_error(cfg.base_url)) is not None:
+        errs.append(f"--base-url {cfg.base_url!r}: {why}")
     errs += cfg.schedule_errors()
     return errs
 

@@ -19,6 +19,7 @@ from sqlalchemy import Engine, Table, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from pxp.protocols.errors import PxpError
+from pxp.protocols.scorekeeping.aborts import abort_reason
 from pxp.protocols.scorekeeping.episode import EpisodeRecord, Request, play_episode
 from pxp.protocols.scorekeeping.instances import DEFAULT_SEED, Instance, parse_instance
 from pxp.running.scorekeeping import games
@@ -98,6 +99,8 @@ class Finished:
 
     key: str
     scores: dict[str, Any]
+    #: for an aborted episode, which rule which reply broke (pxp.protocols.scorekeeping.episode.abort_reason)
+    why: str | None = None
 
 
 def human_game(engine: Engine, *, create: bool = True) -> tuple[int | None, list[Instance]]:
@@ -216,7 +219,7 @@ def _finish_leftover(engine: Engine, gid: int, instances: Sequence[Instance], mo
     games.store_episode(engine, values)
     with engine.begin() as conn:
         conn.execute(delete(_P).where(_P.c.id == row["id"]))
-    return Finished(games.episode_key(model, exp, k), values["scores"])
+    return Finished(games.episode_key(model, exp, k), values["scores"], abort_reason(record))
 
 
 def abandon(engine: Engine, model: str) -> None:

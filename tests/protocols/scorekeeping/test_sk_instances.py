@@ -89,3 +89,45 @@ def test_bad_instances_name_the_field(mutate: Any, field: str) -> None:
     with pytest.raises(I.InstanceError) as err:
         I.parse_instances(d)
     assert field in str(err.value)
+
+
+@pytest.mark.parametrize("domain", list(I.DOMAINS))
+def test_every_generated_instance_is_coherent(domain: str) -> None:
+    """Values are drawn from combinations that go together (the domain's requirements), for many seeds."""
+    dom = I.DOMAINS[domain]
+    seen: set[tuple[str, ...]] = set()
+    for seed in range(40):
+        for inst in I.generate(domain, seed=seed, n=10):
+            assert dom.incoherent(inst.slots) == [], inst.slots
+            seen.add(tuple(inst.slots.values()))
+    assert len(seen) > 100  # the rules leave plenty of variety
+    for values in dom.values.values():  # every value can still be drawn
+        assert any(v in s for s in seen for v in values)
+
+
+def test_incoherent_combinations_are_named() -> None:
+    bad = {"from": "Glasgow", "to": "Edinburgh", "by": "coach", "class": "second class", "when": "this weekend"}
+    problems = I.TRAVEL.incoherent(bad)
+    assert any("class 'second class'" in p and "coaches have one class" in p for p in problems)
+    assert any("Edinburgh is an hour from Glasgow" in p for p in problems)
+    assert I.TRAVEL.incoherent({**bad, "from": "Krakow", "by": "train"}) == []
+    assert I.JOB.incoherent({"bachelor": "Bachelor of Fine Arts", "industry experience": "two years as a nurse",
+                             "highest education": "MBA", "other skills": "web design",
+                             "availability": "immediately"}) == ["industry experience 'two years as a nurse' with "
+                                                                 "bachelor 'Bachelor of Fine Arts': nursing follows "
+                                                                 "a science bachelor"]
+
+
+def test_abort_reason_names_the_rule_and_the_reply() -> None:
+    from pxp.protocols.scorekeeping.aborts import abort_reason
+    from pxp.protocols.scorekeeping.episode import play_episode
+
+    inst = I.generate("travel-booking", seed=1, n=1)[0]
+    ok = play_episode(inst, ["ASIDE: no"] * 5 + ["ANSWER: it is fine\nand more"])
+    assert ok.aborted and abort_reason(ok) == (
+        "reply 6 ('ANSWER: it is fine and more') broke the answer rule (it goes on after a line break): "
+        "an answer starts with ANSWER: and stays on one line")
+    probes = play_episode(inst, ["ASIDE: maybe"] * 5)
+    assert abort_reason(probes) == (
+        "reply 5 ('ASIDE: maybe') was the 5th invalid reply to a private question (after ASIDE: it does not "
+        "start with yes or no): a private reply starts with ASIDE: then yes or no, on one line")

@@ -219,6 +219,12 @@ def claim_next(engine: Engine, *, experiment_id: int, annotator_id: int) -> int 
     own = own_open_session(engine, experiment_id=experiment_id, annotator_id=annotator_id)
     if own is not None:
         return own
+    return claim_new(engine, experiment_id=experiment_id, annotator_id=annotator_id)
+
+
+def claim_new(engine: Engine, *, experiment_id: int, annotator_id: int) -> int | None:
+    """A new claim for the annotator (the next case they were not served), whatever they hold open;
+    None when no case is left for them."""
     with DB(engine) as db:
         exp, run = live_run(db, experiment_id)
         k = overlap_of(exp)

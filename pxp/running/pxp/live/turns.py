@@ -17,8 +17,9 @@ from sqlmodel import col, select
 
 from pxp.agents.base import Agent, Answer, Facts, Query
 from pxp.agents.browser import BrowserHuman
+from pxp.protocols.pxp.facts import conformance_with_content
 from pxp.protocols.pxp.intelligibility import session_flags
-from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, conformance, next_sender
+from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, next_sender
 from pxp.running.pxp.config import RunError
 from pxp.running.pxp.engine import Guard, SessionClosed, StepConflict, StepResult, TagRefused, step
 from pxp.running.pxp.factory import dataset_task, make_agents
@@ -26,7 +27,7 @@ from pxp.running.pxp.live.assignment import LiveError, case_number, live_run, ma
 from pxp.storage import audit
 from pxp.storage.store import session_msgs
 from pxp.storage.tables import Annotator, Asset, Dataset, Experiment, Instance, Run, Session, utcnow
-from pxp.tasks.base import task_match_kind
+from pxp.tasks.base import content_match, task_match_kind
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,8 @@ class LiveSession:
                              aborted=self.status == "aborted")
 
     def violations(self) -> list[str]:
-        return [str(v) for v in conformance(self.messages, self.n, self.k, status=self.status)]
+        return [str(v) for v in conformance_with_content(self.messages, self.n, self.k, status=self.status,
+                                                         match=content_match(self.match_kind))]
 
 
 def _match_kind_and_labels(db: DB, ds: Dataset) -> tuple[str, list[str]]:

@@ -1,0 +1,43 @@
+"""The next case prepared in the background while the expert works on this one (README "The app").
+
+A small pool of server threads runs pxp.running.pxp.live.prepare.prepare_next (never the page
+script): when an annotator is served a case, the machine's INIT of their next case is produced, so
+moving on shows it at once. One preparation at a time per annotator and experiment; a failure there
+(an API error) is left for the page, which asks the machine itself, with its retry.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from sqlalchemy import Engine
+
+from pxp.agents.base import Agent
+from pxp.app import resources
+from pxp.running.pxp.live.prepare import prepare_next
+
+log = logging.getLogger(__name__)
+_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pxp-prepare")
+_running: dict[tuple[str, int, int], Future[None]] = {}
+_lock = threading.Lock()
+
+
+def prepare_next_case(experiment_id: int, annotator_id: int) -> None:
+    """Start preparing the annotator's next case, unless a preparation is already under way."""
+    url = resources.database_url()
+    key = (url, experiment_id, annotator_id)
+    with _lock:
+        running = _running.get(key)
+        if running is not None and not running.done():
+            return
+        engine, machine = resources.engine(), resources.machine(experiment_id)
+        _running[key] = _pool.submit(_prepare, engine, machine, experiment_id, annotator_id)
+
+
+def _prepare(engine: Engine, machine: Agent, experiment_id: int, annotator_id: int) -> None:
+    try:
+        prepare_next(engine, experiment_id=experiment_id, annotator_id=annotator_id, machine=machine)
+    except Exception as err:  # the page asks the machine itself, with its retry
+        log.warning("preparing the next case failed: %s", " ".join(str(err).split())[:300])

@@ -1,0 +1,95 @@
+"""MATCH over two predictions (DESIGN §1, MATCH / AGREE): normalised label equality (RAD,
+labels), equality of the sets of canonical RDKit SMILES (DRUG), normalised text equality (free
+text). Pure functions over text and RDKit, below the tasks that use them, so the importers can
+compute the facts a transcript's content decides.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+
+from pxp.data.chem import InvalidSmiles, smiles_set
+from pxp.protocols.errors import PxpError
+
+#: the study's five findings: the RAD label set when a dataset names none
+STUDY_LABELS = ("Atelectasis", "Pneumonia", "Pleural Effusion", "Cardiomegaly", "Pneumothorax")
+
+
+class TaskError(PxpError, ValueError):
+    """A task setting pxp cannot use (e.g. an unknown MATCH kind); one line."""
+
+
+def normalise_label(label: str) -> str:
+    """Case, accents, punctuation and spacing folded: 'Pleural  effusion.' == 'pleural effusion'."""
+    text = re.sub(r"[\W_]+", " ", fold_case(label))
+    return " ".join(text.split())
+
+
+def fold_case(text: str) -> str:
+    """Case-folded, accents dropped as combining marks (not by an ASCII encode, which would
+    erase every letter outside Latin: any two Chinese or Greek labels would be equal)."""
+    if text.isascii():
+        return text.lower()
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)).casefold()
+
+
+def match_label(y1: str, y2: str) -> bool:
+    """RAD MATCH: equality of normalised labels (not substring containment)."""
+    return normalise_label(y1) == normalise_label(y2)
+
+
+def match_smiles(y1: str, y2: str) -> bool:
+    """DRUG MATCH: the two reactant sets are equal as canonical SMILES sets."""
+    return smiles_set(y1) == smiles_set(y2)
+
+
+def match_text(y1: str, y2: str) -> bool:
+    """Free-text MATCH: normalised equality."""
+    return normalise_label(y1) == normalise_label(y2)
+
+
+MatchFn = Callable[[str, str], bool]
+_MATCH: dict[str, MatchFn] = {"label": match_label, "smiles": match_smiles, "text": match_text}
+
+
+def match_for(kind: str) -> MatchFn:
+    """The MATCH function of a kind: label, smiles or text."""
+    try:
+        return _MATCH[kind]
+    except KeyError:
+        raise TaskError(f"unknown MATCH kind {kind!r} (label, smiles or text)") from None
+
+
+#: The MATCH kind of each built-in task.
+TASK_MATCH_KIND: dict[str, str] = {"rad": "label", "drug": "smiles"}
+
+
+def task_match_kind(task: str, config: dict[str, object] | None = None) -> str:
+    """The MATCH kind for a task name (a custom task's config may name its own)."""
+    if config and isinstance(config.get("match"), str):
+        return str(config["match"])
+    return TASK_MATCH_KIND.get(task, "text")
+
+
+#: MATCH kinds whose answer the content decides exactly (DESIGN §1): RAD labels, DRUG SMILES sets
+EXACT_MATCH_KINDS = frozenset({"label", "smiles"})
+
+
+def content_match(kind: str) -> Callable[[str, str], bool | None] | None:
+    """The task's MATCH for facts computed from content (pxp.protocols.pxp.facts), or None when
+    the kind is not exact; the function gives None when a prediction is empty or does not parse."""
+    if kind not in EXACT_MATCH_KINDS:
+        return None
+    fn = match_for(kind)
+
+    def match(y1: str, y2: str) -> bool | None:
+        if not y1.strip() or not y2.strip():
+            return None
+        try:
+            return fn(y1, y2)
+        except InvalidSmiles:
+            return None
+
+    return match

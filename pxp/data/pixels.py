@@ -1,0 +1,115 @@
+"""A radiograph as the browser viewer windows it: its pixel values at full stored depth.
+
+The viewer (pxp/app/viewer.py) applies window/level in the browser, so it needs the pixel values
+themselves, not an 8-bit rendering: for a DICOM import, the 16-bit full-range asset after rescale
+slope/intercept (in the units of meta["window"]); for any other image, its grey values. The payload
+is `PXPW`, a little-endian uint32 header length, a JSON header and then one uint16 per pixel
+(quantised over the image's own range, so 16-bit data keeps its depth). README "The app".
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageOps
+from sqlalchemy import Engine
+from sqlmodel import Session as DB
+
+from pxp.data.images import open_image
+from pxp.data.render import pixel_units
+from pxp.storage.tables import Asset, Instance
+
+MAGIC = b"PXPW"
+#: the longest side sent to the browser (a 3000 × 3000 film is scaled to this: 8 MB of uint16)
+MAX_SIDE = 2048
+
+
+def _percentile(arr: np.ndarray, q: float) -> float:
+    return float(np.percentile(arr, q))
+
+
+def presets(units: np.ndarray, *, deep: bool, center: float, width: float) -> list[dict[str, Any]]:
+    """The viewer's presets: the stored default, the full range and, for 16-bit data, lung, soft-tissue
+    and bone windows placed on the image's own value distribution (the low, middle and high densities)."""
+    lo, hi = float(units.min()), float(units.max())
+    out = [{"name": "Default", "center": center, "width": width},
+           {"name": "Full range", "center": (lo + hi) / 2, "width": max(hi - lo, 1e-6)}]
+    if deep:
+        p1, p25, p50, p90, p99 = (_percentile(units, q) for q in (1, 25, 50, 90, 99))
+        span = max(p99 - p1, 1e-6)
+        out += [{"name": "Lung", "center": p25, "width": 0.6 * span},
+                {"name": "Soft tissue", "center": p50, "width": 0.35 * span},
+                {"name": "Bone", "center": p90, "width": 0.3 * span}]
+    return out
+
+
+def xray_pixels(asset_bytes: bytes, meta: Mapping[str, Any] | None = None, *, max_side: int = MAX_SIDE) -> bytes:
+    """The viewer's payload for an X-ray asset (ImageRejected for bytes that are not a valid image)."""
+    meta = meta or {}
+    im = ImageOps.exif_transpose(open_image(asset_bytes, where="X-ray image"))
+    deep = im.mode in ("I;16", "I;16B", "I;16L", "I", "F")
+    units, invert = pixel_units(im, meta)
+    h, w = units.shape
+    if max(h, w) > max_side:
+        f = max_side / max(h, w)
+        small = Image.fromarray(units.astype(np.float32), mode="F").resize(
+            (max(1, round(w * f)), max(1, round(h * f))), Image.Resampling.BILINEAR)
+        units = np.asarray(small, dtype=np.float64)
+        h, w = units.shape
+    lo, hi = float(units.min()), float(units.max())
+    span = hi - lo if hi > lo else 1.0
+    q = np.round((units - lo) / span * 65535.0).astype("<u2")
+    win = meta.get("window") if isinstance(meta.get("window"), Mapping) else {}
+    assert isinstance(win, Mapping)
+    center = float(win.get("center", (lo + hi) / 2)) if deep or "center" in win else 127.5
+    width = float(win.get("width", hi - lo)) if deep or "width" in win else 255.0
+    header = {
+        "w": w, "h": h, "lo": lo, "hi": hi, "deep": deep, "invert": invert, "center": center,
+        "width": max(width, 1e-6), "units": str(win.get("units", "")) if deep else "",
+        "presets": presets(units, deep=deep, center=center, width=max(width, 1e-6)),
+    }
+    head = json.dumps(header).encode()
+    head += b" " * ((len(MAGIC) + 4 + len(head)) % 2)  # the pixels start on an even byte
+    return MAGIC + struct.pack("<I", len(head)) + head + q.tobytes()
+
+
+def read_header(payload: bytes) -> dict[str, Any]:
+    """The JSON header of a payload (what the browser reads first)."""
+    if payload[:4] != MAGIC:
+        raise ValueError("not a pxp viewer payload")
+    (n,) = struct.unpack("<I", payload[4:8])
+    header: dict[str, Any] = json.loads(payload[8:8 + n])
+    return header
+
+
+def pixel_values(payload: bytes) -> np.ndarray:
+    """The pixel values in the header's units (what the browser reconstructs), as a (h, w) array."""
+    header = read_header(payload)
+    (n,) = struct.unpack("<I", payload[4:8])
+    q = np.frombuffer(payload[8 + n:], dtype="<u2").reshape(header["h"], header["w"])
+    span = header["hi"] - header["lo"] if header["hi"] > header["lo"] else 1.0
+    values: np.ndarray = header["lo"] + q.astype(np.float64) / 65535.0 * span
+    return values
+
+
+def instance_pixels(engine: Engine, instance_id: int) -> bytes | None:
+    """The viewer's payload of an instance's image: its full-range asset when it has one."""
+    with DB(engine) as db:
+        inst = db.get(Instance, instance_id)
+        if inst is None or inst.asset_sha256 is None:
+            return None
+        meta = dict(inst.meta or {})
+        win = meta.get("window")
+        sha = str(win.get("raw_sha256") or inst.asset_sha256) if isinstance(win, dict) else inst.asset_sha256
+        asset = db.get(Asset, sha)
+        if asset is None:
+            return None
+        data = asset.data
+    return xray_pixels(data, meta)
+
+
+__all__ = ["MAX_SIDE", "instance_pixels", "pixel_values", "read_header", "xray_pixels"]

@@ -1,0 +1,116 @@
+"""pxp's schema in a database (DESIGN §4): Alembic migrations, and which databases pxp may touch.
+
+pxp creates its tables only in an empty database (or with `pxp db init`); a database with
+other tables, or with a schema revision pxp does not know, is refused with one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine
+
+from pxp.protocols.errors import PxpError
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+class StoreError(PxpError, RuntimeError):
+    """A database problem worth one clear line to the user."""
+
+
+
+class ForeignDatabase(StoreError):
+    """A database that holds tables but not pxp's schema: pxp never touches it."""
+
+
+def schema_state(engine: Engine) -> tuple[str, str | None]:
+    """("empty" | "pxp" | "old" | "foreign" | "unknown", its Alembic revision) of a database.
+
+    "foreign": tables but no pxp schema (no alembic_version); "unknown": a revision none of
+    pxp's migrations know (another application's, or a newer pxp's); "old": pxp's, before head.
+    """
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import inspect
+
+    tables = set(inspect(engine).get_table_names())
+    if not tables:
+        return "empty", None
+    if "alembic_version" not in tables:
+        return "foreign", None
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    script = ScriptDirectory.from_config(alembic_config())
+    if current is None:
+        return ("empty" if tables == {"alembic_version"} else "foreign"), None
+    try:
+        known = script.get_revision(current) is not None
+    except Exception:  # alembic's own errors for a revision it cannot resolve
+        known = False
+    if not known:
+        return "unknown", current
+    return ("pxp" if current == script.get_current_head() else "old"), current
+
+
+def _shown(engine: Engine) -> str:
+    """The database as an error names it: a SQLite file's path, else the URL without its password."""
+    if engine.url.get_backend_name() == "sqlite" and engine.url.database:
+        return engine.url.database
+    return engine.url.render_as_string(hide_password=True)
+
+
+def check_schema(engine: Engine, *, migrate: bool, init: bool = False) -> None:
+    """Refuse, with one line and nothing changed, a database pxp must not touch; migrate when allowed.
+
+    pxp creates its tables only in an empty database, or in one with other tables when `init`
+    (`pxp db init`) says so; a reading command (`migrate` False) never changes the schema.
+    """
+    state, current = schema_state(engine)
+    where = _shown(engine)
+    if state == "unknown":
+        raise StoreError(f"{where}: its schema revision {current!r} is not one of this pxp's (another "
+                         "application's database, or one from a newer pxp); nothing was changed")
+    if state == "foreign" and not init:
+        raise ForeignDatabase(f"{where} has tables but no pxp schema; pxp does not touch another "
+                              "application's database: use an empty one, or `pxp db init` to add pxp's tables")
+    if state == "pxp":
+        return
+    if not migrate:
+        if state == "old":
+            raise StoreError(f"{where} has an older pxp schema ({current}); a reading command changes nothing: "
+                             "run `pxp db init` to upgrade it")
+        raise StoreError(f"{where} has no pxp tables yet; a reading command changes nothing: import data, "
+                         "run `pxp demo` or `pxp db init` first")
+    upgrade(engine)
+
+
+def check_head(engine: Engine, path: Path | None) -> None:
+    """A read-only database must already be at the latest schema (it cannot be migrated)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    if current != head:
+        raise StoreError(f"{path} is read-only and its schema ({current or 'none'}) is not this pxp's "
+                         f"({head}); copy it to writable storage to upgrade it")
+
+
+def alembic_config(engine: Engine | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    if engine is not None:
+        cfg.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%"))
+    return cfg
+
+
+def upgrade(engine: Engine) -> None:
+    """Apply every Alembic migration up to head (idempotent)."""
+    cfg = alembic_config(engine)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")

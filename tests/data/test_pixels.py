@@ -1,0 +1,48 @@
+"""The radiograph viewer's payload (pxp/data/pixels.py): full stored depth, the stored window, presets."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from PIL import Image
+
+from pxp.data.pixels import MAX_SIDE, pixel_values, read_header, xray_pixels
+
+
+def _png(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_an_8_bit_radiograph_is_sent_exactly() -> None:
+    arr = (np.arange(300 * 256) % 256).astype(np.uint8).reshape(300, 256)
+    payload = xray_pixels(_png(arr))
+    head = read_header(payload)
+    assert (head["w"], head["h"], head["deep"], head["center"], head["width"]) == (256, 300, False, 127.5, 255.0)
+    assert np.array_equal(pixel_values(payload), arr.astype(np.float64))
+
+
+def test_16_bit_pixels_keep_their_depth_in_the_dicom_units() -> None:
+    """A DICOM import's full-range asset: 16-bit values mapped to raw_min..raw_max (after rescale slope
+    and intercept); the viewer windows those values, not an 8-bit copy."""
+    arr = (np.arange(200 * 300) * 7 % 65536).astype(np.uint16).reshape(200, 300)
+    meta = {"window": {"center": 40.0, "width": 400.0, "raw_min": -1024.0, "raw_max": 3071.0, "units": "HU"}}
+    payload = xray_pixels(_png(arr), meta)
+    head = read_header(payload)
+    assert head["deep"] and head["units"] == "HU" and (head["center"], head["width"]) == (40.0, 400.0)
+    values = pixel_values(payload)
+    expected = -1024.0 + arr / 65535.0 * (3071.0 - -1024.0)
+    assert np.abs(values - expected).max() < (3071.0 + 1024.0) / 65535.0  # one quantum of 16 bits
+    assert len(np.unique(values)) > 4096  # far more than the 256 levels of an 8-bit copy
+    names = [p["name"] for p in head["presets"]]
+    assert names == ["Default", "Full range", "Lung", "Soft tissue", "Bone"]
+    lung, soft, bone = head["presets"][2:]
+    assert lung["center"] < soft["center"] < bone["center"]
+
+
+def test_a_large_film_is_scaled_to_the_longest_side() -> None:
+    arr = np.zeros((3000, 2500), dtype=np.uint8)
+    head = read_header(xray_pixels(_png(arr)))
+    assert max(head["w"], head["h"]) == MAX_SIDE and head["h"] == MAX_SIDE
