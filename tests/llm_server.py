@@ -311,6 +311,18 @@ class FakeLLM:
         return [r for r in self.requests if r.is_checker]
 
 
+def serve_both_apis(monkeypatch: Any, *, retries: str = "0") -> Iterator[FakeLLM]:
+    """A FakeLLM that the anthropic and openai providers reach through their environment (a test key,
+    both base URLs, the SDKs' retries); for a fixture: `yield from serve_both_apis(monkeypatch)`."""
+    with FakeLLM() as s:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-key")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", s.url)
+        monkeypatch.setenv("OPENAI_BASE_URL", s.openai_url)
+        monkeypatch.setenv("PXP_LLM_MAX_RETRIES", retries)
+        yield s
+
+
 def sequence(*replies: Reply) -> Handler:
     """Answer with the replies in order, then repeat the last one."""
     it: Iterator[Reply] = iter(replies)

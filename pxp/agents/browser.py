@@ -33,7 +33,8 @@ BROWSER_LABEL = "browser"
 
 
 class BrowserHuman(AgentBase):
-    """One turn of the human in the browser: the submitted answer and facts.
+    """One turn of the human in the browser: the submitted answer and facts, and the window
+    ({center, width, invert}) the radiologist viewed the image at, stored in C_j as "view".
 
     A new object is made for each submission; the engine's decide() checks a directly
     chosen tag against the facts and raises TagRefused for a forbidden one.
@@ -43,9 +44,10 @@ class BrowserHuman(AgentBase):
 
     def __init__(
         self, answer: Answer, facts: Facts, *, match_kind: str = "label",
-        agree_threshold: float = DEFAULT_AGREE_THRESHOLD,
+        agree_threshold: float = DEFAULT_AGREE_THRESHOLD, view: dict[str, Any] | None = None,
     ) -> None:
         self.answer = answer
+        self.view = view
         self._facts = facts
         self.match_kind = match_kind
         self.agree_threshold = agree_threshold
@@ -80,6 +82,7 @@ class BrowserHuman(AgentBase):
             "agent": self.label,
             "j": q.j,
             "tag_chosen": self._facts.tag.value if self._facts.tag is not None else None,
+            **({"view": self.view} if self.view is not None else {}),
         }
 
 

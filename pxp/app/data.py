@@ -25,6 +25,7 @@ from pxp.running.workers.queue import TASK, is_postgres
 from pxp.running.workers.queue import workers as queue_workers
 from pxp.storage.tables import (
     Annotator,
+    Context,
     Dataset,
     Experiment,
     Instance,
@@ -260,6 +261,19 @@ def sessions_table(
     return pd.DataFrame(out, columns=["session", "experiment", "dataset", "instance", "annotator",
                                       "machine", "status", "stop", "messages", "tags", "two-way",
                                       "conformant"])
+
+
+def message_views(engine: Engine, session_id: int) -> dict[int, str]:
+    """One line per message the expert sent with an image window set ("Viewed at W 400 · L 40"):
+    the `view` of its context row C_j (README "Annotate")."""
+    with DB(engine) as db:
+        rows = db.exec(select(Context).where(Context.session_id == session_id)).all()
+    out: dict[int, str] = {}
+    for c in rows:
+        v = (c.content or {}).get("view")
+        if isinstance(v, dict) and isinstance(v.get("width"), int | float) and isinstance(v.get("center"), int | float):
+            out[c.j] = f"Viewed at W {v['width']:g} · L {v['center']:g}" + (" · inverted" if v.get("invert") else "")
+    return out
 
 
 def session_calls(engine: Engine, session_id: int) -> pd.DataFrame:

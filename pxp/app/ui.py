@@ -285,9 +285,10 @@ def bring_into_view(first_key: str, last_key: str, token: str, top_keys: Sequenc
 
 def transcript_papers(
     messages: Sequence[Msg], *, machine_label: str, task_kind: str, instance_render: Any = None,
-    target: str | None = None,
+    target: str | None = None, notes: Mapping[int, str] | None = None,
 ) -> None:
-    """A transcript in the papers' layout: Human | instance | Machine, numbered and tagged."""
+    """A transcript in the papers' layout: Human | instance | Machine, numbered and tagged; `notes`
+    adds a caption line under message j (e.g. the image window the expert viewed it at)."""
     left, mid, right = st.columns([5, 3, 5])
     left.markdown("#### Human")
     right.markdown(f"#### Machine ({escape_md(machine_label)})")
@@ -306,6 +307,8 @@ def transcript_papers(
             show_text(m.explanation, empty="(no explanation)")
             if m.match is not None:
                 st.caption(f"match={m.match} · agree={m.agree} · changed={m.changed}")
+            if notes and m.j in notes:
+                st.caption(escape_md(notes[m.j]))
 
 
 def session_links(df: Any, columns: Sequence[str]) -> tuple[Any, dict[str, Any]]:

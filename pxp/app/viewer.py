@@ -226,37 +226,28 @@ export default function (component) {
 }
 """
 
-_wl_component: Any = None
+_components: dict[str, Any] = {}
 
 
-def _wl_viewer() -> Any:
-    global _wl_component
-    if _wl_component is None:
-        _wl_component = st.components.v2.component("pxp_radiograph_viewer", html=_WL_HTML, css=_WL_CSS, js=_WL_JS)
-    return _wl_component
+def _made(name: str, html: str, css: str, js: str) -> Any:
+    """The component `name`, declared once per process."""
+    if name not in _components:
+        _components[name] = st.components.v2.component(name, html=html, css=css, js=js)
+    return _components[name]
 
 
 def radiograph_viewer(payload: bytes, *, key: str) -> dict[str, Any] | None:
     """The radiograph (a pxp/data/pixels.py payload) with window/level in the browser; returns the
     {center, width, invert} the user settled on (None until they change it)."""
-    result = _wl_viewer()(data=payload, key=key, default={"wl": None}, on_wl_change=lambda: None)
+    viewer = _made("pxp_radiograph_viewer", _WL_HTML, _WL_CSS, _WL_JS)
+    result = viewer(data=payload, key=key, default={"wl": None}, on_wl_change=lambda: None)
     wl = getattr(result, "wl", None)
     return dict(wl) if isinstance(wl, dict) else None
 
 
-_component: Any = None
-
-
-def _viewer() -> Any:
-    global _component
-    if _component is None:
-        _component = st.components.v2.component("pxp_xray_viewer", html=_HTML, css=_CSS, js=_JS)
-    return _component
-
-
 def image_viewer(png: bytes, *, key: str) -> None:
     """The radiograph (PNG bytes) in the browser-side viewer (420 px high), sent as the component's data."""
-    _viewer()(data=png, key=key, height=444)
+    _made("pxp_xray_viewer", _HTML, _CSS, _JS)(data=png, key=key, height=444)
 
 
 __all__ = ["image_viewer", "radiograph_viewer"]

@@ -276,6 +276,20 @@ class SessionAttempt(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class Draft(SQLModel, table=True):
+    """A half-typed reply of an annotator in a session (README "Annotate": nothing lost on
+    reload): the form's fields for message j, not a message; deleted when the message is sent."""
+
+    __table_args__ = (UniqueConstraint("annotator_id", "session_id", name="uq_draft_annotator_session"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    annotator_id: int = Field(foreign_key="annotator.id")
+    session_id: int = Field(foreign_key="session.id", index=True)
+    j: int
+    content: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
 class Evaluation(SQLModel, table=True):
     """Machine performance on a split after a session (0 = at the start)."""
 

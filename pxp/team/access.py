@@ -184,6 +184,7 @@ def holds(session_id: int, annotator_id: int) -> Guard:
 
 def submit_as(
     engine: Engine, session_id: int, *, annotator_id: int, j: int, answer: Answer, facts: Facts,
+    view: dict[str, Any] | None = None,
 ) -> SubmitOutcome:
     """The human's message j, stored only if this annotator holds the session.
 
@@ -194,7 +195,7 @@ def submit_as(
     try:
         check_session(engine, session_id, annotator_id)
         out = submit_human(engine, session_id, j=j, answer=answer, facts=facts,
-                           guard=holds(session_id, annotator_id))
+                           guard=holds(session_id, annotator_id), view=view)
     except (AccessDenied, StepRefused) as err:
         out = SubmitOutcome("refused", str(err))
     if out.status in ("refused", "closed"):

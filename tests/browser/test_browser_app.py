@@ -163,7 +163,26 @@ def _idle(page: object) -> None:
     page.wait_for_timeout(200)
 
 
-def _session(url: str, who: str) -> tuple[int, list[Message], str]:
+def _pick_dataset(page: Any, option: str) -> None:
+    """Choose a dataset in the sidebar's picker (ArrowDown opens its list if the click did not)."""
+    page.get_by_label("Dataset").click()
+    if not page.get_by_role("option", name=option).is_visible():
+        page.keyboard.press("ArrowDown")
+    page.get_by_role("option", name=option).click()
+
+
+_FORM_KEY = """() => { const e = [...document.querySelectorAll('[class*="st-key-annotate_form_"]')].pop();
+  return e ? [...e.classList].find((c) => c.startsWith("st-key-annotate_form_")) : null; }"""
+
+
+def _session(url: str, who: str, page: Any = None) -> tuple[int, list[Message], str]:
+    """The annotator's session on screen (the one whose reply form the page shows) when `page` is
+    given, else their newest; with the next case prepared in the background, the newest is
+    usually not the one on screen."""
+    if page is not None:
+        page.wait_for_selector('[class*="st-key-annotate_form_"]', timeout=30000)
+        sid = int(str(page.evaluate(_FORM_KEY)).split("_")[-2])
+        return (sid, *_session_of(url, sid))
     engine = get_engine(url)
     with DB(engine) as db:
         a = db.exec(select(Annotator).where(Annotator.name == who)).one()
@@ -194,8 +213,7 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
             _idle(page)
 
             # 1. the payload (toy-rad, where Dr Keyboard holds the seeded session) stays text
-            page.get_by_label("Dataset").click()
-            page.get_by_role("option", name="toy-rad (rad)").click()
+            _pick_dataset(page, "toy-rad (rad)")
             _idle(page)
             expect(page.get_by_text("window.__pwned=2", exact=False).first).to_be_visible()
             assert page.evaluate("() => window.__pwned === undefined")
@@ -205,16 +223,15 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
             page.screenshot(path=str(ARTIFACTS / "annotate-payload.png"), full_page=True)
 
             # 2. a demo DRUG case to the end: type the answer, Alt+1 (RATIFY), Ctrl+Enter (send)
-            page.get_by_label("Dataset").click()
-            page.get_by_role("option", name="demo-drug (drug)").click()
+            _pick_dataset(page, "demo-drug (drug)")
             _idle(page)
             expect(page.get_by_text("Simulated agent").first).to_be_visible()
-            sid, msgs, _ = _session(url, "Dr Keyboard")
+            sid, msgs, _ = _session(url, "Dr Keyboard", page)
             for _ in range(50):  # the page shows the case as the machine's INIT is being stored
                 if msgs:
                     break
                 time.sleep(0.2)
-                sid, msgs, _ = _session(url, "Dr Keyboard")
+                sid, msgs, _ = _session(url, "Dr Keyboard", page)
             assert [m.tag for m in msgs] == ["INIT"]
             smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
             smiles.fill(msgs[0].prediction)
@@ -240,7 +257,7 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
             page.screenshot(path=str(ARTIFACTS / "annotate-finished.png"), full_page=True)
 
             # 3. a double press of Send stores the human's message once, and one machine reply
-            sid2, msgs2, _ = _session(url, "Dr Keyboard")
+            sid2, msgs2, _ = _session(url, "Dr Keyboard", page)
             assert sid2 != sid and [m.tag for m in msgs2] == ["INIT"]
             smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
             smiles.fill("CC(=O)Cl.Oc1ccccc1C(=O)O")
@@ -259,7 +276,7 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
             _idle(page)
             expect(page.get_by_text("Your reply (message 4)")).to_be_visible(timeout=30000)
             _idle(page)
-            _, msgs2, _ = _session(url, "Dr Keyboard")
+            _, msgs2, _ = _session(url, "Dr Keyboard", page)
             assert [(m.j, m.sender) for m in msgs2] == [(1, "machine"), (2, "human"), (3, "machine")]
             assert msgs2[1].tag == "REFUTE"
             page.screenshot(path=str(ARTIFACTS / "annotate-message-4.png"), full_page=True)
@@ -312,9 +329,12 @@ def _keys(page: Any, *keys: str) -> None:
 
 
 def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, str]) -> None:
-    """docs/annotating.md, Keys: whole sessions answered by key at 1400×900, never scrolling or clicking.
+    """Whole sessions answered by key at 1400×900, never scrolling or clicking.
 
-    RATIFY is Alt+5, Alt+7, Ctrl+Enter (Yes fills the machine's answer); after every Send
+    On the first case at 1280×720 the case header, both questions and Send are in view, and Tab
+    goes prediction → explanation → answers without a stop on the picker's clear button. RATIFY
+    is Alt+5, Alt+7, Ctrl+Enter (Yes fills the machine's answer) or the one chord Alt+A, whose
+    line says what it sent; a reload keeps the annotator and the half-typed reply; after every Send
     the next reply form and its Send are in view and focused; the next case begins in view;
     a tag contradicting the expert's answers is refused and stores nothing; in DRUG each
     machine message has its proposed reaction drawn.
@@ -327,7 +347,7 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
     with sync_playwright() as pw:
         browser = _browser(pw)
         try:
-            page = browser.new_page(viewport=VIEW)
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
             requests: list[tuple[str, str]] = []  # (url, frame url)
             sent: list[str] = []  # websocket frames the page sends to the server
             page.on("websocket", lambda ws: ws.on("framesent", lambda f: sent.append("frame")))
@@ -338,19 +358,25 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             name.fill(who)
             name.press("Enter")
             _idle(page)
-            page.get_by_label("Dataset").click()
-            page.get_by_role("option", name="demo-rad (rad)").click()
+            _pick_dataset(page, "demo-rad (rad)")
             _idle(page)
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
 
             # RAD case 1: a contradicting tag is refused, then REFUTE by the rule, then RATIFY
-            page.wait_for_selector(f".st-key-annotate_form_{_session(url, who)[0]}_2", timeout=30000)
+            _session(url, who, page)
             _idle(page)
-            sid, msgs, _ = _session(url, who)
+            sid, msgs, _ = _session(url, who, page)
+            # at 1280×720 the first case fits: its header, both questions and Send, no scrolling
+            page.wait_for_timeout(400)
+            for key in (f"annotate_case_{sid}", f"annotate_{sid}_2_match_yes", f"annotate_{sid}_2_agree_no",
+                        f"annotate_{sid}_2_send"):
+                assert _in_view(page, f".st-key-{key}"), f"{key} is below the fold at 1280×720"
+            page.screenshot(path=str(ARTIFACTS / "annotate-1280x720-case-1.png"))
+            page.set_viewport_size(VIEW)
             _keys(page, "Alt+6", "Alt+8", "Alt+1")
             expect(page.get_by_text("RATIFY contradicts your answers", exact=False)).to_be_visible()
             _keys(page, "Control+Enter")
-            assert len(_session(url, who)[1]) == 1, "a refused tag stores nothing"
+            assert len(_session(url, who, page)[1]) == 1, "a refused tag stores nothing"
             page.screenshot(path=str(ARTIFACTS / "annotate-900-refused.png"))
             # No / No with the machine's prediction picked: Alt+0 back to the automatic tag, REFUTE;
             # the predictions match by content, whatever the No said (DESIGN §1, facts from content)
@@ -367,9 +393,38 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             _form_ready(page, sid, 4)
             page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-message-4.png"))
             _docs_screenshot(page)
-            _, msgs, _ = _session(url, who)
+            _, msgs, _ = _session(url, who, page)
             assert msgs[1].tag == "REFUTE" and (msgs[1].match, msgs[1].agree) == (True, False)
+            # a half-typed reply and the annotator survive a reload (name, role, dataset in the URL;
+            # the reply a draft); Tab from the prediction goes to the explanation, not a clear button
+            page.get_by_label("My prediction").click()
+            page.keyboard.press("Control+a")
+            page.keyboard.type("Pneumoth")
+            page.keyboard.press("Enter")
+            _idle(page)
+            page.get_by_label("My prediction").focus()  # (the picked value shows its clear button)
+            page.keyboard.press("Tab")
+            assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "My explanation"
+            page.keyboard.type("Apical pleural line")
+            page.keyboard.press("Tab")  # the explanation reaches the server when it loses the focus
+            _idle(page)
+            _keys(page, "Alt+6")
+            page.reload()
+            page.wait_for_selector(f".st-key-annotate_{sid}_4_send", timeout=30000)
+            _idle(page)
+            expect(page.get_by_label("Your name")).to_have_value(who)
+            expect(page.get_by_label("My prediction")).to_have_value("Pneumothorax")
+            expect(page.get_by_label("My explanation")).to_have_value("Apical pleural line")
+            expect(page.locator(f".st-key-annotate_{sid}_4_match_no button")).to_have_attribute("kind", "primary")
+            assert len(_session(url, who, page)[1]) == 3, "a draft is not a message"
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            _keys(page, "Alt+A")  # the one chord: the machine's answer, RATIFY, whatever the draft said
+            expect(page.get_by_text("as RATIFY by Alt+A", exact=False).first).to_be_visible(timeout=30000)
+            msgs, _ = _session_of(url, sid)
+            assert msgs[3].tag == "RATIFY" and msgs[3].prediction == msgs[2].prediction, "the chord ratified"
             for _ in range(6):  # RATIFY in three keys until the case ends
+                if _session_of(url, sid)[1] != "open":
+                    break
                 _keys(page, "Alt+5", "Alt+7", "Control+Enter")
                 for _ in range(100):  # until the machine has replied or the case ended
                     msgs2, status = _session_of(url, sid)
@@ -383,7 +438,7 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             assert status == "finished" and done[-2].tag == "RATIFY" and done[-2].sender == "human"
             # case 2 begins in view, its reply form focused, and the finished case is one line
             expect(page.get_by_text(re.compile(r"^Case 2 of \d+"))).to_be_attached(timeout=30000)
-            sid2, msgs2, _ = _session(url, who)
+            sid2, msgs2, _ = _session(url, who, page)
             assert sid2 != sid
             _form_ready(page, sid2, 2)
             page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-case-2.png"))
@@ -427,13 +482,12 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             assert not [u for u, f in requests if f == "about:srcdoc" and not u.startswith("data:")]
 
             # DRUG: the machine's step is drawn; RATIFY in three keys, no clicks
-            page.get_by_label("Dataset").click()
-            page.get_by_role("option", name="demo-drug (drug)").click()
+            _pick_dataset(page, "demo-drug (drug)")
             _idle(page)
-            page.wait_for_selector(f".st-key-annotate_form_{_session(url, who)[0]}_2", timeout=30000)
+            _session(url, who, page)
             _idle(page)
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
-            dsid, dmsgs, _ = _session(url, who)
+            dsid, dmsgs, _ = _session(url, who, page)
             steps = page.get_by_text("The machine's proposed step", exact=False)
             expect(steps.first).to_be_visible()
             assert steps.count() == sum(m.sender == "machine" for m in dmsgs)
@@ -446,7 +500,7 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
             _keys(page, "Control+Enter")
             _form_ready(page, dsid, 4)
-            _, dmsgs, _ = _session(url, who)
+            _, dmsgs, _ = _session(url, who, page)
             machine_msgs = [m for m in dmsgs if m.sender == "machine"]
             assert len(machine_msgs) == 2
             expect(page.get_by_text("The machine's proposed step", exact=False)).to_have_count(2)

@@ -25,7 +25,7 @@ from pxp.running.pxp.factory import make_agents
 from pxp.storage.store import db_session
 from pxp.storage.tables import Context, Message, Run, Session
 from tests.factories import make_drug
-from tests.llm_server import FakeLLM, Reply, Request, adopting_model, answer
+from tests.llm_server import FakeLLM, Reply, Request, adopting_model, answer, serve_both_apis
 
 MODELS = {"anthropic": "anthropic:claude-sonnet-4-6", "openai": "openai:gpt-4.1"}
 SCHEMA = Schema("answer", "d", {"type": "object", "properties": {"prediction": {"type": "string"},
@@ -35,13 +35,7 @@ LONG = "Esterification of the acid with ethanol under acid catalysis gives the e
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
-    with FakeLLM() as s:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-key")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", s.url)
-        monkeypatch.setenv("OPENAI_BASE_URL", s.openai_url)
-        monkeypatch.setenv("PXP_LLM_MAX_RETRIES", "0")
-        yield s
+    yield from serve_both_apis(monkeypatch, retries="0")
 
 
 @pytest.mark.parametrize("api", ["anthropic", "openai"])

@@ -29,7 +29,7 @@ from pxp.storage.store import db_session
 from pxp.storage.tables import Context, Dataset, Instance, LLMCall, Message, Session, SessionAttempt
 from pxp.tasks.registry import task_spec
 from tests.factories import DRUGS, make_drug
-from tests.llm_server import FakeLLM, Reply, Request, adopting_model, answer, checker_reply
+from tests.llm_server import FakeLLM, Reply, Request, adopting_model, answer, checker_reply, serve_both_apis
 
 cli = CliRunner()
 MODELS = {"anthropic": "anthropic:claude-sonnet-4-6", "openai": "openai:gpt-4.1"}
@@ -69,13 +69,7 @@ def _null(req: Request) -> dict[str, object]:
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
-    with FakeLLM() as s:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-key")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", s.url)
-        monkeypatch.setenv("OPENAI_BASE_URL", s.openai_url)
-        monkeypatch.setenv("PXP_LLM_MAX_RETRIES", "0")
-        yield s
+    yield from serve_both_apis(monkeypatch, retries="0")
 
 
 @pytest.mark.parametrize("api", ["anthropic", "openai"])

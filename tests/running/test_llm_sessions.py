@@ -23,7 +23,7 @@ from pxp.running.pxp.factory import AgentConfigError, make_agents
 from pxp.storage.store import db_session
 from pxp.storage.tables import Context, Dataset, Experiment, LLMCall, Message, Run, Session
 from tests.factories import DRUGS, make_drug, make_rad_images
-from tests.llm_server import FakeLLM, Reply, Request, adopting_model, answer, checker_reply
+from tests.llm_server import FakeLLM, Reply, Request, adopting_model, answer, checker_reply, serve_both_apis
 
 CLAUDE = "anthropic:claude-sonnet-4-6"
 GPT = "openai:gpt-4o"
@@ -31,13 +31,7 @@ GPT = "openai:gpt-4o"
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
-    with FakeLLM() as s:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-key")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", s.url)
-        monkeypatch.setenv("OPENAI_BASE_URL", s.openai_url)
-        monkeypatch.setenv("PXP_LLM_MAX_RETRIES", "2")
-        yield s
+    yield from serve_both_apis(monkeypatch, retries="2")
 
 
 def _setup(engine: Engine, dataset: str, machine: str, checker: str, *, keys: list[str] | None = None,

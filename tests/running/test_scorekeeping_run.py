@@ -21,20 +21,14 @@ from pxp.protocols.scorekeeping.instances import DOMAINS, Instance, generate
 from pxp.running.scorekeeping.games import find_game, stored_scores
 from pxp.running.scorekeeping.runs import RunSettings, run_game
 from pxp.storage.scorekeeping import SkCall, SkEpisode
-from tests.llm_server import FakeLLM, Reply, Request
+from tests.llm_server import FakeLLM, Reply, Request, serve_both_apis
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
-    with FakeLLM() as s:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-key")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", s.url)
-        monkeypatch.setenv("OPENAI_BASE_URL", s.openai_url)
-        monkeypatch.setenv("PXP_LLM_MAX_RETRIES", "0")
-        yield s
+    yield from serve_both_apis(monkeypatch, retries="0")
 
 
 def instances() -> list[Instance]:

@@ -4,6 +4,8 @@ text), as the human agent sees it (DESIGN §1).
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from pxp.app import resources, ui
@@ -23,15 +25,15 @@ div[data-testid="stColumn"]:has(.st-key-annotate_case_pane) { position: sticky; 
 </style>"""
 
 
-def instance_panel(s: LiveSession) -> None:
+def instance_panel(s: LiveSession) -> dict[str, Any] | None:
     """The case: its number, key and image, molecule or text; it stays in view (sticky) while the
-    conversation beside it scrolls."""
+    conversation beside it scrolls. Returns the window the radiologist settled on (None: the default)."""
     st.html(_STICKY)
     with st.container(key="annotate_case_pane"):
-        _case(s)
+        return _case(s)
 
 
-def _case(s: LiveSession) -> None:
+def _case(s: LiveSession) -> dict[str, Any] | None:
     eng = resources.engine()
     head = st.container(horizontal=True, vertical_alignment="center", key=f"annotate_case_{s.id}")
     with head:
@@ -43,6 +45,7 @@ def _case(s: LiveSession) -> None:
         st.markdown("**Target molecule**" + (f": {ui.escape_md(str(name))}" if name else ""))
         ui.molecule(s.payload)
     elif s.asset_sha256:
-        ui.xray(eng, s.instance_id, s.meta, key=f"annotate_img_{s.instance_id}")
+        return ui.xray(eng, s.instance_id, s.meta, key=f"annotate_img_{s.instance_id}")
     else:
         ui.show_text(s.payload, empty="(this case has no image)")
+    return None

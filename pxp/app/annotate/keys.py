@@ -16,3 +16,5 @@ AGREE_KEYS = ("Alt+7", "Alt+8")
 SUBMIT_KEY = "Ctrl+Enter"
 S = st.session_state
 NO_PREDICTION = "give your prediction first"
+#: one chord to agree: the machine's answer becomes the expert's, sent as RATIFY (README "Annotate")
+AGREE_KEY = "Alt+A"

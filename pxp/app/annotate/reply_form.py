@@ -5,17 +5,20 @@ rules from pxp.agents.browser and pxp.protocols.pxp.rules).
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from pxp.agents.base import Answer
-from pxp.agents.browser import HumanTurn, human_content, human_turn, label_options, prediction_noun, too_long
-from pxp.app import resources, ui
-from pxp.app.annotate.keys import AGREE_KEYS, MATCH_KEYS, NO_PREDICTION, SUBMIT_KEY, TAG_KEYS, S
+from pxp.agents.browser import human_content, human_turn, label_options, prediction_noun
+from pxp.app import ui
+from pxp.app.annotate.drafts import restore_draft, save_draft
+from pxp.app.annotate.keys import AGREE_KEY, AGREE_KEYS, MATCH_KEYS, NO_PREDICTION, SUBMIT_KEY, TAG_KEYS, S
+from pxp.app.annotate.send import agree_with_machine, sent_note, smiles_problem, submit
 from pxp.app.refused import form_shown
-from pxp.data.chem import InvalidSmiles, smiles_set
+from pxp.data.chem import smiles_set
 from pxp.protocols.pxp.rules import Sender, Tag
 from pxp.running.pxp.live.turns import LiveSession
-from pxp.team.access import submit_as
 
 
 def _yes_no(label: str, key: str, keys: tuple[str, str], fill: tuple[str, str]) -> bool | None:
@@ -42,15 +45,28 @@ def _answer(state_key: str, value: bool, fill: tuple[str, str]) -> None:
         S[field] = machine_value
 
 
-def answer_form(s: LiveSession) -> None:
-    """The human's turn: facts, my answer, the live tag preview, Send."""
+def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
+    """The human's turn: my answer, the two questions, the tag, the live preview, Send.
+
+    In keyboard order (Tab): prediction, explanation, the answers, the tags, Send; the one
+    chord (AGREE_KEY) agrees with the machine. `view` is the image window the expert settled on,
+    stored with the message.
+    """
     j = s.j
     key = f"annotate_{s.id}_{j}"
     machine = s.last_from(Sender.MACHINE)
     mine = s.last_from(Sender.HUMAN)
     assert machine is not None
     form_shown(s.id, j)
+    sent_note()
     st.markdown(f"**Your reply (message {j})**")
+    restore_draft(s, key)
+    prediction, invalid = prediction_input(s, key, mine.prediction if mine else "")
+    S.setdefault(f"{key}_expl", mine.explanation if mine else "")
+    explanation = st.text_area(
+        "My explanation", key=f"{key}_expl", height=68,
+        placeholder="What you see and why (your report or pathway)",
+    )
     c1, c2 = st.columns(2)
     with c1:
         match = _yes_no("Its prediction matches mine?", f"{key}_match", MATCH_KEYS,
@@ -58,13 +74,6 @@ def answer_form(s: LiveSession) -> None:
     with c2:
         agree = _yes_no("Its explanation agrees with mine?", f"{key}_agree", AGREE_KEYS,
                         (f"{key}_expl", machine.explanation))
-
-    prediction, invalid = prediction_input(s, key, mine.prediction if mine else "")
-    S.setdefault(f"{key}_expl", mine.explanation if mine else "")
-    explanation = st.text_area(
-        "My explanation", key=f"{key}_expl", height=80,
-        placeholder="What you see and why (your report or pathway)",
-    )
     answer = Answer(prediction, explanation)
     content = human_content(s.messages, answer, match_kind=s.match_kind)
     noun = prediction_noun(s.match_kind)
@@ -104,10 +113,18 @@ def answer_form(s: LiveSession) -> None:
                 st.markdown("Your message will be tagged")
                 ui.tag_badge(turn.tag)
             st.caption(ui.escape_md(turn.reason))
-    send = st.button("Send", key=f"{key}_send", type="primary", shortcut=SUBMIT_KEY,
-                     icon=":material/send:")
+    with st.container(horizontal=True, vertical_alignment="center"):
+        send = st.button("Send", key=f"{key}_send", type="primary", shortcut=SUBMIT_KEY,
+                         icon=":material/send:")
+        agreed = st.button("I agree with the machine", key=f"{key}_agree_all", shortcut=AGREE_KEY,
+                           icon=":material/thumb_up:",
+                           help="Its prediction and explanation become yours, both questions Yes, "
+                                f"sent as RATIFY ({AGREE_KEY})")
+    if agreed:
+        agree_with_machine(s, view)
+    save_draft(s, key)
     if send:
-        submit(s, answer, turn, invalid)
+        submit(s, answer, turn, invalid, view)
 
 
 def _pick(state_key: str, tag: Tag | None) -> None:
@@ -136,11 +153,10 @@ def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str 
                               key=pkey, placeholder="e.g. CC(=O)OC(C)=O.Nc1ccc(O)cc1")
         if not value.strip():
             return "", NO_PREDICTION
-        try:
-            canon = ".".join(sorted(smiles_set(value)))
-        except InvalidSmiles as err:
-            st.error(ui.escape_md(f"Cannot send: {err}"))  # the form's one line about it
-            return value, str(err)
+        if (why := smiles_problem(value)) is not None:
+            st.error(ui.escape_md(f"Cannot send: {why}"))  # the form's one line about it
+            return value, why
+        canon = ".".join(sorted(smiles_set(value)))
         st.caption("Canonical form:")
         st.code(canon, language=None, wrap_lines=True)
         ui.reaction(value, s.payload)
@@ -149,39 +165,10 @@ def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str 
     return value, (None if value.strip() else NO_PREDICTION)
 
 
-def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None) -> None:
-    """Store message j once (token: session and j), then the machine's reply once."""
-    token = (s.id, s.j)
-    sent = S.setdefault("annotate_sent", set())
-    if token in sent:
-        return
-    if invalid is not None:
-        st.error(f"Not sent: {ui.escape_md(invalid)}.")
-        return
-    if (why := too_long(answer)) is not None:
-        st.error(f"Not sent: {why}.")
-        return
-    if not turn.ok or turn.facts is None:
-        st.error(f"Not sent: {ui.escape_md(turn.refused or 'the tag is not allowed')}")
-        return
-    out = submit_as(resources.engine(), s.id, annotator_id=S.get("annotate_me", -1), j=s.j, answer=answer,
-                    facts=turn.facts)
-    if out.status in ("refused", "closed"):
-        st.error(f"Not sent: {ui.escape_md(out.message)}. Your reply is still in the form.",
-                 icon=":material/block:")
-        return
-    S.pop("annotate_refused", None)  # an earlier refusal's note has served its purpose
-    if out.status != "sent":
-        S["annotate_notice"] = f"Not sent again: {out.message} (perhaps from another tab)."
-    sent.add(token)
-    S.pop("annotate_last_finished", None)  # the previous case's note has been seen
-    S["annotate_scroll"] = True  # the next reply form is brought into view
-    st.rerun()
-
-
 def keyboard_help() -> None:
     """One line listing the keyboard shortcuts of the form."""
-    st.caption(f"Keyboard: prediction matches {MATCH_KEYS[0]} Yes / {MATCH_KEYS[1]} No, "
+    st.caption(f"Keyboard: {AGREE_KEY} I agree with the machine (sent as RATIFY), "
+               f"prediction matches {MATCH_KEYS[0]} Yes / {MATCH_KEYS[1]} No, "
                f"explanation agrees {AGREE_KEYS[0]} Yes / {AGREE_KEYS[1]} No, "
                f"{', '.join(f'{k} {t.value}' for t, k in TAG_KEYS.items())}, "
                f"Alt+0 automatic tag, {SUBMIT_KEY} send.")

@@ -28,8 +28,13 @@ ROLES = ["Radiologist", "Chemist", "Other expert"]
 
 
 def identity() -> int | None:
-    """Who is annotating: the logged-in user when login is on (pxp.app.auth), else a name and a role."""
+    """Who is annotating: the logged-in user when login is on (pxp.app.auth), else a name and a role,
+    kept in the URL (?annotator=…&role=…) so a reload or a new tab from it knows who it is."""
     S.pop("annotate_me", None)
+    if "annotate_name" not in S and not auth.login_on():
+        S["annotate_name"] = str(st.query_params.get("annotator", ""))[:200]
+    if "annotate_role" not in S and st.query_params.get("role") in ROLES:
+        S["annotate_role"] = st.query_params.get("role")
     with st.sidebar:
         st.subheader("Who are you?")
         if auth.login_on():
@@ -43,6 +48,8 @@ def identity() -> int | None:
                             on_change=_role_changed)
     if not name.strip():
         return None
+    if not auth.login_on() and (st.query_params.get("annotator"), st.query_params.get("role")) != (name, role):
+        st.query_params["annotator"], st.query_params["role"] = name, role
     try:
         S["annotate_me"] = ensure_annotator(resources.engine(), name=name, role=role)
         return int(S["annotate_me"])
@@ -91,8 +98,12 @@ def choose_experiment() -> tuple[int, DeltaGenerator] | None:
     with st.sidebar:
         st.subheader("What to annotate")
         names = list(datasets)
-        ds = st.selectbox("Dataset", names, key="annotate_dataset", index=_role_default(datasets),
+        kept = st.query_params.get("dataset")  # a reload keeps the dataset
+        ds = st.selectbox("Dataset", names, key="annotate_dataset",
+                          index=names.index(kept) if kept in names else _role_default(datasets),
                           format_func=lambda n: f"{n} ({datasets[n]})")
+        if st.query_params.get("dataset") != ds:
+            st.query_params["dataset"] = ds
         exps = live_experiments(eng, dataset=ds)
         if not exps and creator:
             prefs = load_prefs(eng)

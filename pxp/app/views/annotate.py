@@ -15,17 +15,30 @@ from pxp.app.annotate.conversation import current_session, finished_note, machin
 from pxp.app.annotate.keys import SUBMIT_KEY, S
 from pxp.app.annotate.reply_form import answer_form, keyboard_help
 from pxp.app.annotate.sidebar import choose_experiment, identity, show_abandoned, show_progress
+from pxp.app.annotate.tab_order import tab_order
 from pxp.app.prepare import prepare_next_case
 from pxp.app.refused import refused_note
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.live.assignment import unlisted
 from pxp.running.pxp.live.turns import load_session
 
+#: the page compacted so a case and its whole reply form fit a 1280×720 screen (README "Annotate");
+#: our own constant CSS on our own element keys, no user text
+_COMPACT = """<style>
+[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; padding-left: 2rem; padding-right: 2rem; }
+.st-key-annotate_reply, .st-key-annotate_reply [data-testid="stVerticalBlock"] { gap: 0.45rem; }
+.st-key-annotate_reply [data-testid="stVerticalBlockBorderWrapper"] > div { padding: 0.6rem 0.8rem; }
+.st-key-annotate_reply [data-testid="stWidgetLabel"] { min-height: 1.1rem; margin-bottom: 0.1rem; }
+.st-key-annotate_reply [data-testid="stHorizontalBlock"] { gap: 0.4rem; }
+.st-key-annotate_reply button[data-testid^="stBaseButton"] { min-height: 2rem; padding: 0.1rem 0.55rem; }
+</style>"""
+
 
 def render() -> None:
-    st.title("Annotate")
+    st.html(_COMPACT)
     annotator_id = identity()
     if annotator_id is None:
+        st.title("Annotate")
         st.info("Enter your name in the sidebar to start. Then read the case on the left, the "
                 "machine's answer on the right, and reply below it.")
         return
@@ -89,12 +102,13 @@ def annotate(eid: int, annotator_id: int) -> None:
         prepare_next_case(eid, annotator_id)
     left, right = st.columns(split(s), gap="large")
     with left:
-        instance_panel(s)
-    with right:
+        view = instance_panel(s)
+    with right, st.container(key="annotate_reply"):
         transcript_panel(s)
         form = f"annotate_form_{s.id}_{s.j}"
         with st.container(key=form):
-            answer_form(s)
+            answer_form(s, view)
+    tab_order()
     if S.pop("annotate_scroll", False):
         new_case = ("annotate_finished", f"annotate_case_{s.id}") if s.j == 2 else ()
         ui.bring_into_view(form, f"annotate_{s.id}_{s.j}_send", token=form, top_keys=new_case)

@@ -8,6 +8,7 @@ from pxp.app import auth, resources, ui
 from pxp.app.data import (
     STATUSES,
     TAGS,
+    message_views,
     session_calls,
     session_filter_options,
     sessions_count,
@@ -91,7 +92,8 @@ def detail(sid: int) -> None:
         st.success("Conformant to the protocol (DESIGN §1).", icon=":material/verified:")
     ui.transcript_papers(s.messages, machine_label=s.machine_label, task_kind=s.match_kind,
                          instance_render=lambda: instance_thumb(s),
-                         target=s.payload if s.match_kind == "smiles" else None)
+                         target=s.payload if s.match_kind == "smiles" else None,
+                         notes=message_views(eng, sid))
     st.markdown("**Intelligibility of this session**")
     if s.status == "open":
         st.caption("Not counted (open): a session counts towards Definitions 1 and 2 once it ends.")

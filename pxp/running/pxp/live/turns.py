@@ -199,19 +199,21 @@ class SubmitOutcome:
 
 def submit_human(
     engine: Engine, session_id: int, *, j: int, answer: Answer, facts: Facts, guard: Guard | None = None,
+    view: dict[str, Any] | None = None,
 ) -> SubmitOutcome:
     """Store the human's message j exactly once.
 
     `j` is the message number the form was rendered for (the submission token): if the
     session has moved on (a double click, a second tab, a rerun) nothing is written.
     `guard` runs in the write's transaction (engine.step); its refusal (StepRefused) propagates.
+    `view` is the image window the expert settled on, stored in the message's context row.
     """
     s = load_session(engine, session_id)
     if s.status != "open":
         return SubmitOutcome("closed", f"this session is {s.status}")
     if s.j != j or s.turn is not Sender.HUMAN:
         return SubmitOutcome("already", f"message {j} was already sent")
-    human = BrowserHuman(answer, facts, match_kind=s.match_kind)
+    human = BrowserHuman(answer, facts, match_kind=s.match_kind, view=view)
     # if another submission stored message j in the meantime, the engine finds it is the
     # machine's turn: that is the same conflict, and nothing is written
     agents: dict[Sender, Agent] = {Sender.HUMAN: human, Sender.MACHINE: _NotYourTurn()}
