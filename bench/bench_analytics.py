@@ -1,4 +1,4 @@
-"""Benchmark: Table 1 + Figure 1 over 100k sessions / ~1M messages (issue 7, goal ≤ 1 s).
+"""Benchmark: Table 1 + Figure 1 over 100k sessions / ~1M messages (docs/research.md, Analytics; goal ≤ 1 s).
 
 Generates one experiment (R repetitions of INTERACT-shaped sessions with random but
 rule-shaped tag sequences) with bulk inserts into SQLite and into a scratch PostgreSQL

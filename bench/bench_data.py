@@ -1,4 +1,4 @@
-"""Benchmark: first-start demo load, study import, rendering (issue 4; goal: demo < 3 s).
+"""Benchmark: first-start demo load, study import, rendering (goal: demo < 3 s).
 
     python bench/bench_data.py [--repeat 3]
 

@@ -1,4 +1,4 @@
-"""Memory of the prepared-image cache (issue 13 §4): `python bench/bench_images.py [COUNT]`.
+"""Memory of the prepared-image cache (docs/development.md, Memory budgets): `python bench/bench_images.py [COUNT]`.
 
 Prepares COUNT (default 200) distinct large images for Claude through pxp.llm.images, in this
 process, as a run over a large image dataset does: each source is a 1600×1400 noise TIFF (so it

@@ -1,4 +1,5 @@
-"""The app server's memory over many Annotate submits (issue 13 §4): `python bench/bench_memory.py [COUNT]`.
+"""The app server's memory over many Annotate submits (docs/development.md, Memory budgets): `python
+bench/bench_memory.py [COUNT]`.
 
 A real `streamlit run` server (started as tests/browser do) on a throwaway SQLite database
 holding a RAD dataset whose cases carry megabyte X-ray images (noise, so the PNGs do not

@@ -1,4 +1,4 @@
-"""Benchmark: R concurrent repetitions vs one repetition alone vs R one after another (issue 5).
+"""Benchmark: R concurrent repetitions vs one repetition alone vs R one after another.
 
 The machine is the simulated one with a fixed latency per call (it sleeps inside a slot of
 the shared call limit, as an LLM call would), so the figures measure the runner's

@@ -1,4 +1,5 @@
-"""Benchmark: calls of a 500-case study (n = 10, R = 5) on an evaluation schedule vs the paper defaults (issue 14 §2).
+"""Benchmark: calls of a 500-case study (n = 10, R = 5) on an evaluation schedule vs the paper defaults
+(docs/research.md, Evaluation schedules).
 
 The check: `--eval-every 25 --eval-sample 50` makes at most 10 % of the calls of the paper defaults
 (machine performance on the whole test split after every session, LEARN on the whole validation
@@ -15,7 +16,8 @@ where the checkpoints are every m-th session and the last. With LEARN off every 
 session is kept, so the defaults' test evaluations are (kept sessions) x |test split| and their
 interaction calls are exactly the scheduled run's (the schedule does not change the sessions).
 
-It also checks the cost estimate (pxp.running.pxp.controlled.estimate, issue 14 §1): for each scheduled run it prints
+It also checks the cost estimate (pxp.running.pxp.controlled.estimate, docs/research.md, Cost estimate): for each
+scheduled run it prints
 the estimated calls beside the actual ones and the relative error (goal: within 15 %); the
 evaluation calls are exact when LEARN keeps every session, the interaction calls rest on the
 assumed session lengths.

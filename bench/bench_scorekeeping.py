@@ -1,4 +1,4 @@
-"""Benchmark: scoring 10,000 stored scorekeeping episodes (issue 12 asks for under 2 s).
+"""Benchmark: scoring 10,000 stored scorekeeping episodes (goal: under 2 s).
 
 Episodes are played once by the simulated answerer and stored as JSON text holding what scoring reads
 (interactions.json without the `turns` event log and `players`: probes, realised slots, counts, flags);

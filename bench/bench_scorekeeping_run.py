@@ -1,10 +1,10 @@
 """Benchmark: a simulated 100-episode scorekeeping run, 50 ms injected latency per reply, concurrency 8.
 
-Issue 12 asks that it finish within 1.3 × (longest episode's critical path × episodes / 8). An episode's
+The goal: it finishes within 1.3 × (longest episode's critical path × episodes / 8). An episode's
 calls are sequential, so its critical path is its number of calls × the latency; the run stores every
 episode (and its calls) in a fresh SQLite file, as `pxp scorekeeping run` does.
 It then copies the stored episodes to 10,000 and times `pxp scorekeeping report`'s query and leaderboard
-(issue 12: scoring 10,000 stored episodes under 2 s): only the small `scores` column is read.
+(goal: scoring 10,000 stored episodes under 2 s): only the small `scores` column is read.
 Run: PYTHONPATH=. python bench/bench_scorekeeping_run.py
 """
 

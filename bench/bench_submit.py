@@ -1,5 +1,5 @@
 """Cost of the Annotate submit's access check: `submit_as` (the holder checked before the step and
-again in the write's transaction, issue 13) against `submit_human` alone, on live sessions.
+again in the write's transaction) against `submit_human` alone, on live sessions.
 
 Prints p50/p95 (ms) of one human submit (message 2 after the simulated machine's message 1).
 

@@ -1,10 +1,10 @@
-"""Benchmark: repetitions over 4 `pxp worker` processes against 1, on PostgreSQL (issue 14 §3).
+"""Benchmark: repetitions over 4 `pxp worker` processes against 1, on PostgreSQL (docs/operations.md, Workers).
 
 N simulated sessions in E experiments of R repetitions (one queue job per repetition), the
 simulated machine sleeping `--latency` seconds per call inside a slot of the call limit, as an
 LLM call would (see bench_runner.py). The same experiments run (a) over 1 worker, (b) over
 4 workers, (c) in-process (run_experiment), each with the same seeds; Table 1 (the report's
-JSON) must be identical. Goal (issue 14): speedup >= 3.5x with 4 workers. With R jobs per
+JSON) must be identical. Goal: speedup >= 3.5x with 4 workers. With R jobs per
 experiment and W workers the ideal is jobs / ceil(jobs / W), so E * R should be a multiple of 4.
 
     python bench/bench_workers.py [--sessions 10000] [--experiments 4] [--reps 5] [--latency 0.05] [--db URL]

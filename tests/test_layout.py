@@ -1,4 +1,5 @@
-"""The layout of issue 16: no import cycle anywhere inside pxp/, no module over the size limit.
+"""The layout (docs/development.md, Layers and contracts): no import cycle anywhere inside pxp/, no module over the
+size limit.
 
 The layer contracts themselves are import-linter's (pyproject.toml, `lint-imports` in .ci/run);
 this test adds what a layers contract does not see: cycles between modules of one package,
@@ -13,7 +14,7 @@ import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 400
-#: modules allowed over the limit, each with the reason (README "Architecture")
+#: modules allowed over the limit, each with the reason (docs/development.md "Architecture")
 OVER_LIMIT: dict[str, str] = {}
 
 

@@ -77,7 +77,7 @@ CALL_FIELDS: tuple[str, ...] = tuple(CallCost.model_fields)
 def call_fields(c: Any) -> dict[str, Any]:
     """The accounting fields of a CallRecord or an LLMCall row."""
     fields = {f: getattr(c, f) for f in CALL_FIELDS}
-    fields["error"] = redact_any(fields["error"])  # provider text: never a key (issue 15)
+    fields["error"] = redact_any(fields["error"])  # provider text: never a key
     return fields
 
 

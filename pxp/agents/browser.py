@@ -169,7 +169,7 @@ def human_turn(
     A chosen tag is accepted when the stated facts give it, or, for questions left
     unanswered, when some facts (implied_facts) give it with the same `changed`;
     otherwise it is refused with the rule's one-line reason. A tag that contradicts an
-    answer the expert gave is refused, so the record matches the screen (issue 17).
+    answer the expert gave is refused, so the record matches the screen (docs/annotating.md, Keys).
     RATIFY with an edited prediction that no longer matches the machine's is refused
     too (`new_prediction_matches` is False).
     """

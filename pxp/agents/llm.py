@@ -220,7 +220,7 @@ class LLMMachine(AgentBase):
             return self.spec.answer_text(str(out.data.get("prediction", "")), str(out.data.get("explanation", "")))
         return out.text.strip()
 
-    # PROBE (issue 12 §7) --------------------------------------------------------------
+    # PROBE (docs/research.md, Common-ground probe) --------------------------------------------------------------
     def probe(self, q: Query, question: str) -> bool | None:
         """A private yes/no answer about the session so far (q.history), outside its context.
 

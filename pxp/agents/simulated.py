@@ -44,7 +44,7 @@ class SimulatedConfig:
     mislead: float = 0.0
     #: seconds slept per ask, holding a shared call slot like an LLM call (benchmarks, tests)
     latency: float = 0.0
-    #: probability of answering a common-ground probe correctly (issue 12 §7)
+    #: probability of answering a common-ground probe correctly (docs/research.md, Common-ground probe)
     probe_accuracy: float = 0.8
 
 

@@ -1,4 +1,4 @@
-"""Inter-annotator agreement on cases several annotators saw (issue 13 §3; the papers' h1/h2
+"""Inter-annotator agreement on cases several annotators saw (docs/research.md, Agreement; the papers' h1/h2
 design): pairwise Cohen's κ (Cohen 1960) and Krippendorff's α (nominal level, Krippendorff
 2011, computed by the `krippendorff` package) on four fields of each annotator's session:
 
@@ -102,7 +102,7 @@ def agreement(engine: Engine, sel: Selection, which: str = "first") -> list[Agre
     return out
 
 
-# --- Agreement on the four fields (issue 13 §3) -----------------------------------------------
+# --- Agreement on the four fields (docs/research.md, Agreement) -----------------------------------------------
 
 
 def _value(field_: str, v: Any) -> str | None:

@@ -6,11 +6,12 @@ from typing import Any
 
 from sqlalchemy import Engine, Table, case, func, select
 
+from pxp.storage.store import table_of
 from pxp.storage.tables import LLMCall, PendingCall, Run
 
-_L: Table = LLMCall.__table__  # type: ignore[attr-defined]
-_R: Table = Run.__table__  # type: ignore[attr-defined]
-_P: Table = PendingCall.__table__  # type: ignore[attr-defined]
+_L: Table = table_of(LLMCall)
+_R: Table = table_of(Run)
+_P: Table = table_of(PendingCall)
 
 
 def call_totals(engine: Engine, experiment_id: int) -> list[dict[str, Any]]:

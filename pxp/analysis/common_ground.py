@@ -1,4 +1,4 @@
-"""Common-ground probe results per session, next to Table 1 (issue 12 §7).
+"""Common-ground probe results per session, next to Table 1 (docs/research.md, Common-ground probe).
 
 Per probed session: probe accuracy and Cohen's κ (pxp.protocols.pxp.common_ground.score, the
 scorekeeping game's episode scores) and whether the session is one-way intelligible for the
@@ -19,12 +19,13 @@ from sqlalchemy import Engine, select
 from pxp.protocols.pxp.common_ground import ProbeResult, score
 from pxp.protocols.pxp.intelligibility import session_flags
 from pxp.protocols.pxp.rules import Sender, Tag
+from pxp.storage.store import table_of
 from pxp.storage.tables import Message, Probe, Run, Session
 
-_P = Probe.__table__  # type: ignore[attr-defined]
-_S = Session.__table__  # type: ignore[attr-defined]
-_R = Run.__table__  # type: ignore[attr-defined]
-_M = Message.__table__  # type: ignore[attr-defined]
+_P = table_of(Probe)
+_S = table_of(Session)
+_R = table_of(Run)
+_M = table_of(Message)
 
 COLUMNS = ["experiment_id", "repetition", "ordinal", "session_id", "status", "probes", "valid", "accuracy",
            "kappa", "one_way_human", "one_way_machine"]
@@ -103,7 +104,7 @@ def render_probes(report: dict[str, Any], fmt: str) -> list[str]:
         return []
     s = pr["summary"]
     md = fmt == "markdown"
-    lines = ["", f"{report['experiment']}: common-ground probe (issue 12 §7): {s['sessions']} sessions, "
+    lines = ["", f"{report['experiment']}: common-ground probe: {s['sessions']} sessions, "
              f"{s['probes']} probes ({s['invalid']} invalid), mean accuracy {_num(s['mean_accuracy'])}, "
              f"median κ {_num(s['median_kappa'])}; mean accuracy when 1-way intelligible for the human "
              f"{_num(s['mean_accuracy_one_way_human'])}, when not {_num(s['mean_accuracy_not_one_way_human'])}"]

@@ -16,7 +16,7 @@ Layout (one directory, `--out PATH`; EXT is jsonl, csv or parquet):
     calls.EXT           LLM call accounting — repetition, session, j, provider, model, purpose,
                         attempt, tokens_in, tokens_out, cache_read, cache_write, latency_ms,
                         cost_usd, error
-    probes.EXT          the common-ground probe (`pxp run --probe`, issue 12 §7) — repetition,
+    probes.EXT          the common-ground probe (`pxp run --probe`, docs/research.md, Common-ground probe) — repetition,
                         session, j (the human message after which it was asked), question, truth,
                         answer, valid, created_at; written with no rows for an unprobed run
 

@@ -44,7 +44,7 @@ def experiment_table(engine: Engine, exp: Experiment) -> Table1:
 
 
 def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
-    """The JSON report of one experiment (shape documented in the README)."""
+    """The JSON report of one experiment (shape documented in docs/research.md, Exports)."""
     with db_session(engine) as db:
         exp = find_experiment(db, name_or_id=name_or_id)
     if exp is None:
@@ -53,13 +53,13 @@ def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
     perf = performance_series(engine, exp.id or 0)  # machine performance (Figure 2), when evaluated
     if perf:
         line = schedule_line(exp.config)
-        for series in perf.values():  # which schedule produced each series (issue 14 §2)
+        for series in perf.values():  # which schedule produced each series (docs/research.md, Evaluation schedules)
             series["schedule"] = line
         rep["performance"] = perf
     reasons = aborted_by_reason(engine, [exp.id or 0])
     if reasons:
         rep["aborted_by_reason"] = reasons
-    probes = probe_sessions(engine, [exp.id or 0])  # the common-ground probe (issue 12 §7), when run
+    probes = probe_sessions(engine, [exp.id or 0])  # the common-ground probe, when run
     if probes:
         rep["probes"] = {"summary": probe_summary(probes), "sessions": probes}
     return rep
@@ -78,7 +78,8 @@ def aborted_by_reason(engine: Engine, experiment_ids: Sequence[int] = ()) -> dic
 
 
 def schedule_line(config: dict[str, Any]) -> str:
-    """Which evaluation schedule produced the performance series (issue 14 §2), in one line."""
+    """Which evaluation schedule produced the performance series (docs/research.md, Evaluation schedules), in one
+    line."""
     try:
         cfg = RunConfig.from_dict(config)
     except TypeError:  # a config without the fields a RunConfig needs: the papers' schedule

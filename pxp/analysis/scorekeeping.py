@@ -1,4 +1,5 @@
-"""The scorekeeping report (issue 12 §5): every episode's clembench scores and the per-model leaderboard.
+"""The scorekeeping report (docs/research.md, Scorekeeping game): every episode's clembench scores and the per-model
+leaderboard.
 
 JSON: {"episodes": {"<model>/<experiment>/episode_<k>": {score: value}}, "models": {"<model>": {"% Played",
 "Quality Score", "Quality Score (std)"}}} (NaN as null), as clembench's eval computes them

@@ -1,4 +1,4 @@
-"""Two models on the same instances (issue 14 §4): paired differences of intelligibility.
+"""Two models on the same instances (docs/research.md, Grids and comparisons): paired differences of intelligibility.
 
 For two experiments whose sessions cover the same instances, each (repetition, instance) present
 in both is a pair of sessions. For the one-way (human, machine) and two-way properties

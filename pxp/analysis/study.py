@@ -1,4 +1,5 @@
-"""A named study (issue 14 §4): its experiments' Table 1 side by side, and the paired comparisons.
+"""A named study (docs/research.md, Grids and comparisons): its experiments' Table 1 side by side, and the paired
+comparisons.
 
 The experiments of study S are those `pxp run --grid` created with config["study"] = S
 (pxp.running.pxp.controlled.grid). Two of them are compared pair by pair (pxp.analysis.statistics: paired

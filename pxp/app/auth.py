@@ -1,4 +1,4 @@
-"""Login and roles in the app (issue 13 §1).
+"""Login and roles in the app (docs/operations.md, Login and roles).
 
 When `[auth]` is configured in Streamlit secrets, every page requires login through
 `st.login` (OpenID Connect) and the team table (pxp.team.access) gives the user a role;

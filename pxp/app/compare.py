@@ -1,4 +1,5 @@
-"""The Analytics page's Compare view (issue 14 §4): two experiments, or a study's machine pairs,
+"""The Analytics page's Compare view (docs/research.md, Grids and comparisons): two experiments, or a study's machine
+pairs,
 compared session by session on the same instances.
 
 The numbers are pxp.analysis.statistics (paired differences, bootstrap 95 % CIs, McNemar's

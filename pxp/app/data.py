@@ -225,8 +225,8 @@ def sessions_table(
     stop reason and conformance."""
     with DB(engine) as db:
         q = _sessions_query(
-            sa_select(Session, Experiment.name, Experiment.config, Instance.key, Dataset.name,  # type: ignore[call-overload]
-                      Annotator.name, Dataset.task, Dataset.config),
+            sa_select(Session, col(Experiment.name), col(Experiment.config), col(Instance.key), col(Dataset.name),
+                      col(Annotator.name), col(Dataset.task), col(Dataset.config)),
             dataset=dataset, experiment=experiment, annotator=annotator, status=status, tag=tag,
         )
         rows = list(db.execute(q.order_by(col(Session.id).desc()).offset(offset).limit(limit)).all())
@@ -234,11 +234,12 @@ def sessions_table(
         msgs: dict[int, list[Any]] = defaultdict(list)
         if sids:
             for m in db.execute(
-                sa_select(  # type: ignore[call-overload]
-                    Message.session_id, Message.j, Message.sender, Message.tag, Message.match,
-                    Message.agree, Message.changed, Message.prediction, Message.explanation,
+                sa_select(
+                    col(Message.session_id), col(Message.j), col(Message.sender), col(Message.tag),
+                    col(Message.match), col(Message.agree), col(Message.changed), col(Message.prediction),
+                    col(Message.explanation),
                 )
-                .where(col(Message.session_id).in_(sids)).order_by(Message.session_id, Message.j)
+                .where(col(Message.session_id).in_(sids)).order_by(col(Message.session_id), col(Message.j))
             ).all():
                 msgs[int(m[0])].append(m)
     out = []
@@ -293,7 +294,7 @@ def session_calls(engine: Engine, session_id: int) -> pd.DataFrame:
                                        "error"])
 
 
-# --- the distributed queue of `pxp run --distributed` (issue 14 §3, pxp.running.workers.queue) ----------
+# --- the distributed queue of `pxp run --distributed` (docs/operations.md, Workers; pxp.running.workers.queue) --------
 
 _REPETITION_JOBS = text(
     "SELECT DISTINCT ON (j.args->>'run_id') (j.args->>'experiment_id')::int, r.repetition, j.status::text, "

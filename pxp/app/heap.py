@@ -1,4 +1,5 @@
-"""The app server's native heap, kept from growing with transient megabyte buffers (issue 13 §4)."""
+"""The app server's native heap, kept from growing with transient megabyte buffers (docs/development.md, Memory
+budgets)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ ARENA_MAX = 2
 
 
 def bound_native_heap() -> bool:
-    """Keep the server's C heap from growing with transient megabyte buffers (issue 13 §4).
+    """Keep the server's C heap from growing with transient megabyte buffers (docs/development.md, Memory budgets).
 
     Streamlit runs every script run in a new thread; glibc gives threads their own arenas
     (up to 8 per core) and, after the first large free, raises its mmap threshold to 32 MB, so

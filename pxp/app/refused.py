@@ -1,4 +1,4 @@
-"""A refused Send says so (README "Login and roles"): when the case on screen can no longer take
+"""A refused Send says so (docs/operations.md "Login and roles"): when the case on screen can no longer take
 the annotator's reply (taken over by a colleague, closed, the user's role removed), the click of its
 Send is not lost in the move to the next case or the refusal. The annotator sees one line saying what
 happened and that the reply was not sent, the typed reply stays on screen to copy, and the server

@@ -73,7 +73,7 @@ class Started:
 
     def fresh_notice(self, within: float = 600.0) -> str | None:
         """The first-start notice, once per database: the first visit in the first minutes
-        takes it; later visits and reruns get None (issue 17)."""
+        takes it; later visits and reruns get None."""
         if self.notice is None or time.time() - self.at >= within:
             return None
         with self._lock:
@@ -83,7 +83,7 @@ class Started:
         return self.notice
 
 
-@st.cache_resource(show_spinner="Opening the database…")  # type: ignore[misc]
+@st.cache_resource(show_spinner="Opening the database…")  # type: ignore[misc]  # streamlit's decorator is untyped
 def _start(url: str) -> Started:
     engine = get_engine(url)
     if not is_empty(engine):
@@ -109,7 +109,7 @@ def start() -> Started:
 
     url = database_url()
     try:
-        return _start(url)  # type: ignore[no-any-return]
+        return _start(url)
     except (SQLAlchemyError, OSError, ValueError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         scheme = url.split("://", 1)[0]
@@ -121,7 +121,7 @@ def engine() -> Engine:
 
 
 #: an agent's memory (its SDK client, connection pool) cannot be sized cheaply: each counts as
-#: MACHINE_COST against the byte budget of the machine cache (issue 13 §4)
+#: MACHINE_COST against the byte budget of the machine cache (docs/development.md, Memory budgets)
 MACHINE_COST = 1 * MB
 MACHINE_BYTES = 32 * MB
 

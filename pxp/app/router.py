@@ -5,7 +5,7 @@ only looks for `pages/` beside the main script), so even the first visitor who o
 a page URL directly gets pxp's navigation. Both entry points (the checkout's
 streamlit_app.py and the package's pxp/app/streamlit_app.py) call route().
 
-With login on (issue 13 §1) each page needs a role: a page the user's role may not open
+With login on (docs/operations.md, Login and roles) each page needs a role: a page the user's role may not open
 is hidden from the navigation and its URL answers with one line; an annotator's
 `?session=` must name a session they hold.
 """

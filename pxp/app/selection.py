@@ -26,7 +26,7 @@ def format_ids(ids: Sequence[int]) -> str:
 
 def default_experiment(experiments: Sequence[Mapping[str, Any]]) -> int | None:
     """The most recent experiment with finished or aborted sessions (Table 1 counts them);
-    the most recent one when none has any yet (issue 11 §7)."""
+    the most recent one when none has any yet."""
     if not experiments:
         return None
     ended = [e for e in experiments if int(e.get("ended", 0) or 0) > 0]

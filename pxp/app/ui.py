@@ -2,7 +2,7 @@
 
 Untrusted text (LLM and human) is always shown as text: every ASCII punctuation mark
 is backslash-escaped before st.markdown, so no HTML, image, link or autolink can come
-out of it (DESIGN §3; issue 6 item 7). No unsafe_allow_html anywhere.
+out of it (DESIGN §3). No unsafe_allow_html anywhere.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def show_text(text: str, *, empty: str = "(empty)") -> None:
 
 def tag_badge(tag: str | Tag) -> None:
     t = str(tag.value if isinstance(tag, Tag) else tag)
-    st.badge(t, color=TAG_COLORS.get(t, "gray"))  # type: ignore[arg-type]
+    st.badge(t, color=TAG_COLORS.get(t, "gray"))  # type: ignore[arg-type]  # streamlit's color is a Literal; TAG_COLORS holds only its names
 
 
 def sender_name(sender: Sender, machine_label: str, annotator: str | None = None) -> str:
@@ -127,7 +127,7 @@ def simulated_badge() -> None:
              help="An offline stand-in for an LLM: no API key, no network")
 
 
-#: byte budgets of the drawing caches (issue 13 §4: a display X-ray is megabytes)
+#: byte budgets of the drawing caches (docs/development.md, Memory budgets; a display X-ray is megabytes)
 DISPLAY_PNG_BYTES = 16 * MB  # the current cases of a few annotators; a miss costs ~0.1 s
 MOLECULE_BYTES = 4 * MB
 REACTION_BYTES = 4 * MB
@@ -266,7 +266,7 @@ _SCROLL_JS = """<script>
 
 
 def bring_into_view(first_key: str, last_key: str, token: str, top_keys: Sequence[str] = ()) -> None:
-    """Scroll the widgets keyed first_key..last_key into view and focus the first (issue 17);
+    """Scroll the widgets keyed first_key..last_key into view and focus the first (docs/annotating.md, Keys);
     with top_keys (a new case), the first of them present is brought to the top first, so the
     case begins in view whenever it fits with its reply form.
 

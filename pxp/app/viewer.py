@@ -1,5 +1,5 @@
 """The radiograph viewer: a custom component (st.components.v2) fed the image's bytes as its data
-(README "The app"; "Login and roles": case images only to those who may see them).
+(docs/annotating.md "Pages"; docs/operations.md "Login and roles": case images only to those who may see them).
 
 The PNG travels in the page's own session (the websocket of a logged-in user), never as a media URL
 that a copied link could fetch without login. In the browser it is decoded into a canvas: the wheel

@@ -77,7 +77,7 @@ def report_cmd(
 
 
 def _agreement(experiment: list[str], fmt: str) -> None:
-    """`pxp report --agreement`: κ and α per field over the experiments' cases (issue 13 §3)."""
+    """`pxp report --agreement`: κ and α per field over the experiments' cases (docs/research.md, Agreement)."""
     from pxp.analysis.agreement import disagreements, render_agreement
     from pxp.analysis.queries import Selection
     from pxp.analysis.report import ReportError, agreement_json, experiment_ids

@@ -21,7 +21,7 @@ _DB_HELP = "Database URL (default: PXP_DATABASE_URL or sqlite:///pxp.db); also a
 
 
 def hoist_db(args: list[str], commands: dict[str, Any]) -> list[str]:
-    """Move `--db URL` / `--db=URL` given after the command to the front (issue 11 §4), so
+    """Move `--db URL` / `--db=URL` given after the command to the front, so
     `pxp report --db URL ...` and `pxp import csv F --db URL` work as `pxp --db URL ...`.
 
     Stops at `--`; a command with its own `--db` option keeps it. Two different URLs are refused.

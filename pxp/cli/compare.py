@@ -1,4 +1,5 @@
-"""`pxp report --experiment A --experiment B --compare`: two models on the same instances (issue 14 §4)."""
+"""`pxp report --experiment A --experiment B --compare`: two models on the same instances (docs/research.md, Grids and
+comparisons)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`pxp run --grid grid.toml` and `pxp report --study NAME`: grids as named studies (issue 14 §4).
+"""`pxp run --grid grid.toml` and `pxp report --study NAME`: grids as named studies (docs/research.md, Grids and
+comparisons).
 
 The grid file's format is documented in pxp.running.pxp.controlled.grid. The experiments run in this process,
 one after another (each with its repetitions concurrent, as `pxp run`); a paused experiment does

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """The `pxp run` options that make a RunConfig, typed (issue 16 §5: no `locals()`).
+    """The `pxp run` options that make a RunConfig, typed (no `locals()`).
 
     `split` is None for every instance (`--split all`) or when not given; the `sim_*`
     options go into RunConfig.simulated.
@@ -177,7 +177,7 @@ def run_cmd(
     ] = 0.0,
     probe: Annotated[bool, typer.Option(
         "--probe", help="Common-ground probe: after each human message ask the machine private yes/no "
-        "questions the stored session decides (issue 12 §7).")] = False,
+        "questions the stored session decides (docs/research.md, Common-ground probe).")] = False,
     sim_probe_accuracy: Annotated[
         float, typer.Option("--sim-probe-accuracy", help="Simulated: probability a probe is answered right.")
     ] = 0.8,

@@ -1,5 +1,6 @@
 """`pxp scorekeeping ...`: instances, runs, clembench import/export and the report of the scorekeeping game
-(issue 12 §5; the game of ../shared/papers/scorekeeping-private-shared.md, scored as clembench scores it)."""
+(docs/research.md, Scorekeeping game; the game of ../shared/papers/scorekeeping-private-shared.md, scored as clembench
+scores it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`pxp users`: the team table of the login (issue 13 §1): emails or groups → annotator,
+"""`pxp users`: the team table of the login (docs/operations.md, Login and roles): emails or groups → annotator,
 researcher or admin. The first admin is added here: `pxp users add EMAIL --role admin`."""
 
 from __future__ import annotations

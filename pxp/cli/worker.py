@@ -1,4 +1,4 @@
-"""`pxp worker`: process controlled-run repetitions queued by `pxp run --distributed` (issue 14 §3).
+"""`pxp worker`: process controlled-run repetitions queued by `pxp run --distributed` (docs/operations.md, Workers).
 
 Any machine that reaches the PostgreSQL database can run workers; each one takes jobs (one
 repetition each) from the queue in that database (pxp.running.workers.queue, procrastinate).

@@ -4,7 +4,7 @@ the importers and the drawings.
 
 Every SMILES from a user or a file passes `check_smiles_size` before RDKit sees it: a cheap count of
 characters, atoms and fragments against limits sized for one-step retrosynthesis reactants (the
-study's and USPTO-50k's reactant sets stay far below them; README "Limits on input"). A SMILES over
+study's and USPTO-50k's reactant sets stay far below them; docs/operations.md "Importing data" (limits)). A SMILES over
 a limit is `SmilesTooLarge`, one line naming the limit, in the form, the importers and the CLI alike.
 """
 
@@ -69,7 +69,7 @@ def canonical_smiles(smiles: str) -> str:
     from rdkit import Chem, RDLogger
 
     check_smiles_size(smiles)
-    RDLogger.DisableLog("rdApp.*")  # type: ignore[attr-defined]
+    RDLogger.DisableLog("rdApp.*")  # type: ignore[attr-defined]  # RDKit's stubs omit it
     text = smiles.strip()
     mol = Chem.MolFromSmiles(text) if text else None
     if mol is None:

@@ -27,7 +27,7 @@ def _mol(smiles: str) -> Any:
     from rdkit import Chem, RDLogger
 
     check_smiles_size(smiles)
-    RDLogger.DisableLog("rdApp.*")  # type: ignore[attr-defined]
+    RDLogger.DisableLog("rdApp.*")  # type: ignore[attr-defined]  # RDKit's stubs omit it
     text = smiles.strip()
     mol = Chem.MolFromSmiles(text) if text else None
     if mol is None:
@@ -35,7 +35,7 @@ def _mol(smiles: str) -> Any:
     return mol
 
 
-LABEL_PX = 16  # atom labels at least as large as the app's body text (issue 17)
+LABEL_PX = 16  # atom labels at least as large as the app's body text
 
 
 def _legible(drawer: Any) -> None:
@@ -153,10 +153,10 @@ def molecule_properties(smiles: str) -> dict[str, Any]:
     mol = _mol(smiles)
     return {
         "formula": rdMolDescriptors.CalcMolFormula(mol),
-        "mw": round(float(Descriptors.MolWt(mol)), 2),  # type: ignore[attr-defined]
+        "mw": round(float(Descriptors.MolWt(mol)), 2),  # type: ignore[attr-defined]  # RDKit's stubs omit it
         "aromatic_rings": int(rdMolDescriptors.CalcNumAromaticRings(mol)),
-        "hbd": int(Lipinski.NumHDonors(mol)),  # type: ignore[attr-defined]
-        "hba": int(Lipinski.NumHAcceptors(mol)),  # type: ignore[attr-defined]
+        "hbd": int(Lipinski.NumHDonors(mol)),  # type: ignore[attr-defined]  # RDKit's stubs omit it
+        "hba": int(Lipinski.NumHAcceptors(mol)),  # type: ignore[attr-defined]  # RDKit's stubs omit it
         "heavy_atoms": int(mol.GetNumHeavyAtoms()),
     }
 

@@ -1,5 +1,5 @@
 """Potentially slow chemistry outside the server's interpreter: a small pool of worker processes,
-each call with a timeout (README "Limits on input").
+each call with a timeout (docs/operations.md "Importing data" (limits)).
 
 RDKit's depiction (2D coordinates) can take minutes, or crash, on a molecule that passed the size
 limits of pxp.data.chem; run in the server, that freezes every user's page. Here such a call costs

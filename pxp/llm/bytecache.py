@@ -1,4 +1,4 @@
-"""pxp's one cache: a least-recently-used map bounded by bytes, not entries (issue 13 §4).
+"""pxp's one cache: a least-recently-used map bounded by bytes, not entries (docs/development.md, Memory budgets).
 
 A real X-ray display image is megabytes, so a cache of "128 entries" can hold hundreds of
 megabytes; every cache of pxp is a ByteLRU with a byte budget instead: the app's drawings and
@@ -19,7 +19,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 from pxp.protocols.errors import PxpError
 
@@ -103,7 +103,7 @@ class ByteLRU(Generic[K, V]):
         """The cached value, else `make()` (kept if it fits). Exceptions are not cached."""
         hit = self.get(key, _MISSING)
         if hit is not _MISSING:
-            return hit  # type: ignore[no-any-return]
+            return cast(V, hit)
         value = make()
         self.put(key, value)
         return value
@@ -125,7 +125,7 @@ def byte_cached(max_bytes: int, *, size: Callable[[Any], int] = nbytes) -> Calla
             key = (args, tuple(sorted(kwargs.items())))
             return cache.get_or_make(key, lambda: fn(*args, **kwargs))
 
-        cached.cache = cache  # type: ignore[attr-defined]
+        cached.cache = cache  # type: ignore[attr-defined]  # a function attribute, as functools.lru_cache's
         return cached
 
     return wrap

@@ -3,7 +3,7 @@
 Claude: long edge at most 1568 px (and about 1.15 megapixels), at most 5 MB per
 image. OpenAI vision: fits 2048 px, short side 768 px at high detail. An image
 already within the limits and in an accepted format is sent unchanged. Prepared images are
-cached within a byte budget (IMAGE_CACHE_BYTES, issue 13 §4).
+cached within a byte budget (IMAGE_CACHE_BYTES, docs/development.md, Memory budgets).
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def _prepare(data: bytes, provider: str) -> tuple[bytes, str, int, int]:
     return buf.getvalue(), "image/jpeg", w, h
 
 
-#: byte budget of the prepared images (issue 13 §4). A prepared image is ~1.1 MB for a grey X-ray
+#: byte budget of the prepared images (docs/development.md, Memory budgets). A prepared image is ~1.1 MB for a grey
+#: X-ray
 #: at Claude's 1.15 megapixels, up to 3.75 MB (colour) for Claude and ~6 MB for OpenAI, so the old
 #: bound of 32 entries held 35-200 MB; 32 MB keeps the images of a run's concurrent sessions
 #: (4 by default) many times over, and a miss costs ~0.1-0.3 s of re-encoding, not a call

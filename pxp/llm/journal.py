@@ -1,4 +1,4 @@
-"""Where the calls in flight are written (issue 15 §3), without the LLM layer knowing the tables.
+"""Where the calls in flight are written, without the LLM layer knowing the tables.
 
 A call site reports each call as it is sent with `sent`; whoever runs the call (pxp.running.pxp.journal)
 installs a `CallJournal` for the block with `recording`. Outside such a block nothing is written.

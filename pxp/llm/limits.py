@@ -1,5 +1,5 @@
 """Concurrency limits of LLM calls: one shared by every call in the process (controlled runs), and an
-adaptive in-flight limit per provider (issue 14 §4).
+adaptive in-flight limit per provider.
 
 On HTTP 429 (after the SDK's own retries) the provider's limit halves and the call is sent again
 once a slot is free; every `RECOVER_AFTER` successes give one slot back, up to the shared limit.

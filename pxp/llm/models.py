@@ -1,4 +1,4 @@
-"""Current default models and warnings about deprecated or unknown models (issue 11 §5).
+"""Current default models and warnings about deprecated or unknown models.
 
 Deprecations come from the installed anthropic SDK's own table (the one behind its
 DeprecationWarning), so they follow SDK updates. A model is "unknown" when the provider's

@@ -1,4 +1,4 @@
-"""One redaction for every text that comes from an LLM provider (issue 15 §1).
+"""One redaction for every text that comes from an LLM provider.
 
 Error bodies, response text and SDK exception messages pass `redact` before they are
 stored, logged, exported or shown: self-hosted and proxy servers may echo the API key.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pxp.llm.keys import KEY_NAMES, secret
 
@@ -51,11 +51,11 @@ T = TypeVar("T")
 def redact_data(value: T) -> T:
     """`redact` applied to every string in a JSON-like value (a structured answer)."""
     if isinstance(value, str):
-        return redact(value)  # type: ignore[return-value]
+        return cast(T, redact(value))
     if isinstance(value, dict):
-        return {k: redact_data(v) for k, v in value.items()}  # type: ignore[return-value]
+        return cast(T, {k: redact_data(v) for k, v in value.items()})
     if isinstance(value, list):
-        return [redact_data(v) for v in value]  # type: ignore[return-value]
+        return cast(T, [redact_data(v) for v in value])
     return value
 
 

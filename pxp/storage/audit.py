@@ -1,6 +1,6 @@
-"""The audit trail (README "Login and roles"): who opened, answered, took over or abandoned which session, and
-who created, started or cancelled an experiment, imported data or saved settings, and when, as rows
-of the audit_event table.
+"""The audit trail (docs/operations.md "Login and roles"): who opened, answered, took over or
+abandoned which session, and who created, started or cancelled an experiment, imported data or
+saved settings, and when, as rows of the audit_event table.
 
 pxp.running.pxp.live writes the session events (opened, answered, took over, abandoned) with
 `write`, in the very transaction that stores what they record, so a crash leaves both or

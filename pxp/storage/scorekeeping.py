@@ -1,4 +1,5 @@
-"""SQLModel tables of the scorekeeping game (issue 12 §3): games, episodes with JSON columns, their calls.
+"""SQLModel tables of the scorekeeping game (docs/research.md, Scorekeeping game): games, episodes with JSON columns,
+their calls.
 
 An episode is one row holding what clembench's interactions.json holds (`interactions`, probes and turns
 included) and its scores; the leaderboard reads only the scalar columns `aborted` and `main_score` plus
@@ -81,7 +82,7 @@ class SkCall(CallCost, table=True):
 
 
 class SkPlay(SQLModel, table=True):
-    """A half-played episode of a person playing the answerer in the app (issue 12 §6).
+    """A half-played episode of a person playing the answerer in the app (docs/research.md, Scorekeeping game).
 
     Only the replies are kept: the game master is deterministic given the replies, so replaying them
     rebuilds the episode (pxp.running.scorekeeping.play). `step` counts the replies, so a reply sent

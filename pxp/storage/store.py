@@ -14,12 +14,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event, func
+from sqlalchemy import Engine, Table, event, func
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 from sqlmodel import Session as DB
-from sqlmodel import col, create_engine, select
+from sqlmodel import SQLModel, col, create_engine, select
 
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
 from pxp.storage.schema import ForeignDatabase as ForeignDatabase  # schema checks live in pxp.storage.schema
@@ -316,3 +317,11 @@ def is_empty(engine: Engine) -> bool:
 
 def ids(rows: Sequence[Any]) -> list[int]:
     return [r.id for r in rows]
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """The Core `Table` of a SQLModel table class, for Core statements (sqlmodel's stubs do not
+    declare `__table__`)."""
+    table = sa_inspect(model).local_table
+    assert isinstance(table, Table), f"{model.__name__} is not a table model"
+    return table

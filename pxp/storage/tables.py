@@ -136,7 +136,8 @@ class Session(SQLModel, table=True):
 
 
 class Claim(SQLModel, table=True):
-    """Who was served which case of a live run (issue 13 §2), one row per annotator and case.
+    """Who was served which case of a live run (docs/research.md, Live experiments and overlap), one row per annotator
+    and case.
 
     The unique (run_id, instance_id, annotator_id) key makes sure nobody is served the same
     case twice, on SQLite and PostgreSQL alike; a take-over adds the new annotator's row and
@@ -189,7 +190,8 @@ class LLMCall(CallCost, table=True):
 
 class PendingCall(CallId, table=True):
     """An LLM call sent and not yet stored as an LLMCall: after a crash, its outcome is unknown
-    (issue 15 §3). Written when the call is sent, removed with the LLMCall row that completes it."""
+    (docs/operations.md, Workers: calls in flight). Written when the call is sent, removed with the LLMCall row that
+    completes it."""
 
     __tablename__ = "llmcall_pending"
 
@@ -238,7 +240,8 @@ class Context(SQLModel, table=True):
 
 
 class Probe(SQLModel, table=True):
-    """A common-ground probe after human message j (issue 12 §7): the machine's private yes/no answer.
+    """A common-ground probe after human message j (docs/research.md, Common-ground probe): the machine's private
+    yes/no answer.
 
     `question` is a key of pxp.protocols.pxp.common_ground.QUESTIONS; `truth` is what the stored
     session decides; `answer` is None and `valid` false when no reply could be parsed.
@@ -315,7 +318,7 @@ class AppSetting(SQLModel, table=True):
 
 
 class TeamMember(SQLModel, table=True):
-    """Who may use the app when login is on (issue 13 §1): an email, or a group claim of the
+    """Who may use the app when login is on (docs/operations.md, Login and roles): an email, or a group claim of the
     login provider, mapped to a role (annotator, researcher or admin)."""
 
     __tablename__ = "team_member"
@@ -332,7 +335,7 @@ class TeamMember(SQLModel, table=True):
 
 
 class LoginEnd(SQLModel, table=True):
-    """When each user last logged out (README "Login and roles"): a login cookie issued before it
+    """When each user last logged out (docs/operations.md "Login and roles"): a login cookie issued before it
     is refused, so cookies copied before a logout give no access afterwards."""
 
     __tablename__ = "login_end"
@@ -345,7 +348,8 @@ class LoginEnd(SQLModel, table=True):
 
 
 class AuditEvent(SQLModel, table=True):
-    """Who did what to which session, when (issue 13 §1): opened, answered, took over, abandoned."""
+    """Who did what to which session, when (docs/operations.md, Login and roles): opened, answered, took over,
+    abandoned."""
 
     __tablename__ = "audit_event"
     __table_args__ = (Index("ix_audit_event_at", "at"),)

@@ -1,4 +1,4 @@
-"""Who may do what (issue 13 §1): the team's roles and the server-side session check.
+"""Who may do what (docs/operations.md, Login and roles): the team's roles and the server-side session check.
 
 Roles come from the team_member table: an email or a group claim of the login provider
 mapped to annotator, researcher or admin (the highest matching role wins). The first
@@ -227,7 +227,7 @@ def may(role: str | None, action: str) -> bool:
 
 
 def require(engine: Engine, action: str, *, role: str | None, actor: str, detail: str = "") -> None:
-    """The one server-side role check of a write (issue 13 §1): return if `role` may do `action`
+    """The one server-side role check of a write (docs/operations.md, Login and roles): return if `role` may do `action`
     (MAY), else write a "refused" audit row naming the actor and raise AccessDenied (one line)."""
     if may(role, action):
         return

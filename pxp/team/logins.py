@@ -1,4 +1,4 @@
-"""Logout is logout (README "Login and roles"): the server-side end of a login.
+"""Logout is logout (docs/operations.md "Login and roles"): the server-side end of a login.
 
 Streamlit keeps a login in a signed cookie valid for 30 days, and its Log out only deletes the
 browser's copy: a copy taken before would still work. pxp records each user's logout (LoginEnd)

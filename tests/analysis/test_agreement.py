@@ -1,4 +1,4 @@
-"""Inter-annotator agreement (issue 13 §3): Cohen's κ and Krippendorff's α (nominal) on the first
+"""Inter-annotator agreement (docs/research.md, Agreement): Cohen's κ and Krippendorff's α (nominal) on the first
 human tag, the match and agree judgements and the final prediction, checked against values
 computed by hand on a small transcript file (three annotators, partial overlap), on SQLite and
 PostgreSQL; the disagreement list; `pxp report --agreement` in json and table format."""

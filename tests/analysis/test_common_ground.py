@@ -1,5 +1,5 @@
 """Common-ground probe results next to Table 1: the analysis function, `pxp report` and `pxp run --probe`
-(issue 12 §7)."""
+(docs/research.md, Common-ground probe)."""
 
 from __future__ import annotations
 

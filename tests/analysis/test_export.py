@@ -96,7 +96,8 @@ def test_csv_and_parquet_hold_the_same_rows(engine: Engine, done: Experiment, tm
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
 def test_a_probed_run_exports_its_probes(engine: Engine, tmp_path: Path, fmt: str) -> None:
-    """`--probe` (issue 12 §7): probes.EXT holds every stored probe row, with its repetition and session;
+    """`--probe` (docs/research.md, Common-ground probe): probes.EXT holds every stored probe row, with its repetition
+    and session;
     an unprobed experiment in the same database exports a probes file with the columns and no rows."""
     make_rad(engine, per_label=4)
 

@@ -1,5 +1,5 @@
 """`pxp report`: Table 1 through pxp.analysis.tables (the page's code path) in every format,
-several experiments side by side, a clear line for an unknown experiment (issue 7 item 7)."""
+several experiments side by side, a clear line for an unknown experiment (docs/research.md, Analytics)."""
 
 from __future__ import annotations
 

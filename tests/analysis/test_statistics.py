@@ -1,4 +1,4 @@
-"""Paired comparison of two experiments (issue 14 §4): numbers checked by hand."""
+"""Paired comparison of two experiments (docs/research.md, Grids and comparisons): numbers checked by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Roles and the server-side session check (issue 13 §1), on SQLite and PostgreSQL: the team
+"""Roles and the server-side session check (docs/operations.md, Login and roles), on SQLite and PostgreSQL: the team
 table, `submit_as` refusing writes into another annotator's session (forged id, stale tab after a
 take-over), and the audit trail of opened / answered / took over / abandoned / refused."""
 
@@ -165,7 +165,7 @@ def _idle(engine: Engine, sid: int) -> None:
 def test_a_submit_racing_a_take_over_has_one_consistent_outcome(any_engine: Engine) -> None:
     """The holder's submit and another annotator's take-over released at once (tests/factories.race),
     round after round: exactly one wins. Either the answer is stored and the session stays the
-    holder's, or the take-over happened and nothing was written; never both (issue 13, access check
+    holder's, or the take-over happened and nothing was written; never both (access check
     and write in one transaction)."""
     make_rad(any_engine, per_label=4)
     eid = create_live_experiment(any_engine, dataset="toy-rad")

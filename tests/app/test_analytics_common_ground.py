@@ -1,4 +1,5 @@
-"""The Analytics page's "Common ground" view: probe accuracy against one-way intelligibility (issue 12 §7)."""
+"""The Analytics page's "Common ground" view: probe accuracy against one-way intelligibility (docs/research.md,
+Common-ground probe)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The Analytics page's Compare view through AppTest (issue 14 §4): the same paired comparison
+"""The Analytics page's Compare view through AppTest (docs/research.md, Grids and comparisons): the same paired
+comparison
 as `pxp report --compare` and `pxp report --study`, for two experiments or a study."""
 
 from __future__ import annotations

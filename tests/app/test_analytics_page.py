@@ -1,6 +1,6 @@
 """The Analytics page through streamlit.testing.v1.AppTest: the numbers on the page equal
 `pxp report` on the same database; every view renders for real, empty and single-session
-experiments; downloads and the "reproduce this table" line (issue 7)."""
+experiments; downloads and the "reproduce this table" line (docs/research.md, Analytics)."""
 
 from __future__ import annotations
 
@@ -243,7 +243,7 @@ def _sessions_of(experiment_id: int) -> Any:
 
 
 def test_annotators_view_shows_agreement_and_disagreements(app_db: tuple[str, Engine], tmp_path: Path) -> None:
-    """Issue 13 §3: the Annotators view's κ and α equal `pxp report --agreement`; the disagreement
+    """docs/research.md, Agreement: the Annotators view's κ and α equal `pxp report --agreement`; the disagreement
     list names both sessions."""
     url, engine = app_db
     import_transcripts(engine, write_study(tmp_path / "study.jsonl"), name="study", n=4, k=3)

@@ -1,4 +1,4 @@
-"""Login and roles through AppTest (issue 13 §1): `[auth]` in the secrets and a seeded st.user.
+"""Login and roles through AppTest (docs/operations.md, Login and roles): `[auth]` in the secrets and a seeded st.user.
 
 Without login the Annotate page keeps its name box with the note that anyone can pick any name;
 with login nobody sees a page before logging in, each role sees its pages only, a page or a
@@ -252,7 +252,8 @@ def test_the_audit_page_lists_who_did_what(app_db: Engine) -> None:
 
 def test_every_write_of_the_app_names_who_did_it(app_db: Engine) -> None:
     """Creating a live experiment (a researcher's first Annotate start on a dataset) and saving the
-    settings are in the audit trail with the logged-in user who did them (issue 13 §1: every write
+    settings are in the audit trail with the logged-in user who did them (docs/operations.md, Login and roles; every
+    write
     records who)."""
     at = app("annotate", user=RITA)
     assert at.session_state["annotate_sid"] is not None  # the experiment was created, a case claimed

@@ -1,4 +1,5 @@
-"""The Experiments page shows the estimate before Launch and stores it with the run (issue 14 §1)."""
+"""The Experiments page shows the estimate before Launch and stores it with the run (docs/research.md, Cost
+estimate)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The Annotate form refuses a SMILES over a size limit in one line naming the limit, at the limit
-and one over (README "Limits on input"); the refusal and any SMILES error show text, not markup."""
+and one over (docs/operations.md "Importing data" (limits)); the refusal and any SMILES error show text, not markup."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Overlap in the app (issue 13 §2): a live experiment with overlap and case lists created from
+"""Overlap in the app (docs/research.md, Live experiments and overlap): a live experiment with overlap and case lists
+created from
 the Annotate page's sidebar, and per-annotator progress on the Experiments page."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The Experiments page shows the `pxp worker`s alive, the queue and each repetition's worker (issue 14 §3).
+"""The Experiments page shows the `pxp worker`s alive, the queue and each repetition's worker (docs/operations.md,
+Workers).
 
 Real PostgreSQL, real procrastinate, a real `pxp worker` subprocess; on SQLite one quiet line.
 """

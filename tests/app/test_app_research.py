@@ -1,4 +1,4 @@
-"""The research pages through AppTest (issue 17): the Experiments form starts the run it
+"""The research pages through AppTest: the Experiments form starts the run it
 shows, configuration errors are refused before anything is stored, the Sessions list says
 how many sessions there are and pages through them, and Analytics keeps the researcher's
 selection and opens on an experiment with something to count."""

@@ -1,4 +1,4 @@
-"""What each role sees and may do in the app with login on (issue 13, the defects left after §1-§2):
+"""What each role sees and may do in the app with login on (docs/operations.md, Login and roles):
 no "New live experiment" form for annotators (and the server refuses the creation), Home links only
 to the role's pages, an annotator on no case list is told so, and the Sessions page names the case
 and the annotator slot of an overlap experiment."""

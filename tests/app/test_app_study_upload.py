@@ -1,4 +1,4 @@
-"""Study RAD uploads on the Datasets page (issue 17): images sent as separate files or as a
+"""Study RAD uploads on the Datasets page: images sent as separate files or as a
 zip of the images folder are matched to the CSV's img_path by file name, a split can be
 chosen like the CLI's --split, and a failed attempt clears the uploaders."""
 

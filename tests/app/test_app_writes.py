@@ -1,5 +1,5 @@
 """Every write of the Experiments, Datasets and Settings pages passes one server-side role check
-(pxp.team.access.require, issue 13 §1), not only the router's page check: a fragment's rerun
+(pxp.team.access.require, docs/operations.md, Login and roles), not only the router's page check: a fragment's rerun
 skips the router, and so does running a page's script directly, as these tests do. A refusal is
 one line and a "refused" audit row, nothing is stored; without login everything stays allowed.
 An annotator with no dataset is not sent to the Datasets page they cannot open."""

@@ -1,4 +1,4 @@
-"""The app's byte-bounded caches (issue 13 §4): the real display-image and molecule caches of
+"""The app's byte-bounded caches (docs/development.md, Memory budgets): the real display-image and molecule caches of
 pxp.app.ui staying within their budgets, and the native heap bound (ByteLRU itself:
 tests/llm/test_bytecache.py)."""
 

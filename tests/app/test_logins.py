@@ -1,4 +1,4 @@
-"""Logout is logout (README "Login and roles"): the server-side end of a login, on SQLite and
+"""Logout is logout (docs/operations.md "Login and roles"): the server-side end of a login, on SQLite and
 PostgreSQL: a login issued before the user's logout, or older than the maximum age, is refused."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Play as the answerer (issue 12 §6) through streamlit.testing.v1.AppTest: a whole human episode reply
+"""Play as the answerer (docs/research.md, Scorekeeping game) through streamlit.testing.v1.AppTest: a whole human
+episode reply
 by reply onto the leaderboard, a reload mid-episode, a reply from a stale tab, an aborted episode, and
 names shown as text. The replies a careful player gives come from the simulated agent at accuracy 1,
 so the episode is perfect and its scores are known."""

@@ -31,6 +31,7 @@ from tests.factories import make_rad
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
+DOCS_PNG = ROOT / "docs" / "annotate.png"
 CHROMIUM = "/usr/bin/chromium"
 PAYLOAD = (
     '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> '
@@ -390,6 +391,7 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             _keys(page, "Control+Enter")
             _form_ready(page, sid, 4)
             page.screenshot(path=str(ARTIFACTS / "annotate-900-rad-message-4.png"))
+            _docs_screenshot(page)
             _, msgs, _ = _session(url, who, page)
             assert msgs[1].tag == "REFUTE" and (msgs[1].match, msgs[1].agree) == (True, False)
             # a half-typed reply and the annotator survive a reload (name, role, dataset in the URL;
@@ -505,6 +507,17 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             page.screenshot(path=str(ARTIFACTS / "annotate-900-drug-message-4.png"))
         finally:
             browser.close()
+
+
+def _docs_screenshot(page: Any) -> None:
+    """The README's picture of the Annotate page, `docs/annotate.png`: a RAD case at message 4.
+    Rewritten with PXP_UPDATE_DOCS_SCREENSHOT=1 (pixels vary with fonts, so not on every run);
+    the one committed must be a PNG of this window's size."""
+    shot = page.screenshot()
+    if os.environ.get("PXP_UPDATE_DOCS_SCREENSHOT") == "1":
+        DOCS_PNG.write_bytes(shot)
+    committed = DOCS_PNG.read_bytes()
+    assert committed[:8] == b"\x89PNG\r\n\x1a\n" and committed[16:24] == shot[16:24], "docs/annotate.png: size"
 
 
 def _session_of(url: str, sid: int) -> tuple[list[Message], str]:

@@ -1,4 +1,5 @@
-"""Login and roles in a real browser (issue 13 §1): `streamlit run` with `[auth]` in its secrets,
+"""Login and roles in a real browser (docs/operations.md, Login and roles): `streamlit run` with `[auth]` in its
+secrets,
 a local OpenID Connect provider (oidc-provider-mock) started by the test, Debian's chromium.
 
 Two users, two roles: the annotator logs in, sees their name, has no Analytics in the navigation,

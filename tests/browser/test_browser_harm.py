@@ -1,5 +1,5 @@
 """One user can never harm another, in a real browser (1280×720) against `streamlit run` with login
-through a local OpenID Connect provider (README "Login and roles", "Errors and limits").
+through a local OpenID Connect provider (docs/operations.md "Login and roles", "Importing data").
 
 One server for the module: huge SMILES typed into the DRUG reply give one line each while
 /_stcore/health, polled from a second client, answers within 1 s throughout; Markdown, link, HTML,

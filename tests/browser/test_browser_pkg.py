@@ -1,4 +1,4 @@
-"""The app in a real browser, as a hospital network sees it (issue 11 §3).
+"""The app in a real browser, as a hospital network sees it (docs/operations.md, Install).
 
 On a freshly started server the first visitor opens a page URL directly and gets pxp's
 navigation (the pages live in pxp/app/views/, which Streamlit does not auto-discover),

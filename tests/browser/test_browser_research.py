@@ -1,4 +1,4 @@
-"""The Experiments page in a real browser (issue 17): after Task changes, the launch summary
+"""The Experiments page in a real browser: after Task changes, the launch summary
 names exactly the run that started (its stored Experiment row). Reuses the app's browser
 harness (tests/browser/test_browser_app.py); screenshots of the page and of Analytics' figures go
 to artifacts/."""

@@ -1,4 +1,5 @@
-"""Play as the answerer in a real browser (issue 12 §6): Playwright driving Debian's chromium against
+"""Play as the answerer in a real browser (docs/research.md, Scorekeeping game): Playwright driving Debian's chromium
+against
 `streamlit run` (the server and browser helpers of test_browser_app). One scorekeeping episode is played
 to the end by keyboard only, with a reload in the middle; it lands on the leaderboard as human:<name>."""
 

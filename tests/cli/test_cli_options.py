@@ -1,4 +1,4 @@
-"""The command line's options and database opening (issue 11 §4, §6; issue 15 §4).
+"""The command line's options and database opening.
 
 `--db` before or after any command; `--split all`; a short performance series; read
 commands refuse a missing database and open a read-only one; `postgres://` URLs; a run's

@@ -1,4 +1,4 @@
-"""`pxp report --experiment A --experiment B --compare` (issue 14 §4)."""
+"""`pxp report --experiment A --experiment B --compare` (docs/research.md, Grids and comparisons)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`pxp import ...` and `pxp demo` through the command line (issue 4)."""
+"""`pxp import ...` and `pxp demo` through the command line."""
 
 from __future__ import annotations
 

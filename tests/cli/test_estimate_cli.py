@@ -1,4 +1,5 @@
-"""`pxp run --estimate`, `--max-usd` / `--yes`, and estimate beside actual in `pxp calls` (issue 14 §1)."""
+"""`pxp run --estimate`, `--max-usd` / `--yes`, and estimate beside actual in `pxp calls` (docs/research.md, Cost
+estimate)."""
 
 from __future__ import annotations
 

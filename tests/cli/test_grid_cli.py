@@ -1,4 +1,4 @@
-"""`pxp run --grid FILE` end to end and `pxp report --study NAME` (issue 14 §4)."""
+"""`pxp run --grid FILE` end to end and `pxp report --study NAME` (docs/research.md, Grids and comparisons)."""
 
 from __future__ import annotations
 

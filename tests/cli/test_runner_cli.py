@@ -1,4 +1,4 @@
-"""`pxp run`: new runs, --like, --resume, progress lines, summary, paused exit code (issue 5)."""
+"""`pxp run`: new runs, --like, --resume, progress lines, summary, paused exit code."""
 
 from __future__ import annotations
 
@@ -167,7 +167,8 @@ def test_progress_is_rich_on_a_terminal_and_plain_elsewhere(engine: Any) -> None
 
 
 def test_notes_go_through_the_progress_display_and_a_study_shares_one(engine: Any, capsys: Any) -> None:
-    """The no-worker warning's path (issue 14 §3): above the bars on a terminal, a line of its own elsewhere."""
+    """The no-worker warning's path (docs/operations.md, Workers): above the bars on a terminal, a line of its own
+    elsewhere."""
     import io
 
     from rich.console import Console

@@ -1,4 +1,4 @@
-"""`pxp users` (issue 13 §1): the first admin, roles updated, bad input in one line, on SQLite
+"""`pxp users` (docs/operations.md, Login and roles): the first admin, roles updated, bad input in one line, on SQLite
 and PostgreSQL."""
 
 from __future__ import annotations

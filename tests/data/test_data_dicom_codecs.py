@@ -1,4 +1,4 @@
-"""Real DICOM files from pydicom's own test corpus (issue 11 §2): every compressed
+"""Real DICOM files from pydicom's own test corpus: every compressed
 transfer syntax radiology archives use, and malformed files named with their element."""
 
 from __future__ import annotations

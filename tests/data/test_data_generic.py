@@ -1,4 +1,4 @@
-"""Generic CSV/JSONL import with a column mapping (issue 4)."""
+"""Generic CSV/JSONL import with a column mapping."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Repeated keys in the published study files are kept, row by row (issue 11 §1)."""
+"""Repeated keys in the published study files are kept, row by row."""
 
 from __future__ import annotations
 

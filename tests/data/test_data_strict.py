@@ -1,4 +1,4 @@
-"""Malformed files are refused, never half-read (issue 15 §2)."""
+"""Malformed files are refused, never half-read."""
 
 from __future__ import annotations
 

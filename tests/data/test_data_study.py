@@ -1,4 +1,4 @@
-"""Importing the published study formats, and refusing malformed input (issue 4)."""
+"""Importing the published study formats, and refusing malformed input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`pxp import dicom` takes a zip as the Datasets page does, refusing unsafe zips (issue 15 §4)."""
+"""`pxp import dicom` takes a zip as the Datasets page does, refusing unsafe zips."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Size limits on user and file input, at the limit and one over (README "Limits on input"):
+"""Size limits on user and file input, at the limit and one over (docs/operations.md "Importing data" (limits)):
 SMILES characters, atoms and fragments (pxp.data.chem), image pixels and frames (pxp.data.images,
 pxp.data.importers.dicom), through the parser, the CSV/JSONL/study/transcript importers and the CLI. Each
 refusal is one line naming the limit; nothing is stored.

@@ -1,4 +1,4 @@
-"""Rendering helpers: molecules, reaction schemes, properties, X-ray display (issue 4)."""
+"""Rendering helpers: molecules, reaction schemes, properties, X-ray display."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""pxp's byte-bounded LRU (issue 13 §4): budgets in bytes, LRU eviction, thread safety."""
+"""pxp's byte-bounded LRU (docs/development.md, Memory budgets): budgets in bytes, LRU eviction, thread safety."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The prepared LLM images are cached within a byte budget, not 32 entries (issue 13 §4): real
+"""The prepared LLM images are cached within a byte budget, not 32 entries (docs/development.md, Memory budgets): real
 demo phantoms and Pillow-made X-ray-sized images through pxp.llm.images."""
 
 from __future__ import annotations

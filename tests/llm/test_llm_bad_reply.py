@@ -1,4 +1,4 @@
-"""Issue 15 §3: a 200 reply the SDK cannot read (truncated JSON, a proxy's HTML page) is a
+"""A 200 reply the SDK cannot read (truncated JSON, a proxy's HTML page) is a
 clear, resumable pause like a transport error, on the OpenAI and Anthropic paths."""
 
 from __future__ import annotations

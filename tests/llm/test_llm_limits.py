@@ -1,4 +1,4 @@
-"""Adaptive concurrency per provider (issue 14 §4), against the local wire-format server.
+"""Adaptive concurrency per provider, against the local wire-format server.
 
 On HTTP 429 the provider's in-flight limit halves and the call is sent again; it recovers by one
 slot per RECOVER_AFTER successes; a 429 is raised only for a call sent at limit 1.

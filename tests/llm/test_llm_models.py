@@ -1,4 +1,4 @@
-"""Issue 11 §5: defaults are current models; a deprecated or unknown model is warned about
+"""Defaults are current models; a deprecated or unknown model is warned about
 before a run starts (pxp run, Settings), from the installed SDK's deprecation table."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15 §1: an API key echoed by a server (a self-hosted 401 body, a response text)
+"""An API key echoed by a server (a self-hosted 401 body, a response text)
 reaches no table, export file, log line, CLI output or app page: every provider text
 passes pxp.llm.redact.redact."""
 

@@ -1,4 +1,4 @@
-"""The built wheel is the whole product (issue 11 §3): installed into a fresh virtual
+"""The built wheel is the whole product (docs/operations.md, Install): installed into a fresh virtual
 environment and run from an empty directory, `pxp demo`, `pxp report` and `pxp app` work
 without the checkout (demo data, pages and migrations ship inside the package).
 

@@ -1,4 +1,4 @@
-"""The common-ground probe's ground truth and scores on hand-made sessions (issue 12 §7)."""
+"""The common-ground probe's ground truth and scores on hand-made sessions (docs/research.md, Common-ground probe)."""
 
 from __future__ import annotations
 

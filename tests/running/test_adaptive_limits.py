@@ -1,4 +1,4 @@
-"""A controlled LLM run under HTTP 429s (issue 14 §4): the provider's in-flight limit halves and the
+"""A controlled LLM run under HTTP 429s: the provider's in-flight limit halves and the
 run goes on; it pauses only when a call sent at limit 1 is still rate limited."""
 
 from __future__ import annotations

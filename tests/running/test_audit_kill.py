@@ -1,4 +1,4 @@
-"""The audit trail survives kill -9 at every commit point (README "Login and roles", DESIGN §3).
+"""The audit trail survives kill -9 at every commit point (docs/operations.md "Login and roles", DESIGN §3).
 
 A claim, an answer and a take-over write their audit row in the transaction that stores them, so
 a process killed at any moment leaves both or neither. A child process runs a live scenario (claim,

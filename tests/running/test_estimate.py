@@ -1,4 +1,5 @@
-"""The cost estimate before a run (issue 14 §1): hand-checked arithmetic, and the calls a run then makes."""
+"""The cost estimate before a run (docs/research.md, Cost estimate): hand-checked arithmetic, and the calls a run then
+makes."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def _calls(engine: Engine, experiment_id: int) -> dict[str, int]:
 
 @pytest.mark.parametrize("learn", [False, True])
 def test_the_estimate_of_a_small_run_matches_the_calls_it_makes(any_engine: Engine, learn: bool) -> None:
-    """Issue 14's check, with the simulated machine and the lexical AGREE (no paid call).
+    """The estimate checked against a real run, with the simulated machine and the lexical AGREE (no paid call).
 
     How close, and why: the evaluation calls (purpose eval) are exact — the schedule is fixed (the
     test split after every kept session; LEARN's validation split once, then after every session)
@@ -109,7 +110,7 @@ def test_the_estimate_of_a_small_run_matches_the_calls_it_makes(any_engine: Engi
         assert stored is not None and stored.config["estimate"]["calls"] == est.calls
 
 
-# --- the evaluation schedule and the carry policy (issue 14 §2) -------------------------------------
+# --- the evaluation schedule and the carry policy (docs/research.md, Evaluation schedules) ----------------------------
 
 
 def test_the_schedule_by_hand() -> None:
@@ -183,7 +184,7 @@ def test_the_estimate_of_a_scheduled_run_matches_its_calls(
     assert abs(est.calls - sum(actual.values())) <= 0.15 * sum(actual.values())
 
 
-# --- the common-ground probe (issue 12 §7, `--probe`) --------------------------------------------------
+# --- the common-ground probe (docs/research.md, Common-ground probe; `--probe`) ---------------------------------------
 
 
 def test_probe_calls_by_hand() -> None:

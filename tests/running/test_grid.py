@@ -1,4 +1,5 @@
-"""Grid files (issue 14 §4): parsing, complete validation before anything is created, expansion."""
+"""Grid files (docs/research.md, Grids and comparisons): parsing, complete validation before anything is created,
+expansion."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The engine's instance views are cached within a byte budget, not kept forever (issue 13 §4):
+"""The engine's instance views are cached within a byte budget, not kept forever (docs/development.md, Memory budgets):
 real instances from a real database (SQLite and PostgreSQL) through pxp.running.pxp.instances."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15 §3: a call in flight when the process is killed is recorded when sent, so
+"""A call in flight when the process is killed is recorded when sent, so
 `pxp calls` and `pxp report --calls` count it (outcome unknown) after the crash."""
 
 from __future__ import annotations

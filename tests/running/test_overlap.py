@@ -1,4 +1,5 @@
-"""Overlap and assignment (issue 13 §2): each case annotated by k distinct annotators, never
+"""Overlap and assignment (docs/research.md, Live experiments and overlap): each case annotated by k distinct
+annotators, never
 twice by one, never served to more than k, under concurrent claims and submits on SQLite
 and PostgreSQL; per-annotator case lists and progress; the paper's h1/h2 design as one
 experiment with overlap 2 and its Table 1 by annotator."""

@@ -1,4 +1,5 @@
-"""The common-ground probe inside controlled runs (issue 12 §7): stored apart, never changing the session."""
+"""The common-ground probe inside controlled runs (docs/research.md, Common-ground probe): stored apart, never
+changing the session."""
 
 from __future__ import annotations
 

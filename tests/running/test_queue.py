@@ -1,4 +1,4 @@
-"""Repetitions over `pxp worker` processes on PostgreSQL (issue 14 §3, pxp.running.workers.queue).
+"""Repetitions over `pxp worker` processes on PostgreSQL (docs/operations.md, Workers; pxp.running.workers.queue).
 
 Real PostgreSQL, real procrastinate, real worker subprocesses killed with SIGKILL.
 """

@@ -1,4 +1,4 @@
-"""`pxp run --grid grid.toml --distributed`: a study's experiments over `pxp worker`s (issue 14 §3, §4).
+"""`pxp run --grid grid.toml --distributed`: a study's experiments over `pxp worker`s (docs/operations.md, Workers).
 
 Real PostgreSQL, real procrastinate, real `pxp` and `pxp worker` subprocesses.
 """

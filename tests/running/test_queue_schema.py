@@ -1,4 +1,4 @@
-"""procrastinate's schema in the pxp database: installed once, upgraded by its migrations (issue 14 §3).
+"""procrastinate's schema in the pxp database: installed once, upgraded by its migrations (docs/operations.md, Workers).
 
 Real PostgreSQL: an old procrastinate schema is built from procrastinate's own migration files,
 upgraded by ensure_schema, compared with a fresh install of schema.sql in another database, and

@@ -1,4 +1,4 @@
-"""Resume from the database alone (issue 5): after a crash at any point, after a SIGKILL,
+"""Resume from the database alone: after a crash at any point, after a SIGKILL,
 and after a transient API failure that paused the run."""
 
 from __future__ import annotations

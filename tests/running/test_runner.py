@@ -1,4 +1,4 @@
-"""Controlled runs: LEARN, machine performance, concurrent repetitions, determinism (issue 5)."""
+"""Controlled runs: LEARN, machine performance, concurrent repetitions, determinism."""
 
 from __future__ import annotations
 

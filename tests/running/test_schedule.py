@@ -1,4 +1,5 @@
-"""The evaluation schedule, seeded samples and carried context of a controlled run (issue 14 §2)."""
+"""The evaluation schedule, seeded samples and carried context of a controlled run (docs/research.md, Evaluation
+schedules)."""
 
 from __future__ import annotations
 

@@ -114,7 +114,7 @@ def test_postgresql_url_without_a_driver_uses_psycopg(pg_url: str) -> None:
 
 
 def test_migration_0008_probe_down_and_up(any_engine: Engine) -> None:
-    """The common-ground probe table (issue 12 §7) goes down to 0007 and back up to head."""
+    """The common-ground probe table (docs/research.md, Common-ground probe) goes down to 0007 and back up to head."""
     assert "probe" in set(inspect(any_engine).get_table_names())
     cfg = alembic_config(any_engine)
     with any_engine.begin() as conn:

@@ -135,7 +135,7 @@ def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str 
     """The label picker (RAD) or SMILES field with live validation (DRUG).
 
     (value, why it cannot be sent or None). The label picker lists the machine's
-    prediction first; typing filters it and Enter picks (issue 17).
+    prediction first; typing filters it and Enter picks (docs/annotating.md, Keys).
     """
     pkey = f"{key}_pred"
     if s.match_kind == "label":

@@ -1,5 +1,6 @@
 """Play as the answerer: a person answers the scorekeeping game's questioner and its private probes
-(issue 12 §6), one reply at a time, and sets a human baseline stored like any model's (`human:<name>`).
+(docs/research.md, Scorekeeping game), one reply at a time, and sets a human baseline stored like any model's
+(`human:<name>`).
 
 The person sees exactly the prompts a model gets: the dialogue with the questioner on one side and,
 apart, the probe asked privately outside that dialogue. Replies go to the game master as typed (its

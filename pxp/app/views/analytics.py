@@ -1,5 +1,5 @@
 """Analytics: the papers' Table 1 and Figures 1–2, side-by-side comparisons, the views
-researchers ask for, and downloads (DESIGN §2; issue 7).
+researchers ask for, and downloads (DESIGN §2; docs/research.md, Analytics).
 
 Render functions only. Every number comes from pxp.analysis (queries, tables, performance,
 costs, agreement: aggregated in SQL, cached by data version), the code path `pxp report`

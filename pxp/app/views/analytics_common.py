@@ -1,4 +1,4 @@
-"""The Analytics page's shared parts (issue 7; split from pxp/app/views/analytics.py, a page kept
+"""The Analytics page's shared parts (docs/research.md, Analytics; split from pxp/app/views/analytics.py, a page kept
 under 400 lines): the filters, CSV downloads and Table 1 per column. Not a page: imported by the
 page's view groups (analytics_paper, analytics_research)."""
 

@@ -1,4 +1,4 @@
-"""The Analytics page's views of the papers (issue 7): Table 1, Figures 1 and 2, tag transitions
+"""The Analytics page's views of the papers (docs/research.md, Analytics): Table 1, Figures 1 and 2, tag transitions
 and session lengths. Not a page: pxp/app/views/analytics.py calls them."""
 
 from __future__ import annotations

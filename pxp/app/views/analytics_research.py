@@ -1,4 +1,4 @@
-"""The Analytics page's views researchers ask for (issue 7): per-label breakdowns, annotators and
+"""The Analytics page's views researchers ask for (docs/research.md, Analytics): per-label breakdowns, annotators and
 their agreement, LLM cost, per-session flags and the common-ground probe. Not a page:
 pxp/app/views/analytics.py calls them."""
 
@@ -137,7 +137,8 @@ def view_sessions(sel: Selection) -> None:
 
 
 def view_common_ground(sel: Selection, opts: Options) -> None:
-    """Probe accuracy against one-way intelligibility per session (the common-ground probe, issue 12 §7)."""
+    """Probe accuracy against one-way intelligibility per session (the common-ground probe, docs/research.md,
+    Common-ground probe)."""
     ids = list(sel.experiments) or [int(e["id"]) for e in opts.experiments]
     df = probe_frame(resources.engine(), ids)
     if df.empty:

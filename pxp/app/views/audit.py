@@ -1,4 +1,5 @@
-"""Audit (admins): who opened, answered, took over or abandoned which session, when (issue 13 §1).
+"""Audit (admins): who opened, answered, took over or abandoned which session, when (docs/operations.md, Login and
+roles).
 
 Reads the audit trail that pxp.storage.audit writes at each live-session write.
 """

@@ -192,7 +192,8 @@ def progress_panel() -> None:
 
 @st.fragment(run_every=2.0)
 def queue_panel() -> None:
-    """The `pxp worker`s alive and the queue of `pxp run --distributed` (issue 14 §3); one quiet line without."""
+    """The `pxp worker`s alive and the queue of `pxp run --distributed` (docs/operations.md, Workers); one quiet line
+    without."""
     view: QueueView | None = queue_view(resources.engine())
     if view is None:
         st.caption(NO_QUEUE)
@@ -206,7 +207,7 @@ def queue_panel() -> None:
     st.dataframe(view.queue, hide_index=True)
 
 
-# --- per-annotator progress of live experiments (issue 13 §2) ---------------------------------
+# --- per-annotator progress of live experiments (docs/research.md, Live experiments and overlap) ----------------------
 
 
 def annotator_progress_block(live: pd.DataFrame) -> None:

@@ -1,6 +1,6 @@
 """Scorekeeping: the leaderboard of stored games (error bars), probe accuracy per probing round (the private →
 shared transition of the paper), an episode viewer with the dialogue and the probes apart, and "play as the
-answerer" (pxp.app.scorekeeping.play), where a person sets a human baseline (issue 12 §6).
+answerer" (pxp.app.scorekeeping.play), where a person sets a human baseline (docs/research.md, Scorekeeping game).
 
 Render functions only; every number comes from pxp.analysis.scorekeeping, the code path of
 `pxp scorekeeping report`. Model names, replies and questions are untrusted: shown as text or in tables.

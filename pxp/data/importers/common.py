@@ -80,7 +80,7 @@ class ImportResult:
 
 
 class RepeatedKeys:
-    """Rows that share a key: each is its own instance, `key`, `key#2`, ... (issue 11).
+    """Rows that share a key: each is its own instance, `key`, `key#2`, ....
 
     A row identical in every field to an earlier row with the same key adds nothing
     (one warning line); `summary()` is one warning line naming the repeated keys.

@@ -59,7 +59,7 @@ class DicomError(PxpError, ValueError):
     """A DICOM file that cannot be read: file and reason, one line."""
 
 
-def _line(err: BaseException) -> str:
+def _line(err: BaseException | str) -> str:
     """An exception's message on one line."""
     return " ".join(str(err).split()) or type(err).__name__
 
@@ -196,7 +196,7 @@ def read_dicom(path: Path, where: str, notes: list[str]) -> Any:
             bad = f"corrupt or truncated DICOM ({_line(err)})"
             ds = None
         finally:
-            notes += [f"{where}: {_line(w.message)}" for w in caught]  # type: ignore[arg-type]
+            notes += [f"{where}: {_line(w.message)}" for w in caught]
     if bad:
         raise DicomError(f"{where}: {bad}")
     return ds

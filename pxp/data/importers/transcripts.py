@@ -6,7 +6,7 @@ default, or aborted: a session that ended before its stop rule, e.g. on a format
 Each value is checked for its JSON type (pxp.data.importers.transcript_lines); match and changed are
 computed from the content, and a file's own columns are refused where they contradict it.
 `annotator` names who played the human (one name per session); cases several annotators saw
-are compared by pxp.analysis.agreement (issue 13 §3).
+are compared by pxp.analysis.agreement (docs/research.md, Agreement).
 Everything is validated before anything is written; non-conformant sessions are refused
 with their violations unless allowed.
 """

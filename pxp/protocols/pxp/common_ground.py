@@ -1,4 +1,4 @@
-"""The common-ground probe inside PXP sessions (issue 12 §7, "Beyond the paper").
+"""The common-ground probe inside PXP sessions (docs/research.md, Common-ground probe; "Beyond the paper").
 
 After each human message the machine is asked, privately and outside its dialogue context,
 yes/no questions whose truth the stored session decides, as the scorekeeping game probes

@@ -234,8 +234,7 @@ class _Master:
 
 def play_episode(instance: Instance, answerer: Answerer | Sequence[str], *, model: str = "unknown") -> EpisodeRecord:
     """Play one episode; `answerer` is a callable taking a Request, or a sequence of replies."""
-    call: Answerer = replies(answerer) if isinstance(answerer, Sequence) and not isinstance(answerer, str) \
-        else answerer  # type: ignore[assignment]
+    call: Answerer = answerer if callable(answerer) else replies(answerer)
     return _Master(instance, call, model).play()
 
 

@@ -1,4 +1,4 @@
-"""The checks a controlled run's configuration passes before anything is stored (issue 11 §6, 15 §4).
+"""The checks a controlled run's configuration passes before anything is stored.
 
 DESIGN §1 bounds (n at least 2, 1 <= k <= n), the agents the config names, and the ranges
 of the options. One list of problems serves the CLI (pxp.running.pxp.experiments.create_experiment

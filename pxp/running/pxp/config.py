@@ -51,7 +51,8 @@ class RunConfig:
     learn_metric: str = "both"
     simulated: dict[str, float] = field(default_factory=dict)
     agree_threshold: float = 0.5
-    #: the evaluation schedule (issue 14 §2; defaults are the papers': every session, whole splits)
+    #: the evaluation schedule (docs/research.md, Evaluation schedules; defaults are the papers': every session, whole
+    #: splits)
     eval_every: int = 1
     eval_sample: int | None = None
     learn_sample: int | None = None

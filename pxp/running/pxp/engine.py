@@ -49,6 +49,7 @@ from pxp.running.pxp.errors import StepError as StepError
 from pxp.running.pxp.errors import StepRefused as StepRefused
 from pxp.running.pxp.errors import TagRefused as TagRefused
 from pxp.running.pxp.instances import instance_view as instance_view
+from pxp.storage.store import table_of
 from pxp.storage.tables import Context, LLMCall, Message, Run, Session, utcnow
 
 #: run first in the step's write transaction; returns why the write is refused, or None to go on
@@ -158,11 +159,11 @@ class Loaded:
     messages: list[Msg]
 
 
-_S = Session.__table__  # type: ignore[attr-defined]
-_R = Run.__table__  # type: ignore[attr-defined]
-_M = Message.__table__  # type: ignore[attr-defined]
-_C = Context.__table__  # type: ignore[attr-defined]
-_L = LLMCall.__table__  # type: ignore[attr-defined]
+_S = table_of(Session)
+_R = table_of(Run)
+_M = table_of(Message)
+_C = table_of(Context)
+_L = table_of(LLMCall)
 _LOAD_SESSION = (
     sa_select(_S.c.run_id, _R.c.experiment_id, _S.c.instance_id, _S.c.status, _S.c.n, _S.c.k)
     .join(_R, _R.c.id == _S.c.run_id)

@@ -74,7 +74,7 @@ def _judge(
             expl = False
         return pred, expl, [*q.calls, *hq.calls]
     except AgentUnavailable as err:
-        err.calls = [*q.calls, *hq.calls]  # type: ignore[attr-defined]
+        err.calls = [*q.calls, *hq.calls]  # type: ignore[attr-defined]  # the calls ride on the agents' exception
         raise
 
 
@@ -233,10 +233,11 @@ def _fmt(med: float | None, lo: float | None, hi: float | None) -> str:
 def series_rows(series: dict[str, Any], split: str) -> list[tuple[str, str, str, str]]:
     """(after session, prediction, explanation, both) cells: median [min–max]."""
     s = series[split]
-    return [
-        (str(p), *(_fmt(s["median"][m][i], s["min"][m][i], s["max"][m][i]) for m in METRIC_NAMES))  # type: ignore[misc]
-        for i, p in enumerate(s["after_session"])
-    ]
+    rows = []
+    for i, p in enumerate(s["after_session"]):
+        pred, expl, both = (_fmt(s["median"][m][i], s["min"][m][i], s["max"][m][i]) for m in METRIC_NAMES)
+        rows.append((str(p), pred, expl, both))
+    return rows
 
 
 def summary_points(series: dict[str, Any], split: str) -> list[int]:

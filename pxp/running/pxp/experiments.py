@@ -5,7 +5,8 @@ One function stores every experiment. A controlled experiment stores its full co
 up front in the recorded instance order, so a run can be resumed from the database alone.
 A live experiment stores one run whose instance order is the queue annotators claim from
 (pxp.running.pxp.live.assignment); its sessions are created by the claims. Its config also
-holds `overlap` (how many distinct annotators annotate each case, issue 13 §2) and, when
+holds `overlap` (how many distinct annotators annotate each case, docs/research.md, Live experiments and overlap) and,
+when
 given, `case_lists`: the instance ids each annotator may be served.
 """
 
@@ -124,7 +125,8 @@ def _split_ids(db: DB, ds: Dataset, split: str | None) -> list[int]:
 
 
 def _sample(ids: list[int], size: int | None, seed: int, which: str) -> dict[str, list[int]]:
-    """{"sample": the seeded sample of a split's instance ids} (issue 14 §2); {} for the whole split."""
+    """{"sample": the seeded sample of a split's instance ids} (docs/research.md, Evaluation schedules); {} for the
+    whole split."""
     return {"sample": sample_ids(ids, size, seed, which)} if size is not None and size < len(ids) else {}
 
 

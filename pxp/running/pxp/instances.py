@@ -1,4 +1,4 @@
-"""The agent-facing views of instances, cached within a byte budget (DESIGN §3, issue 13 §4).
+"""The agent-facing views of instances, cached within a byte budget (DESIGN §3, docs/development.md, Memory budgets).
 
 Instances do not change, so every driver (the engine's step, the runner's pools and LEARN's
 evaluation splits) shares one view per instance. The cache was unbounded, so a 10,000-case run

@@ -1,4 +1,4 @@
-"""Calls in flight (issue 15 §3): each LLM call is written to `llmcall_pending` when it is
+"""Calls in flight: each LLM call is written to `llmcall_pending` when it is
 sent, and removed in the transaction that stores its LLMCall row. After a crash the rows
 left are the calls whose outcome is unknown; `pxp calls` counts them.
 
@@ -14,9 +14,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, delete, insert, select
 
 from pxp.llm.journal import recording
+from pxp.storage.store import table_of
 from pxp.storage.tables import PendingCall, utcnow
 
-_P: Table = PendingCall.__table__  # type: ignore[attr-defined]
+_P: Table = table_of(PendingCall)
 
 
 class _PendingTable:

@@ -1,4 +1,5 @@
-"""Stored scorekeeping games (issue 12 §3–4): create and find games, store finished episodes whole,
+"""Stored scorekeeping games (docs/research.md, Scorekeeping game): create and find games, store finished episodes
+whole,
 import a clembench results folder, export a game in clembench's layout, read the stored scores.
 
 An episode is written in one transaction with the calls it made, once finished; a key already
@@ -22,11 +23,12 @@ from pxp.protocols.scorekeeping.episode import EpisodeRecord, RecordError, from_
 from pxp.protocols.scorekeeping.instances import Instance, InstanceError, parse_instance
 from pxp.protocols.scorekeeping.scores import MAIN_SCORE, nan_to_none, score_interactions
 from pxp.storage.scorekeeping import SkCall, SkEpisode, SkGame
+from pxp.storage.store import table_of
 from pxp.storage.tables import utcnow
 
-_G: Table = SkGame.__table__  # type: ignore[attr-defined]
-_E: Table = SkEpisode.__table__  # type: ignore[attr-defined]
-_C: Table = SkCall.__table__  # type: ignore[attr-defined]
+_G: Table = table_of(SkGame)
+_E: Table = table_of(SkEpisode)
+_C: Table = table_of(SkCall)
 
 Key = tuple[str, str, int]
 """(model, experiment, episode k)."""

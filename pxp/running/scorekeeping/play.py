@@ -1,4 +1,5 @@
-"""A person plays the answerer of the scorekeeping game in the app, one reply at a time (issue 12 §6).
+"""A person plays the answerer of the scorekeeping game in the app, one reply at a time (docs/research.md,
+Scorekeeping game).
 
 clembench's game master (pxp.protocols.scorekeeping.episode) calls its answerer and waits for the reply;
 a person replies across page runs. The game master is deterministic given the replies, so only the
@@ -24,6 +25,7 @@ from pxp.protocols.scorekeeping.instances import DEFAULT_SEED, Instance, parse_i
 from pxp.running.scorekeeping import games
 from pxp.running.scorekeeping.runs import default_instances, numbered
 from pxp.storage.scorekeeping import SkPlay
+from pxp.storage.store import table_of
 from pxp.storage.tables import utcnow
 
 HUMAN_GAME = "human-baseline"
@@ -31,7 +33,7 @@ HUMAN_SOURCE = "human"
 HUMAN_PREFIX = "human:"
 MAX_NAME = 60
 
-_P: Table = SkPlay.__table__  # type: ignore[attr-defined]
+_P: Table = table_of(SkPlay)
 
 
 class PlayError(PxpError, ValueError):

@@ -1,4 +1,5 @@
-"""Runs of the scorekeeping game (issue 12 §2): many episodes at once, resumable, every call accounted.
+"""Runs of the scorekeeping game (docs/research.md, Scorekeeping game): many episodes at once, resumable, every call
+accounted.
 
 The answerer is `simulated` (pxp.protocols.scorekeeping.simulated, seeded) or any `provider:model`
 (pxp.llm.registry), called through the SDK under the shared call limit (pxp.llm.limits). Episodes run

@@ -277,7 +277,7 @@ def progress(engine: Engine, experiment_id: int) -> Progress:
         counts: dict[str, int] = {}
         for status, c in db.exec(
             select(Session.status, func.count())
-            .join(Run, Run.id == Session.run_id)  # type: ignore[arg-type]
+            .join(Run, col(Run.id) == col(Session.run_id))
             .where(Run.experiment_id == experiment_id)
             .group_by(Session.status)
         ).all():
@@ -286,8 +286,8 @@ def progress(engine: Engine, experiment_id: int) -> Progress:
 
         msgs = db.exec(
             select(func.count()).select_from(Message)
-            .join(Session, Session.id == Message.session_id)  # type: ignore[arg-type]
-            .join(Run, Run.id == Session.run_id)  # type: ignore[arg-type]
+            .join(Session, col(Session.id) == col(Message.session_id))
+            .join(Run, col(Run.id) == col(Session.run_id))
             .where(Run.experiment_id == experiment_id)
         ).one()
         status = exp.status

@@ -1,4 +1,4 @@
-"""Repetitions as jobs on a PostgreSQL task queue, processed by `pxp worker`s (issue 14 §3).
+"""Repetitions as jobs on a PostgreSQL task queue, processed by `pxp worker`s (docs/operations.md, Workers).
 
 The queue is procrastinate (a PostgreSQL-only task queue: its jobs live in its own tables of
 the pxp database, so any machine that reaches the database can be a worker). One job is one

@@ -1,4 +1,5 @@
-"""procrastinate's tables in the pxp database: installed once, upgraded with procrastinate (issue 14 §3).
+"""procrastinate's tables in the pxp database: installed once, upgraded with procrastinate (docs/operations.md,
+Workers).
 
 procrastinate ships its schema as one file (schema.sql, the current version) and as ordered
 migrations (procrastinate/sql/migrations/*.sql: `xx.yy.zz_ab_*.sql`, the `_01_` pre parts

@@ -1,4 +1,5 @@
-"""Waiting for queued repetitions: `pxp run --distributed`, for one experiment or a grid's (issue 14 §3).
+"""Waiting for queued repetitions: `pxp run --distributed`, for one experiment or a grid's (docs/operations.md,
+Workers).
 
 Everything is enqueued at once (pxp.running.workers.queue.enqueue), then the database is polled: the
 sessions the workers decide are relayed to the runner's Observer (pxp.running.pxp.controlled.progress draws

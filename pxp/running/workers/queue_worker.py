@@ -1,4 +1,4 @@
-"""The `pxp worker` loop: process repetition jobs of the queue (issue 14 §3, pxp.running.workers.queue).
+"""The `pxp worker` loop: process repetition jobs of the queue (docs/operations.md, Workers; pxp.running.workers.queue).
 
 procrastinate's Worker runs the jobs; a second task retries the jobs of workers whose heartbeat
 aged past `stalled_after` (a worker killed with SIGKILL). SIGINT/SIGTERM pause the running
@@ -43,14 +43,14 @@ async def _serve(engine: Engine, concurrency: int, stalled_after: float, name: s
 
         def on_signal() -> None:  # running repetitions pause after their current step, then go back to the queue
             stopping.set()
-            worker.stop()  # type: ignore[no-untyped-call]
+            worker.stop()  # type: ignore[no-untyped-call]  # procrastinate leaves it unannotated
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
         recover = asyncio.create_task(_recover(app, stalled_after))
         try:
-            await worker.run()  # type: ignore[no-untyped-call]
+            await worker.run()  # type: ignore[no-untyped-call]  # procrastinate leaves it unannotated
         finally:
             recover.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,4 +1,4 @@
-"""The cost of a controlled run before it starts (issue 14 §1): calls, tokens and US dollars.
+"""The cost of a controlled run before it starts (docs/research.md, Cost estimate): calls, tokens and US dollars.
 
 Arithmetic over the config, the dataset's split sizes and prompt lengths, and the pricing table
 (pxp.llm.pricing). The call counts follow what the runner does (pxp.running.pxp.controlled.runner, evaluate):
@@ -315,7 +315,8 @@ def assumptions(cfg: RunConfig, facts: DatasetFacts, a: Assumptions, *, llm: boo
 
 
 def schedule_lines(cfg: RunConfig) -> list[str]:
-    """The evaluation schedule and carry policy, in words, when they are not the paper's (issue 14 §2)."""
+    """The evaluation schedule and carry policy, in words, when they are not the paper's (docs/research.md, Evaluation
+    schedules)."""
     out = []
     if cfg.test_split and (cfg.eval_every != 1 or cfg.eval_sample):
         out.append(f"schedule (not the paper's): machine performance {cfg.schedule_text()}")

@@ -1,4 +1,5 @@
-"""The estimate in words (issue 14 §1): the table `pxp run --estimate` prints, and estimate beside actual.
+"""The estimate in words (docs/research.md, Cost estimate): the table `pxp run --estimate` prints, and estimate beside
+actual.
 
 `estimate_lines` renders a pxp.running.pxp.controlled.estimate.Estimate; `versus_actual` sets a stored estimate
 (Experiment.config["estimate"]) beside the run's LLMCall totals for `pxp calls` and `pxp report --calls`.

@@ -1,4 +1,5 @@
-"""Grids as named studies (issue 14 §4): machines × datasets × seeds (× n, k) from one TOML file.
+"""Grids as named studies (docs/research.md, Grids and comparisons): machines × datasets × seeds (× n, k) from one
+TOML file.
 
 The file (`pxp run --grid grid.toml`)::
 

@@ -1,6 +1,5 @@
 """LEARN and the evaluations of a repetition (DESIGN §1; the follow-up paper's Method).
-
-Issue 14 §2: the validation and test sets may be fixed seeded samples of their splits
+docs/research.md, Evaluation schedules: the validation and test sets may be fixed seeded samples of their splits
 (`eval_views`), and the carry policy (`select_carry`: all, last:M, tokens:T) picks which
 kept sessions go into a prompt; LEARN's state is still every kept session.
 

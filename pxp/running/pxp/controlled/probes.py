@@ -1,4 +1,5 @@
-"""The common-ground probe inside controlled runs (issue 12 §7; RunConfig.probe, `pxp run --probe`).
+"""The common-ground probe inside controlled runs (docs/research.md, Common-ground probe; RunConfig.probe, `pxp run
+--probe`).
 
 After each human message the machine is asked, privately and outside its dialogue context,
 the yes/no questions of pxp.protocols.pxp.common_ground whose truth the stored session decides,
@@ -25,9 +26,10 @@ from pxp.protocols.pxp.common_ground import ProbeResult, human_turns, truths
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp import journal
 from pxp.running.pxp.engine import StepResult, call_rows, instance_view, load, record_calls
+from pxp.storage.store import table_of
 from pxp.storage.tables import LLMCall, Probe, utcnow
 
-_PR = Probe.__table__  # type: ignore[attr-defined]
+_PR = table_of(Probe)
 
 
 class ProbeError(PxpError, RuntimeError):

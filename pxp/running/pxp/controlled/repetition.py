@@ -5,8 +5,7 @@ kept sessions); each runs through the engine's one session loop
 (pxp.running.pxp.engine.interact_session), then LEARN decides (pxp.running.pxp.controlled.learn). A transient
 failure (AgentUnavailable) or Ctrl-C pauses the repetition; resuming retries the step that
 failed, and nothing stored is ever repeated.
-
-Issue 14 §2: the test split is evaluated after every `eval_every`-th session and after the
+docs/research.md, Evaluation schedules: the test split is evaluated after every `eval_every`-th session and after the
 last (when the carried context changed since the last evaluation), the prompt carries what
 the carry policy selects, and a prompt estimated beyond the model's context window is
 warned of once per run (logged and stored as the run's note).

@@ -114,7 +114,9 @@ def run_experiment(
         if interrupted:
             raise KeyboardInterrupt
         if errors:
-            raise errors[0].exception()  # type: ignore[misc]
+            first = errors[0].exception()
+            assert first is not None  # `errors` holds only futures that raised
+            raise first
     else:
         status = "finished"
         _set_experiment_status(engine, experiment_id, status)

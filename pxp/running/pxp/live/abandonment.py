@@ -3,7 +3,8 @@
 A session abandoned by someone else can be taken over with a conditional UPDATE that
 succeeds only while it is still open and idle, so when several people take over at once
 exactly one wins. The taker's Claim row is inserted in the same transaction, so nobody
-takes over a case they were already served (issue 13 §2), and the first annotator's row
+takes over a case they were already served (docs/research.md, Live experiments and overlap), and the first annotator's
+row
 stays: who saw what is kept.
 """
 
@@ -66,10 +67,10 @@ def abandoned_sessions(
             allowed = allowed_cases(db, exp, exclude_annotator)
         rows = db.exec(
             select(Session, Instance.key, Annotator.name)
-            .join(Instance, Instance.id == Session.instance_id)  # type: ignore[arg-type]
-            .join(Annotator, Annotator.id == Session.annotator_id, isouter=True)  # type: ignore[arg-type]
+            .join(Instance, col(Instance.id) == col(Session.instance_id))
+            .join(Annotator, col(Annotator.id) == col(Session.annotator_id), isouter=True)
             .where(Session.run_id == run.id, Session.status == "open")
-            .order_by(Session.ordinal)  # type: ignore[arg-type]
+            .order_by(col(Session.ordinal))
         ).all()
         for s, key, who in rows:
             if exclude_annotator is not None and (

@@ -1,4 +1,4 @@
-"""Live assignment: annotators, live experiments and claims (DESIGN §3, issue 13 §2).
+"""Live assignment: annotators, live experiments and claims (DESIGN §3, docs/research.md, Live experiments and overlap).
 
 With overlap k each case has k slots: slot s of the case at queue position p is the
 session ordinal (p - 1)·k + s. An annotator claims a slot by inserting its Session with
@@ -139,7 +139,7 @@ def live_experiments(engine: Engine, *, dataset: str | None = None) -> list[Live
     """Live experiments (newest first), with their progress."""
     with DB(engine) as db:
         exps = db.exec(
-            select(Experiment).where(Experiment.mode == "live").order_by(Experiment.id.desc())  # type: ignore[union-attr]
+            select(Experiment).where(Experiment.mode == "live").order_by(col(Experiment.id).desc())
         ).all()
         out = []
         for e in exps:
@@ -183,7 +183,7 @@ def own_open_session(engine: Engine, *, experiment_id: int, annotator_id: int) -
             select(Session.id).where(
                 Session.run_id == run.id, Session.annotator_id == annotator_id,
                 Session.status == "open",
-            ).order_by(Session.ordinal)  # type: ignore[arg-type]
+            ).order_by(col(Session.ordinal))
         ).first()
     return sid
 
@@ -199,7 +199,7 @@ def allowed_cases(db: DB, exp: Experiment, annotator_id: int) -> set[int] | None
 
 def unlisted(engine: Engine, *, experiment_id: int, annotator_id: int) -> str | None:
     """The annotator's name when the experiment has case lists and none is theirs (so they are
-    served nothing, issue 13 §2); None when they have cases (listed, or no lists at all)."""
+    served nothing); None when they have cases (listed, or no lists at all)."""
     with DB(engine) as db:
         exp, _ = live_run(db, experiment_id)
         if allowed_cases(db, exp, annotator_id) != set():

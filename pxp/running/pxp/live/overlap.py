@@ -1,4 +1,4 @@
-"""Overlap studies: per-annotator case lists and progress (issue 13 §2).
+"""Overlap studies: per-annotator case lists and progress (docs/research.md, Live experiments and overlap).
 
 The papers' uncontrolled experiments had two chemists (h1, h2) annotate the same molecules:
 one live experiment with overlap 2. A case list (CSV with the columns annotator and
@@ -77,7 +77,7 @@ def annotator_progress(engine: Engine, experiment_id: int) -> list[AnnotatorProg
         counts: dict[str, dict[str, int]] = {}
         for name, status, c in db.exec(
             select(Annotator.name, Session.status, func.count())
-            .join(Annotator, Annotator.id == Session.annotator_id)  # type: ignore[arg-type]
+            .join(Annotator, col(Annotator.id) == col(Session.annotator_id))
             .where(Session.run_id == run.id)
             .group_by(Annotator.name, Session.status)
         ).all():

@@ -1,4 +1,4 @@
-"""scorekeeping: games, episodes (JSON columns) and their calls (issue 12 §3)
+"""scorekeeping: games, episodes (JSON columns) and their calls (docs/research.md, Scorekeeping game)
 
 Revision ID: 0004
 Revises: 0002

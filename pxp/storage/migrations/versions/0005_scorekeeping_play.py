@@ -1,4 +1,4 @@
-"""scorekeeping: half-played episodes of people playing the answerer in the app (issue 12 §6)
+"""scorekeeping: half-played episodes of people playing the answerer in the app (docs/research.md, Scorekeeping game)
 
 Revision ID: 0005
 Revises: 0004

@@ -1,4 +1,4 @@
-"""team_member and audit_event: roles for login, and who did what to which session (issue 13 §1)
+"""team_member and audit_event: roles for login, and who did what to which session (docs/operations.md, Login and roles)
 
 Revision ID: 0006
 Revises: 0005

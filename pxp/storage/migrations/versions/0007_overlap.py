@@ -1,4 +1,4 @@
-"""live_claim: who was served which case of a live run (overlap k, issue 13 §2)
+"""live_claim: who was served which case of a live run (overlap k, docs/research.md, Live experiments and overlap)
 
 Revision ID: 0007
 Revises: 0006

@@ -1,4 +1,4 @@
-"""probe: common-ground probe answers inside PXP sessions (issue 12 §7)
+"""probe: common-ground probe answers inside PXP sessions (docs/research.md, Common-ground probe)
 
 Revision ID: 0008
 Revises: 0007
