@@ -166,7 +166,9 @@ def test_two_users_two_roles(auth_server: tuple[str, int, str]) -> None:
             with DB(engine) as db:
                 me = db.exec(select(Annotator).where(Annotator.name == ANN[0])).one()
                 mine = db.exec(select(Session).where(Session.annotator_id == me.id)).all()
-                assert [s.status for s in mine] == ["finished", "open"]
+                statuses = [s.status for s in mine]
+                # the case on screen, and the next one once it is prepared in the background (one ahead)
+                assert statuses[0] == "finished" and statuses[1:] in (["open"], ["open", "open"]), statuses
             _log_out(page, base)
 
             # the researcher

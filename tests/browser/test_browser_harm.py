@@ -31,7 +31,7 @@ from pxp.storage.audit import audit_events
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Session
 from pxp.team.access import add_member
-from tests.browser.test_browser_app import CHROMIUM, _idle, _stop, launch
+from tests.browser.test_browser_app import _FORM_KEY, CHROMIUM, _idle, _stop, launch
 from tests.browser.test_browser_auth import _log_in, _log_out, start_with_login
 from tests.factories import make_drug, make_rad_images
 
@@ -246,7 +246,7 @@ def test_a_stale_tab_send_says_it_was_not_sent(harm_server: tuple[str, str], bro
             _idle(page)
         typed = page.get_by_label("My prediction: reactant SMILES (separate with a dot)").input_value()
         assert typed
-        sid = next(e.session_id for e in audit_events(engine) if e.action == "opened" and e.actor == ANN[0])
+        sid = int(str(page.evaluate(_FORM_KEY)).split("_")[-2])  # the case on screen (the next is prepared)
         bob = ensure_annotator(engine, name="bob@example.org")
         with engine.begin() as c:  # a colleague took the case over meanwhile
             c.execute(update(Session).where(Session.id == sid).values(annotator_id=bob))  # type: ignore[arg-type]
