@@ -27,6 +27,9 @@ TIMEOUT_S = 10.0
 """Longest one drawing may take (seconds) before it is abandoned."""
 WORKERS = 2
 """Worker processes (the machine's cores are shared with the server and the database)."""
+STARTUP_S = 120.0
+"""Longest a fresh worker may take to start (an interpreter importing RDKit; slow on a loaded machine).
+It is not counted in a call's `TIMEOUT_S`."""
 
 
 class ChemFailed(PxpError, RuntimeError):
@@ -36,6 +39,9 @@ class ChemFailed(PxpError, RuntimeError):
 def serve(read_fd: int, write_fd: int) -> None:
     """The worker's loop: call (fn, args) pairs until the server's end of the pipe closes."""
     inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
+    import pxp.data.render  # noqa: F401  (RDKit and the drawings: loaded before the first call's clock starts)
+
+    outbox.send((True, "ready"))
     while True:
         try:
             fn, args = inbox.recv()
@@ -62,8 +68,18 @@ class _Worker:
         os.close(to_server)
         self.outbox = Connection(from_server, readable=False)
         self.conn = Connection(from_child, writable=False)
+        self.ready = False
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout: float) -> tuple[bool, Any]:
+        if not self.ready:  # a fresh worker: its start is not part of the call's time
+            try:
+                started = self.conn.poll(STARTUP_S) and self.conn.recv() == (True, "ready")
+            except (EOFError, OSError):
+                started = False
+            if not started:
+                self.kill()
+                raise ChemFailed(f"failed: the drawing worker did not start within {STARTUP_S:g} s; try again")
+            self.ready = True
         try:
             self.outbox.send((fn, args))
         except OSError:  # the worker died while idle

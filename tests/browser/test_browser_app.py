@@ -179,9 +179,9 @@ def _session(url: str, who: str, page: Any = None) -> tuple[int, list[Message], 
     """The annotator's session on screen (the one whose reply form the page shows) when `page` is
     given, else their newest; with the next case prepared in the background, the newest is
     usually not the one on screen."""
-    if page is not None:
-        page.wait_for_selector('[class*="st-key-annotate_form_"]', timeout=90_000)
-        sid = int(str(page.evaluate(_FORM_KEY)).split("_")[-2])
+    if page is not None:  # the form may be replaced by a rerun meanwhile: read it once it is there
+        key = page.wait_for_function(_FORM_KEY, timeout=90_000).json_value()
+        sid = int(str(key).split("_")[-2])
         return (sid, *_session_of(url, sid))
     engine = get_engine(url)
     with DB(engine) as db:

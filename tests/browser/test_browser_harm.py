@@ -162,7 +162,8 @@ def test_huge_smiles_are_one_line_and_the_server_stays_up(harm_server: tuple[str
     base, _ = harm_server
     with _logged_in(browser, base, ANN[0]) as (_, page):
         _annotate(page, base)
-        field = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
+        # .last: while a slow rerun draws the new form the old one may still be on the page
+        field = page.get_by_label("My prediction: reactant SMILES (separate with a dot)").last
         with Health(base) as health:
             for n in (20000, 3000):
                 field.fill("C" * n)
