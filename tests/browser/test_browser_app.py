@@ -232,7 +232,7 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
                 time.sleep(0.1)
                 sid, msgs, _ = _session(url, "Dr Keyboard", page)
             assert [m.tag for m in msgs] == ["INIT"]
-            smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
+            smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)").last  # the newest form
             smiles.fill(msgs[0].prediction)
             smiles.press("Enter")
             _idle(page)
@@ -258,7 +258,7 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
             # 3. a double press of Send stores the human's message once, and one machine reply
             sid2, msgs2, _ = _session(url, "Dr Keyboard", page)
             assert sid2 != sid and [m.tag for m in msgs2] == ["INIT"]
-            smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
+            smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)").last  # the newest form
             smiles.fill("CC(=O)Cl.Oc1ccccc1C(=O)O")
             smiles.press("Enter")
             _idle(page)
@@ -492,7 +492,7 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             assert steps.count() == sum(m.sender == "machine" for m in dmsgs)
             page.screenshot(path=str(ARTIFACTS / "annotate-900-drug.png"))
             _keys(page, "Alt+6", "Alt+8", "Alt+2")
-            smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)")
+            smiles = page.get_by_label("My prediction: reactant SMILES (separate with a dot)").last  # the newest form
             smiles.fill("CC(=O)Cl.Oc1ccccc1C(=O)O")
             smiles.press("Enter")
             _idle(page)

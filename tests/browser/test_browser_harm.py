@@ -153,7 +153,7 @@ def _annotate(page: Any, base: str) -> None:
     page.get_by_role("option", name="toy-drug (drug)").click()
     _idle(page)
     expect(page.get_by_text("The machine now says")).to_be_visible(timeout=60000)
-    expect(page.get_by_label("My prediction: reactant SMILES (separate with a dot)")).to_be_visible()
+    expect(page.get_by_label("My prediction: reactant SMILES (separate with a dot)").last).to_be_visible()
 
 
 def test_huge_smiles_are_one_line_and_the_server_stays_up(harm_server: tuple[str, str], browser: Any) -> None:
@@ -245,7 +245,7 @@ def test_a_stale_tab_send_says_it_was_not_sent(harm_server: tuple[str, str], bro
         for button in ("Yes Shortcut Alt + 5", "Yes Shortcut Alt + 7"):
             page.get_by_role("button", name=button).click()
             _idle(page)
-        typed = page.get_by_label("My prediction: reactant SMILES (separate with a dot)").input_value()
+        typed = page.get_by_label("My prediction: reactant SMILES (separate with a dot)").last.input_value()
         assert typed
         sid = int(str(page.evaluate(_FORM_KEY)).split("_")[-2])  # the case on screen (the next is prepared)
         bob = ensure_annotator(engine, name="bob@example.org")
