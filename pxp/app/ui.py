@@ -320,3 +320,12 @@ def session_links(df: Any, columns: Sequence[str]) -> tuple[Any, dict[str, Any]]
         out[col] = [f"sessions?session={int(v)}" for v in out[col]]
         config[col] = st.column_config.LinkColumn(col, display_text=r"session=(\d+)")
     return out, config
+
+
+def launch_summary(name: str, config: dict[str, object]) -> str:
+    """The run that started, named from its stored configuration (the Experiments page's line; a helper
+    here so that tests import it without running the page)."""
+    split = config.get("split") or "all"
+    return (f"Started {name!r}: dataset {config.get('dataset')}, split {split}, machine {config.get('machine')}, "
+            f"n={config.get('n')}, k={config.get('k')}, R={config.get('reps')}"
+            + (", with the common-ground probe." if config.get("probe") else "."))

@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.app.views.experiments import launch_summary
+from pxp.app.ui import launch_summary
 from pxp.storage.tables import Experiment
 from tests.app.test_app import app_db, new_app, ok, texts  # noqa: F401  (app_db is a fixture)
 from tests.factories import make_drug

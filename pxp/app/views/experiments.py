@@ -111,7 +111,7 @@ def launch_form() -> str | None:
     except workers.WorkerError as err:
         return f"error:Experiment {exp.name!r} was created but did not start: {err}"
     auth.audited("started", f"experiment {exp.name}")
-    return "ok:" + launch_summary(exp.name, exp.config)
+    return "ok:" + ui.launch_summary(exp.name, exp.config)
 
 
 def show_estimate(est: dict[str, Any]) -> None:
@@ -125,14 +125,6 @@ def show_estimate(est: dict[str, Any]) -> None:
                           "tokens out": r["tokens_out"], "US$": usd(r["usd"])} for r in est["rows"]])
     st.dataframe(rows, hide_index=True)
     st.caption("Assumptions: " + ui.escape_md("; ".join(est["assumptions"])))
-
-
-def launch_summary(name: str, config: dict[str, object]) -> str:
-    """The run that started, named from its stored configuration."""
-    split = config.get("split") or "all"
-    return (f"Started {name!r}: dataset {config.get('dataset')}, split {split}, machine {config.get('machine')}, "
-            f"n={config.get('n')}, k={config.get('k')}, R={config.get('reps')}"
-            + (", with the common-ground probe." if config.get("probe") else "."))
 
 
 @st.fragment(run_every=2.0)
