@@ -237,7 +237,7 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
             smiles.press("Enter")
             _idle(page)
             expect(page.get_by_text("Canonical form:")).to_be_visible()
-            expl = page.get_by_label("My explanation")
+            expl = page.get_by_label("My explanation").last
             expl.fill(msgs[0].explanation)
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
             _idle(page)
@@ -413,7 +413,7 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             _idle(page)
             expect(page.get_by_label("Your name")).to_have_value(who)
             expect(page.get_by_label("My prediction")).to_have_value("Pneumothorax")
-            expect(page.get_by_label("My explanation")).to_have_value("Apical pleural line")
+            expect(page.get_by_label("My explanation").last).to_have_value("Apical pleural line")
             expect(page.locator(f".st-key-annotate_{sid}_4_match_no button")).to_have_attribute("kind", "primary")
             assert len(_session(url, who, page)[1]) == 3, "a draft is not a message"
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
