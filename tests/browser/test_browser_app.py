@@ -171,15 +171,19 @@ def _pick_dataset(page: Any, option: str) -> None:
     page.get_by_role("option", name=option).click()
 
 
-_FORM_KEY = """() => { const e = [...document.querySelectorAll('[class*="st-key-annotate_form_"]')].pop();
-  return e ? [...e.classList].find((c) => c.startsWith("st-key-annotate_form_")) : null; }"""
+_FORM_KEY = """() => { const k = [...document.querySelectorAll('[class*="st-key-annotate_case_"]')]
+    .flatMap((e) => [...e.classList]).filter((x) => /^st-key-annotate_case_[0-9]+$/.test(x)).pop();
+  if (!k) return null;
+  const sid = k.slice("st-key-annotate_case_".length);
+  const e = [...document.querySelectorAll(`[class*="st-key-annotate_form_${sid}_"]`)].pop();
+  return e ? [...e.classList].find((x) => x.startsWith("st-key-annotate_form_")) : null; }"""
 
 
 def _session(url: str, who: str, page: Any = None) -> tuple[int, list[Message], str]:
     """The annotator's session on screen (the one whose reply form the page shows) when `page` is
     given, else their newest; with the next case prepared in the background, the newest is
     usually not the one on screen."""
-    if page is not None:  # the form may be replaced by a rerun meanwhile: read it once it is there
+    if page is not None:  # the case on screen, once its reply form is there (a rerun may still show the last one)
         key = page.wait_for_function(_FORM_KEY, timeout=90_000).json_value()
         sid = int(str(key).split("_")[-2])
         return (sid, *_session_of(url, sid))
@@ -226,6 +230,7 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
             _pick_dataset(page, "demo-drug (drug)")
             _idle(page)
             expect(page.get_by_text("Simulated agent").first).to_be_visible()
+            expect(page.get_by_text("Target molecule", exact=False)).to_be_visible()  # the DRUG case, not the last
             sid, msgs, _ = _session(url, "Dr Keyboard", page)
             deadline = time.monotonic() + 60  # the page shows the case as the machine's INIT is being stored
             while not msgs and time.monotonic() < deadline:

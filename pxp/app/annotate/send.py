@@ -114,7 +114,18 @@ def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None,
     sent.add(token)
     S.pop("annotate_last_finished", None)  # the previous case's note has been seen
     S["annotate_scroll"] = True  # the next reply form is brought into view
-    st.rerun()
+    _rerun_conversation()
     return True  # not reached: st.rerun ends the run
+
+
+def _rerun_conversation() -> None:
+    """Rerun only the conversation and reply form (the page's fragment) when this run is that
+    fragment's own, else the whole page."""
+    from streamlit.errors import StreamlitAPIException
+
+    try:
+        st.rerun(scope="fragment")
+    except StreamlitAPIException:  # a whole-page run (e.g. the test harness's): rerun the page
+        st.rerun()
 
 

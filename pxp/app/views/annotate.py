@@ -7,6 +7,8 @@ start with "annotate_".
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from pxp.app import auth, resources, ui
@@ -74,21 +76,31 @@ def annotate(eid: int, annotator_id: int) -> None:
                   icon=":material/skip_next:", on_click=lambda: S.pop("annotate_hold", None))
         return
     sid = current_session(eid, annotator_id)
-    notice = S.pop("annotate_notice", None)
-    if notice:
-        st.warning(ui.escape_md(notice))
-    refused_note()
     finished_note()
     if sid is None:
         no_cases(eid, annotator_id)
         return
     s = load_session(resources.engine(), sid)
+    left, right = st.columns(split(s), gap="large")
+    with left:
+        view = instance_panel(s)
+    with right:
+        _conversation(sid, eid, annotator_id, view)
+    tab_order()
+    keyboard_help()
+
+
+@st.fragment
+def _conversation(sid: int, eid: int, annotator_id: int, view: dict[str, Any] | None) -> None:
+    """The conversation and the reply form: a Send reruns only this part (a fragment), not the case
+    pane beside it; a finished case reruns the page for the next one (README "Annotate")."""
+    notice = S.pop("annotate_notice", None)
+    if notice:
+        st.warning(ui.escape_md(notice))
+    refused_note()
+    s = load_session(resources.engine(), sid)
     if s.turn is Sender.MACHINE and not machine_turn(s):
-        left, right = st.columns(split(s), gap="large")
-        with left:
-            instance_panel(s)
-        with right:
-            transcript_panel(s)
+        transcript_panel(s)
         return
     s = load_session(resources.engine(), sid)
     if s.turn is None:
@@ -96,23 +108,17 @@ def annotate(eid: int, annotator_id: int) -> None:
         S.pop("annotate_sid", None)
         if s.status == "aborted":
             S["annotate_hold"] = eid
-        st.rerun()
+        st.rerun(scope="app")
     if S.get("annotate_prepared_for") != s.id:  # this case has a usable INIT: prepare the next one
         S["annotate_prepared_for"] = s.id
         prepare_next_case(eid, annotator_id)
-    left, right = st.columns(split(s), gap="large")
-    with left:
-        view = instance_panel(s)
-    with right, st.container(key="annotate_reply"):
+    with st.container(key="annotate_reply"):
         transcript_panel(s)
         form = f"annotate_form_{s.id}_{s.j}"
         with st.container(key=form):
             answer_form(s, view)
-    tab_order()
     if S.pop("annotate_scroll", False):
         new_case = ("annotate_finished", f"annotate_case_{s.id}") if s.j == 2 else ()
         ui.bring_into_view(form, f"annotate_{s.id}_{s.j}_send", token=form, top_keys=new_case)
-    keyboard_help()
-
 
 render()
