@@ -16,9 +16,9 @@ import pytest
 from pxp.app.annotate.editor import DRAW_KEY
 from pxp.data.chem import InvalidSmiles, smiles_set
 from tests.browser.test_browser_app import (
+    _annotate_as,
     _idle,
     _keys,
-    _pick_dataset,
     _session,
     _session_of,
     launch,
@@ -115,14 +115,7 @@ def test_draw_apply_and_send_the_reactants(server: tuple[str, str]) -> None:  # 
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 720})
             page.on("request", lambda r: requests.append(r.url))
-            page.goto(f"{base}/annotate")
-            name = page.get_by_label("Your name")
-            expect(name).to_be_visible(timeout=90_000)
-            name.fill(who)
-            name.press("Enter")
-            _idle(page)
-            _pick_dataset(page, "demo-drug (drug)")
-            _idle(page)
+            _annotate_as(page, base, who, "demo-drug (drug)")
             expect(page.get_by_text("The machine's proposed step", exact=False).first).to_be_visible()
             sid, msgs, _ = _session(url, who, page)
             _idle(page)

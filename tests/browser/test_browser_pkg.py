@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from pxp.app.router import PAGES
-from tests.browser.test_browser_app import _idle, _pick_dataset, launch, server  # noqa: F401  (server is a fixture)
+from tests.browser.test_browser_app import _annotate_as, _idle, _pick_dataset, launch, server  # noqa: F401  (server is a fixture)
 from tests.browser.test_browser_chem import KETCHER_URL, open_editor
 
 pytestmark = pytest.mark.browser
@@ -48,13 +48,7 @@ def test_first_direct_page_load_has_pxp_navigation_and_no_external_request(serve
                 _idle(page)
                 assert not page.get_by_test_id("stException").count(), title
             # the Annotate page with the X-ray viewer (RAD) and with the molecule editor open (DRUG)
-            page.goto(f"{base}/annotate")
-            name = page.get_by_label("Your name")
-            name.wait_for(timeout=60000)
-            name.fill("Dr Origin")
-            name.press("Enter")
-            _idle(page)
-            _pick_dataset(page, "demo-rad (rad)")
+            _annotate_as(page, base, "Dr Origin", "demo-rad (rad)")
             page.locator("[data-pxp-viewer][data-drawn]").first.wait_for(timeout=90000)
             _idle(page)
             _pick_dataset(page, "demo-drug (drug)")
