@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 
 from pxp.data.demo.make_demo import DATA_DIR, DRUGS
 from pxp.data.importers.study import import_study_drug, import_study_rad
-from pxp.data.render import molecule_svg, reaction_svg, xray_display_png
+from pxp.data.render import molecule_svg, reaction_parts, xray_display_png
 from pxp.running.pxp.controlled.demo import ensure_demo
 from pxp.storage.store import make_engine, upgrade
 
@@ -54,8 +54,8 @@ def main() -> None:
         print(f"import study DRUG (60 rows): {t:.2f} s")
     t = timed(lambda: [molecule_svg(d[1]) for d in DRUGS], r)
     print(f"molecule_svg: {t / len(DRUGS) * 1000:.1f} ms per molecule")
-    t = timed(lambda: [reaction_svg(d[2], d[1]) for d in DRUGS], r)
-    print(f"reaction_svg: {t / len(DRUGS) * 1000:.1f} ms per reaction")
+    t = timed(lambda: [reaction_parts(d[2], d[1]) for d in DRUGS], r)
+    print(f"reaction_parts: {t / len(DRUGS) * 1000:.1f} ms per reaction")
     png = (DATA_DIR / "demo-rad" / "images" / "phantom_01.png").read_bytes()
     t = timed(lambda: xray_display_png(png, {}, window=120, level=128), r)
     print(f"xray_display_png with window/level (256 px): {t * 1000:.1f} ms")

@@ -88,8 +88,8 @@ def show_message(m: Msg, *, machine_label: str, task_kind: str, annotator: str |
                  target: str | None = None) -> None:
     """One message: number, sender, tag badge, prediction, explanation.
 
-    In DRUG (task_kind "smiles", with the target given) a machine message's proposed
-    step is drawn, reactants → target, beside its SMILES.
+    In DRUG (task_kind "smiles", with the target given) the proposed step is drawn, reactants →
+    target, beside its SMILES (proposed_step).
     """
     with st.container(border=True):
         head = st.container(horizontal=True, vertical_alignment="center")
@@ -97,14 +97,18 @@ def show_message(m: Msg, *, machine_label: str, task_kind: str, annotator: str |
             st.markdown(f"**#{m.j}** · {escape_md(sender_name(m.sender, machine_label, annotator))}")
             tag_badge(m.tag)
         show_prediction(m.prediction, task_kind)
-        machine_step(m, task_kind, target)
+        proposed_step(m, task_kind, target)
         show_text(m.explanation, empty="(no explanation)")
 
 
-def machine_step(m: Msg, task_kind: str, target: str | None) -> None:
-    """The machine's proposed reaction drawn under its SMILES (DRUG only)."""
-    if target and task_kind == "smiles" and m.sender is Sender.MACHINE and m.prediction.strip():
-        reaction(m.prediction, target, caption="The machine's proposed step: reactants → target")
+def proposed_step(m: Msg, task_kind: str, target: str | None, max_width: int | None = None) -> None:
+    """A message's proposed reaction drawn under its SMILES (DRUG only), the machine's and the human's
+    alike; a human's SMILES that RDKit cannot read stays text only (it was shown above)."""
+    if not (target and task_kind == "smiles" and m.prediction.strip()):
+        return
+    who = "The machine's" if m.sender is Sender.MACHINE else "The human's"
+    reaction(m.prediction, target, caption=f"{who} proposed step: reactants → target",
+             max_width=max_width or REACTION_WIDTH, quiet=m.sender is Sender.HUMAN)
 
 
 def show_flags(flags: Mapping[str, bool]) -> None:
@@ -145,15 +149,15 @@ def _molecule(smiles: str, width: int, height: int) -> tuple[str, dict[str, Any]
 
 
 @byte_cached(REACTION_BYTES)
-def _reaction(reactants: str, target: str) -> tuple[str, int]:
+def _reaction(reactants: str, target: str, max_width: int) -> list[tuple[str, int]]:
     """Drawn in a worker process with a timeout (pxp.data.sandbox): never in the server."""
     from pxp.data.chem import check_smiles_size
-    from pxp.data.render import reaction_drawing
+    from pxp.data.render import reaction_parts
     from pxp.data.sandbox import run_sandboxed
 
     check_smiles_size(reactants)
     check_smiles_size(target)
-    return run_sandboxed(reaction_drawing, reactants, target)
+    return run_sandboxed(reaction_parts, reactants, target, max_width)
 
 
 @byte_cached(DISPLAY_PNG_BYTES)
@@ -195,21 +199,33 @@ def molecule(smiles: str, *, caption: str | None = None, properties: bool = True
         )
 
 
-def reaction(reactants: str, target: str,
-             caption: str = "Proposed step: reactants → target") -> None:
-    """The proposed step reactants → target, or one line why it cannot be drawn."""
+#: the narrowest column a reaction is drawn in at a 1280 px wide window (pixels): the Annotate
+#: conversation, and a side of the Sessions transcript (docs/annotating.md, "Drawing the reactants")
+REACTION_WIDTH = 440
+PAPERS_REACTION_WIDTH = 260
+
+
+def reaction(reactants: str, target: str, caption: str = "Proposed step: reactants → target", *,
+             max_width: int = REACTION_WIDTH, quiet: bool = False) -> None:
+    """The proposed step reactants → target, or one line why it cannot be drawn (`quiet`: nothing).
+
+    Its pieces (pxp.data.render.reaction_parts) wrap to the column like words, at their natural size
+    so that atom labels stay legible; no piece is wider than `max_width`.
+    """
     from pxp.data.chem import InvalidSmiles
     from pxp.data.sandbox import ChemFailed
 
     try:
-        svg, width = _reaction(reactants, target)
+        parts = _reaction(reactants, target, max_width)
     except InvalidSmiles as err:
-        st.warning(escape_md(str(err)))
+        if not quiet:
+            st.warning(escape_md(str(err)))
         return
     except ChemFailed as err:
         st.warning(escape_md(f"The step is not drawn: the drawing {err}."))
         return
-    st.image(svg, caption=caption, width=width)  # natural size: atom labels stay legible
+    st.image([svg for svg, _ in parts], width="content")
+    st.caption(caption)
 
 
 def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) -> dict[str, Any] | None:
@@ -303,7 +319,7 @@ def transcript_papers(
             tag_badge(m.tag)
         with (lcol if m.sender is Sender.HUMAN else rcol), st.container(border=True):
             show_prediction(m.prediction, task_kind)
-            machine_step(m, task_kind, target)
+            proposed_step(m, task_kind, target, PAPERS_REACTION_WIDTH)
             show_text(m.explanation, empty="(no explanation)")
             if m.match is not None:
                 st.caption(f"match={m.match} · agree={m.agree} · changed={m.changed}")

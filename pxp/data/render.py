@@ -63,7 +63,8 @@ def molecule_svg(smiles: str, size: tuple[int, int] = (320, 240)) -> bytes:
 
 
 BOND_PX = 30  # bond length of a reaction's molecules: with LABEL_PX labels, drawn at their natural size
-_GAP = 44  # room for "+" and the arrow between the molecules of a reaction
+MIN_BOND_PX = 16  # the shortest bond a molecule wider than its column is drawn with (labels keep LABEL_PX)
+_GAP = 44  # room for "+" or the arrow before a molecule of a reaction
 
 
 def molecule_drawing(smiles: str, width: int, height: int) -> tuple[str, dict[str, Any]]:
@@ -72,21 +73,15 @@ def molecule_drawing(smiles: str, width: int, height: int) -> tuple[str, dict[st
     return molecule_svg(smiles, size=(width, height)).decode("utf-8"), molecule_properties(smiles)
 
 
-def reaction_drawing(reactants: str, target: str) -> tuple[str, int]:
-    """The proposed step's SVG (text) and its natural width (run in pxp.data.sandbox's workers)."""
-    svg = reaction_svg(reactants, target)
-    return svg.decode("utf-8"), reaction_width(svg)
-
-
-def _natural_svg(mol: Any) -> tuple[str, float, float]:
-    """A molecule drawn at BOND_PX per bond on a canvas that fits it: (inner SVG, width, height)."""
+def _natural_svg(mol: Any, bond: float = BOND_PX) -> tuple[str, float, float]:
+    """A molecule drawn at `bond` pixels per bond on a canvas that fits it: (inner SVG, width, height)."""
     import re
 
     from rdkit.Chem.Draw import rdMolDraw2D
 
     drawer = rdMolDraw2D.MolDraw2DSVG(-1, -1)  # a flexible canvas: the size follows the molecule
     opts: Any = drawer.drawOptions()
-    opts.fixedBondLength = BOND_PX
+    opts.scalingFactor = bond / 1.5  # pixels per unit of RDKit's coordinates, where a bond is 1.5 long
     _legible(drawer)
     rdMolDraw2D.PrepareAndDrawMolecule(drawer, mol)
     svg = _svg(drawer).decode("utf-8")
@@ -95,55 +90,55 @@ def _natural_svg(mol: Any) -> tuple[str, float, float]:
     return svg[svg.index("<svg"):], w, h
 
 
-def reaction_svg(reactants: str, target: str, max_width: int = 640) -> bytes:
-    """SVG of the proposed step: the reactants (dot-separated SMILES) → the target.
+def _fitted_svg(smiles: str, room: float) -> tuple[str, float, float]:
+    """The molecule at BOND_PX per bond, or with bonds short enough (not below MIN_BOND_PX) to fit `room`."""
+    mol = _mol(smiles)
+    bond = float(BOND_PX)
+    svg, w, h = _natural_svg(mol, bond)
+    for _ in range(3):  # labels keep their size as bonds shorten: a second try may be needed
+        if w <= room or bond <= MIN_BOND_PX:
+            break
+        bond = max(MIN_BOND_PX, bond * room / w)
+        svg, w, h = _natural_svg(mol, bond)
+    return svg, w, h
 
-    Each molecule is drawn at a fixed bond length with atom labels of LABEL_PX pixels (RDKit's
+
+def reaction_parts(reactants: str, target: str, max_width: int = 640) -> list[tuple[str, int]]:
+    """The proposed step reactants (dot-separated SMILES) → target as pieces that wrap like words in
+    the page's column: the first reactant, "+ reactant" for each next one, then "→ target"; each an
+    SVG (text) with its width in pixels.
+
+    Every molecule is drawn at a fixed bond length with atom labels of LABEL_PX pixels (RDKit's
     reaction drawer scales everything to fit its canvas, which made the labels unreadable), so the
-    scheme is shown at its natural size; wider than `max_width`, the target moves to a second row.
+    pieces are shown at their natural size; one wider than `max_width` (the column's width) is drawn
+    with shorter bonds, its labels as large. All pieces have one height, so their marks line up.
     """
     check_smiles_size(reactants)
+    check_smiles_size(target)
     parts = [p for p in reactants.strip().split(".") if p]
     if not parts:
         raise InvalidSmiles("no reactant SMILES given")
-    left = [_natural_svg(_mol(p)) for p in parts]
-    right = _natural_svg(_mol(target))
-    items: list[tuple[str, float, float, float]] = []  # (svg, x, y, height) on its row
-    row_h = max(h for _, _, h in left)
-    x, marks = 0.0, []
-    for i, (svg, w, h) in enumerate(left):
-        if i:
-            marks.append(("+", x + _GAP / 2, row_h / 2))
-            x += _GAP
-        items.append((svg, x, (row_h - h) / 2, h))
-        x += w
-    arrow_x, y0 = x + 8, 0.0
-    if arrow_x + _GAP + 16 + right[1] > max_width:  # too wide: "→ target" on a second row
-        arrow_x, y0 = 8.0, row_h + 16
-    height = y0 + right[2] if y0 else max(row_h, right[2])
-    mid = y0 + right[2] / 2 if y0 else height / 2
-    items.append((right[0], arrow_x + _GAP + 8, y0 if y0 else (height - right[2]) / 2, right[2]))
-    width = max(x, arrow_x + _GAP + 8 + right[1])
-    body = []
-    for svg, ix, iy, _ in items:
-        body.append(svg.replace("<svg ", f"<svg x='{ix:.0f}' y='{iy:.0f}' ", 1))
-    for text, mx, my in marks:
-        body.append(f"<text x='{mx:.0f}' y='{my + 8:.0f}' font-size='26' text-anchor='middle' "
-                    f"font-family='sans-serif'>{text}</text>")
-    body.append(f"<path d='M {arrow_x:.0f} {mid:.0f} H {arrow_x + _GAP - 6:.0f}' stroke='black' "
-                f"stroke-width='2'/><path d='M {arrow_x + _GAP - 14:.0f} {mid - 6:.0f} L {arrow_x + _GAP - 4:.0f} "
-                f"{mid:.0f} L {arrow_x + _GAP - 14:.0f} {mid + 6:.0f}' fill='none' stroke='black' stroke-width='2'/>")
-    out = (f"<svg xmlns='http://www.w3.org/2000/svg' version='1.1' width='{width:.0f}px' height='{height:.0f}px' "
-           f"viewBox='0 0 {width:.0f} {height:.0f}'>" + "".join(body) + "</svg>")
-    return out.encode("utf-8")
-
-
-def reaction_width(svg: bytes) -> int:
-    """The natural width in pixels of a reaction_svg drawing (to show it unscaled)."""
-    import re
-
-    m = re.search(rb"width='(\d+)px'", svg)
-    return int(m.group(1)) if m else 640
+    room = max_width - 1  # a piece's width is rounded up to whole pixels
+    mols = [_fitted_svg(p, room - (_GAP if i else 0)) for i, p in enumerate(parts)]
+    mols.append(_fitted_svg(target, room - _GAP))
+    height = max(h for _, _, h in mols)
+    mid = height / 2
+    out = []
+    for i, (svg, w, h) in enumerate(mols):
+        x = _GAP if i else 0
+        marks = ""
+        if i == len(mols) - 1:
+            marks = (f"<path d='M 6 {mid:.0f} H {_GAP - 8}' stroke='black' stroke-width='2'/>"
+                     f"<path d='M {_GAP - 16} {mid - 6:.0f} L {_GAP - 6} {mid:.0f} L {_GAP - 16} {mid + 6:.0f}' "
+                     "fill='none' stroke='black' stroke-width='2'/>")
+        elif i:
+            marks = (f"<text x='{_GAP / 2:.0f}' y='{mid + 8:.0f}' font-size='26' text-anchor='middle' "
+                     "font-family='sans-serif'>+</text>")
+        width = round(x + w)
+        inner = svg.replace("<svg ", f"<svg x='{x}' y='{(height - h) / 2:.0f}' ", 1)
+        out.append((f"<svg xmlns='http://www.w3.org/2000/svg' version='1.1' width='{width}px' "
+                    f"height='{height:.0f}px' viewBox='0 0 {width} {height:.0f}'>{marks}{inner}</svg>", width))
+    return out
 
 
 def molecule_properties(smiles: str) -> dict[str, Any]:

@@ -171,6 +171,20 @@ def _pick_dataset(page: Any, option: str) -> None:
     page.get_by_role("option", name=option).click()
 
 
+def _annotate_as(page: Any, base: str, who: str, dataset: str) -> None:
+    """Open Annotate, give the name `who` and pick `dataset` (e.g. "demo-drug (drug)")."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{base}/annotate")
+    name = page.get_by_label("Your name")
+    expect(name).to_be_visible(timeout=90_000)
+    name.fill(who)
+    name.press("Enter")
+    _idle(page)
+    _pick_dataset(page, dataset)
+    _idle(page)
+
+
 _FORM_KEY = """() => { const k = [...document.querySelectorAll('[class*="st-key-annotate_case_"]')]
     .flatMap((e) => [...e.classList]).filter((x) => /^st-key-annotate_case_[0-9]+$/.test(x)).pop();
   if (!k) return null;
@@ -356,14 +370,7 @@ def test_rad_and_drug_sessions_by_keyboard_in_a_900px_window(server: tuple[str, 
             sent: list[str] = []  # websocket frames the page sends to the server
             page.on("websocket", lambda ws: ws.on("framesent", lambda f: sent.append("frame")))
             page.on("request", lambda r: requests.append((r.url, r.frame.url)))
-            page.goto(f"{base}/annotate")
-            name = page.get_by_label("Your name")
-            expect(name).to_be_visible(timeout=90_000)
-            name.fill(who)
-            name.press("Enter")
-            _idle(page)
-            _pick_dataset(page, "demo-rad (rad)")
-            _idle(page)
+            _annotate_as(page, base, who, "demo-rad (rad)")
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
 
             # RAD case 1: a contradicting tag is refused, then REFUTE by the rule, then RATIFY

@@ -2,7 +2,8 @@
 
 On a freshly started server the first visitor opens a page URL directly and gets pxp's
 navigation (the pages live in pxp/app/views/, which Streamlit does not auto-discover),
-and while every page is visited the browser contacts no host but the app's own origin.
+and while every page is visited, and the Annotate page with the X-ray viewer (RAD) and with the
+molecule editor open (DRUG), the browser contacts no host but the app's own origin.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from pxp.app.router import PAGES
-from tests.browser.test_browser_app import _idle, launch, server  # noqa: F401  (server is a fixture)
+from tests.browser.test_browser_app import _annotate_as, _idle, _pick_dataset, launch, server  # noqa: F401  (server is a fixture)
+from tests.browser.test_browser_chem import KETCHER_URL, open_editor
 
 pytestmark = pytest.mark.browser
 
@@ -45,6 +47,16 @@ def test_first_direct_page_load_has_pxp_navigation_and_no_external_request(serve
                 page.locator("h1", has_text=heading).first.wait_for(timeout=60000)
                 _idle(page)
                 assert not page.get_by_test_id("stException").count(), title
+            # the Annotate page with the X-ray viewer (RAD) and with the molecule editor open (DRUG)
+            _annotate_as(page, base, "Dr Origin", "demo-rad (rad)")
+            page.locator("[data-pxp-viewer][data-drawn]").first.wait_for(timeout=90000)
+            _idle(page)
+            _pick_dataset(page, "demo-drug (drug)")
+            page.get_by_text("The machine's proposed step", exact=False).first.wait_for(timeout=90000)
+            _idle(page)
+            assert not [u for u in requests if KETCHER_URL in u], "Ketcher loaded before the editor was opened"
+            open_editor(page)  # by its key chord
+            assert [u for u in requests if KETCHER_URL in u]
         finally:
             browser.close()
     assert requests

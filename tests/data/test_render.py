@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -11,7 +12,7 @@ from PIL import Image
 
 from pxp.data.chem import InvalidSmiles
 from pxp.data.images import ImageRejected
-from pxp.data.render import molecule_properties, molecule_svg, reaction_svg, xray_display_png
+from pxp.data.render import molecule_properties, molecule_svg, reaction_parts, xray_display_png
 
 
 def parse_svg(data: bytes) -> ET.Element:
@@ -29,35 +30,56 @@ def test_molecule_svg_is_valid_svg_of_the_given_size() -> None:
     parse_svg(molecule_svg("CCO.c1ccccc1"))
 
 
-def test_reaction_svg_draws_reactants_to_target() -> None:
-    one = reaction_svg("CC(=O)OC(C)=O.Nc1ccc(O)cc1", "CC(=O)Nc1ccc(O)cc1")
-    root = parse_svg(one)
-    assert len(list(root.iter())) > 10
-    assert one != molecule_svg("CC(=O)Nc1ccc(O)cc1")
+def test_reaction_parts_draw_reactants_to_target() -> None:
+    """The first reactant, "+ reactant", "→ target": one SVG each, of one height, so that they wrap in
+    the page's column like words with their marks in line."""
+    parts = reaction_parts("CC(=O)OC(C)=O.Nc1ccc(O)cc1", "CC(=O)Nc1ccc(O)cc1")
+    roots = [parse_svg(svg.encode()) for svg, _ in parts]
+    assert len(roots) == 3
+    assert len({r.get("height") for r in roots}) == 1
+    assert [float(r.get("width", "").removesuffix("px")) for r in roots] == [w for _, w in parts]
+    marks = ["".join(e.text or "" for e in r.iter() if e.tag.endswith("text")) for r in roots]
+    assert marks == ["", "+", ""] and any(e.tag.endswith("path") for e in roots[2])  # the arrow is a path
+    assert parts[2][0] != molecule_svg("CC(=O)Nc1ccc(O)cc1").decode()
+
+
+def _label_height(svg: str, atom: int) -> float:
+    """The height in pixels of an atom's label (RDKit draws its glyphs as paths of class atom-N)."""
+    ys: list[float] = []
+    for d in re.findall(rf"<path class='atom-{atom}' d='([^']*)'", svg):
+        ys += [float(y) for y in re.findall(r"-?[\d.]+", d)[1::2]]
+    assert ys, f"no label drawn for atom {atom}"
+    return max(ys) - min(ys)
 
 
 def test_reaction_molecules_keep_their_legible_scale() -> None:
     """Atom labels stay as large as body text: every molecule of a reaction is drawn at the fixed bond
     length whatever the number of reactants (RDKit's reaction drawer shrank them to fit its canvas)."""
     target = "CC(=O)Nc1ccc(O)cc1"
+    small = reaction_parts("CC(=O)O.Nc1ccc(O)cc1", target)
+    large = reaction_parts("CC(=O)OC(C)=O.Nc1ccc(O)cc1.CCCCCCCCCCCCCCCCCC", target)
+    assert small[-1] == large[-1] and small[1][1] == large[1][1]  # the target and the shared reactant
+    assert 200 < small[-1][1] <= 640  # shown at its natural size, not stretched to a fixed canvas
 
-    def sizes(svg: bytes) -> list[tuple[str, str]]:
-        return [(e.get("width", ""), e.get("height", "")) for e in parse_svg(svg) if e.tag.endswith("svg")]
 
-    small = sizes(reaction_svg("CC(=O)O.Nc1ccc(O)cc1", target))
-    large = sizes(reaction_svg("CC(=O)OC(C)=O.Nc1ccc(O)cc1.CCCCCCCCCCCCCCCCCC", target))
-    assert small[-1] == large[-1] and small[1] == large[1]  # the target and the shared reactant: same size
-    alone = parse_svg(reaction_svg("Nc1ccc(O)cc1", target))
-    width = float(alone.get("width", "0").removesuffix("px"))
-    assert 300 < width <= 640  # shown at its natural size, not stretched to a fixed canvas
+def test_a_molecule_wider_than_the_column_is_drawn_with_shorter_bonds() -> None:
+    """No piece is wider than max_width (the column at a 1280 px window): a long chain is drawn with
+    shorter bonds, not scaled as a picture (which would shrink its labels)."""
+    wide = "CCCCCCCCCCCCC(O)=O"
+    natural = reaction_parts(wide, "CCO", max_width=2000)
+    fitted = reaction_parts(wide, "CCO", max_width=260)
+    assert natural[0][1] > 350 and fitted[0][1] <= 260
+    assert all(w <= 260 for _, w in fitted)
+    for atom in (13, 14):  # the acid's O and OH: their labels as large as at the natural size
+        assert abs(_label_height(fitted[0][0], atom) - _label_height(natural[0][0], atom)) < 0.5
 
 
 @pytest.mark.parametrize("call", [
     lambda: molecule_svg("C1CC"),
     lambda: molecule_svg(""),
-    lambda: reaction_svg("CCO.Xx", "CCO"),
-    lambda: reaction_svg("CCO", "c1ccccc1("),
-    lambda: reaction_svg(" ", "CCO"),
+    lambda: reaction_parts("CCO.Xx", "CCO"),
+    lambda: reaction_parts("CCO", "c1ccccc1("),
+    lambda: reaction_parts(" ", "CCO"),
     lambda: molecule_properties("not a molecule"),
 ])
 def test_invalid_smiles_is_a_clear_error(call: object) -> None:

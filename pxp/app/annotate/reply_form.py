@@ -13,6 +13,7 @@ from pxp.agents.base import Answer
 from pxp.agents.browser import human_content, human_turn, label_options, prediction_noun
 from pxp.app import ui
 from pxp.app.annotate.drafts import restore_draft, save_draft
+from pxp.app.annotate.editor import draw_button, take_drawn
 from pxp.app.annotate.keys import AGREE_KEY, AGREE_KEYS, MATCH_KEYS, NO_PREDICTION, SUBMIT_KEY, TAG_KEYS, S
 from pxp.app.annotate.send import agree_with_machine, sent_note, smiles_problem, submit
 from pxp.app.refused import form_shown
@@ -149,8 +150,10 @@ def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str 
         return (value or ""), (None if value else NO_PREDICTION)
     S.setdefault(pkey, previous)
     if s.match_kind == "smiles":
+        take_drawn(key)
         value = st.text_input("My prediction: reactant SMILES (separate with a dot)",
-                              key=pkey, placeholder="e.g. CC(=O)OC(C)=O.Nc1ccc(O)cc1")
+                              key=pkey, placeholder="e.g. CC(=O)OC(C)=O.Nc1ccc(O)cc1, or Draw them")
+        draw_button(s, key, value)
         if not value.strip():
             return "", NO_PREDICTION
         if (why := smiles_problem(value)) is not None:

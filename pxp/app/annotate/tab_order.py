@@ -1,7 +1,8 @@
 """Keyboard order of the reply form (README "Annotate"): Tab goes prediction → explanation → the
-answers → Send. The prediction picker's clear ("×") button would take a Tab stop of its own; a fixed
-script takes it out of the Tab order (it stays clickable). Only our own element keys are used; no
-page text is read or written.
+answers → Send. The prediction picker's clear ("×") button and the chemist's Draw button (which has
+its own key, pxp.app.annotate.editor) would take Tab stops between the prediction and the
+explanation; a fixed script takes them out of the Tab order (they stay clickable). Only our own
+element keys are used; no page text is read or written.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ _JS = """<script>
   const w = window.parent, d = w.document;
   if (w.__pxpTabOrder) return;
   w.__pxpTabOrder = true;
-  const sel = '[class*="st-key-annotate_"] button[aria-label="Clear value"]:not([tabindex="-1"])';
+  const sel = '[class*="st-key-annotate_"] button[aria-label="Clear value"]:not([tabindex="-1"]), '
+    + '[class*="st-key-annotate_"][class*="_draw"] button:not([tabindex="-1"])';
   const fix = () => d.querySelectorAll(sel).forEach((b) => b.setAttribute("tabindex", "-1"));
   new w.MutationObserver(fix).observe(d.body, {childList: true, subtree: true, attributes: true,
                                                attributeFilter: ["tabindex"]});
@@ -23,6 +25,6 @@ _JS = """<script>
 
 
 def tab_order() -> None:
-    """Install (once per page) the script that keeps clear buttons out of the form's Tab order."""
+    """Install (once per page) the script that keeps clear and Draw buttons out of the form's Tab order."""
     with st.sidebar:
         st.iframe(_JS, height=1)

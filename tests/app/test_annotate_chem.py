@@ -1,0 +1,68 @@
+"""The chemist's workstation (docs/annotating.md, "Drawing the reactants"): the Draw button of the DRUG
+reply form loads the molecule editor only when pressed, and every proposed step with valid SMILES,
+the chemist's as the machine's, is drawn under its message. Ketcher's Apply is driven in a real
+browser (tests/browser/test_browser_chem.py)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+from streamlit.testing.v1 import AppTest
+
+from tests.app.test_app import all_msgs, app_db, by_suffix, current, login, new_app, ok, texts
+from tests.factories import make_drug
+
+__all__ = ["app_db"]  # the fixture, shared with test_app
+
+
+def _editors(at: AppTest) -> int:
+    """How many Ketcher editors the page holds (custom components, by their name)."""
+    return sum("streamlit_ketcher" in str(getattr(c.proto, "component_name", ""))
+               for c in at.get("component_instance"))
+
+
+def test_the_editor_loads_only_when_draw_is_pressed_and_sent_steps_are_drawn(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_drug(engine)
+    at = login(new_app("annotate"), "toy-drug")
+    sid, msgs = current(engine)
+    draw = by_suffix(at.button, "_draw")
+    assert draw.label == "Draw" and draw.proto.shortcut == "alt+m"
+    assert _editors(at) == 0, "Ketcher on the page before the chemist asked for it"
+    by_suffix(at.text_input, "_pred").input("CCO.OC(=O)c1ccccc1").run()
+    ok(at)
+    assert _editors(at) == 0, "a rerun loads no editor"
+    by_suffix(at.button, "_draw").click().run()
+    ok(at)
+    assert _editors(at) == 1
+    by_suffix(at.button, "_match_no").click().run()
+    by_suffix(at.button, "_agree_no").click().run()
+    by_suffix(at.button, "_send").click().run()
+    ok(at)
+    assert all_msgs(engine, sid)[1].prediction == "CCO.OC(=O)c1ccccc1"
+    assert _editors(at) == 0, "the editor closes with the rerun"
+    shown = texts(at)
+    assert shown.count("The human's proposed step: reactants → target") == 1
+    assert shown.count("The machine's proposed step: reactants → target") == 2
+    assert msgs[0].prediction
+
+
+def test_a_human_smiles_rdkit_cannot_read_stays_text() -> None:
+    """An imported transcript may hold a human's SMILES that RDKit cannot read: it is shown as text,
+    with no drawing and no warning; the machine's gets its one line why."""
+
+    def page() -> None:
+        from pxp.app import ui
+        from pxp.protocols.pxp.rules import Msg, Sender, Tag
+
+        for sender in (Sender.HUMAN, Sender.MACHINE):
+            ui.show_message(Msg(2, sender, Tag.REFUTE, "C1CC((", "why"), machine_label="m", task_kind="smiles",
+                            target="CCO")
+        ui.show_message(Msg(3, Sender.HUMAN, Tag.REVISE, "CC=O.CO", "why"), machine_label="m",
+                        task_kind="smiles", target="CCOC")
+
+    at = AppTest.from_function(page, default_timeout=60).run()
+    ok(at)
+    assert [c.value for c in at.code] == ["C1CC((", "C1CC((", "CC=O.CO"]
+    assert len(at.warning) == 1 and "SMILES" in at.warning[0].value
+    assert [c.value for c in at.caption if "proposed step" in c.value] == [
+        "The human's proposed step: reactants → target"]

@@ -1,0 +1,164 @@
+"""The chemist's workstation in a real browser at 1280×720 (docs/annotating.md, "Drawing the reactants").
+
+On a demo DRUG case: Ketcher is not loaded until the chemist opens the editor; a molecule set through
+Ketcher's own API and its Apply button fill the reactant SMILES field, which Send stores as the
+human's prediction; the human's proposed step is then drawn like the machine's; every reaction
+drawing stays inside its column, on Annotate and on Sessions.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from pxp.app.annotate.editor import DRAW_KEY
+from pxp.data.chem import InvalidSmiles, smiles_set
+from tests.browser.test_browser_app import (
+    _annotate_as,
+    _idle,
+    _keys,
+    _session,
+    _session_of,
+    launch,
+    server,  # noqa: F401  (a fixture)
+)
+
+pytestmark = pytest.mark.browser
+
+SMILES_LABEL = "My prediction: reactant SMILES (separate with a dot)"
+KETCHER_URL = "/component/streamlit_ketcher."
+#: the Ketcher instance of the editor's frame, as `window.ketcher` (the component keeps it in React
+#: state only): found among the hooks' states of its React tree on screen by its API
+FIND_KETCHER = """() => {
+  if (window.ketcher) return true;
+  const root = document.getElementById('root');
+  const k = root && Object.keys(root).find((k) => k.startsWith('__reactContainer') || k === '_reactRootContainer');
+  if (!k) return false;
+  const fiberRoot = k === '_reactRootContainer' ? root[k]._internalRoot : root[k].stateNode;
+  const stack = [fiberRoot.current];  // the tree on screen, not its alternate
+  while (stack.length) {
+    const f = stack.pop();
+    if (!f) continue;
+    for (let s = f.memoizedState; s && typeof s === 'object' && 'next' in s; s = s.next) {
+      const v = s.memoizedState;
+      if (v && typeof v.setMolecule === 'function' && typeof v.getSmiles === 'function') {
+        window.ketcher = v;
+        return true;
+      }
+    }
+    stack.push(f.child, f.sibling);
+  }
+  return false;
+}"""
+#: every drawn image (molecules, reaction pieces) that sticks out of its column: [left, right, column]
+OVERFLOW = """() => [...document.querySelectorAll('[data-testid="stImage"] img, [data-testid="stImageContainer"] img')]
+  .map((i) => [i.getBoundingClientRect(), i.closest('[data-testid="stColumn"]')])
+  .filter(([r, c]) => r.width > 0 && c)
+  .map(([r, c]) => [r.left, r.right, c.getBoundingClientRect()])
+  .filter(([l, r, c]) => l < c.left - 0.5 || r > c.right + 0.5)
+  .map(([l, r, c]) => [Math.round(l), Math.round(r), [Math.round(c.left), Math.round(c.right)]])"""
+
+
+def open_editor(page: Any, draw_key: str | None = None) -> Any:
+    """Press Draw (the button keyed `draw_key`, else its key chord); the editor's frame once Ketcher in
+    it is ready."""
+    if draw_key:
+        page.locator(f".st-key-{draw_key}").get_by_role("button", name="Draw").click()
+    else:
+        page.evaluate("() => document.activeElement && document.activeElement.blur()")
+        page.keyboard.press(DRAW_KEY)
+    page.wait_for_selector('[role="dialog"] iframe', timeout=90_000)
+    frame = None
+    for _ in range(600):
+        frame = next((f for f in page.frames if KETCHER_URL in f.url), None)
+        if frame is not None:
+            break
+        page.wait_for_timeout(100)
+    assert frame is not None, "the editor's frame"
+    frame.wait_for_function(FIND_KETCHER, timeout=90_000)
+    return frame
+
+
+def smiles_in(frame: Any) -> str:
+    """The SMILES of the molecules on Ketcher's canvas."""
+    return str(frame.evaluate("async () => await window.ketcher.getSmiles()"))
+
+
+def same(a: str, b: str) -> bool:
+    """Whether two reactant SMILES are the same molecules (RDKit's canonical sets)."""
+    try:
+        return smiles_set(a) == smiles_set(b)
+    except InvalidSmiles:
+        return False
+
+
+def until(what: Any, deadline_s: float = 90) -> None:
+    """Wait (polling) until what() is true."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    while not what():
+        assert time.monotonic() < end, "not in time"
+        time.sleep(0.1)
+
+
+def test_draw_apply_and_send_the_reactants(server: tuple[str, str]) -> None:  # noqa: F811
+    from playwright.sync_api import expect, sync_playwright
+
+    base, url = server
+    who = "Dr Draw"
+    requests: list[str] = []
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            page.on("request", lambda r: requests.append(r.url))
+            _annotate_as(page, base, who, "demo-drug (drug)")
+            expect(page.get_by_text("The machine's proposed step", exact=False).first).to_be_visible()
+            sid, msgs, _ = _session(url, who, page)
+            _idle(page)
+            assert not page.evaluate(OVERFLOW), page.evaluate(OVERFLOW)
+            # Tab goes from the reactants to the explanation: the Draw button takes no Tab stop there
+            smiles = page.get_by_label(SMILES_LABEL).last
+            smiles.focus()
+            page.keyboard.press("Tab")
+            assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "My explanation"
+            assert not [u for u in requests if KETCHER_URL in u], "Ketcher loaded before the editor was opened"
+
+            frame = open_editor(page, f"annotate_{sid}_2_draw")
+            assert [u for u in requests if KETCHER_URL in u]
+            until(lambda: same(smiles_in(frame), msgs[0].prediction))  # pre-filled with the machine's
+            frame.evaluate("async () => { await window.ketcher.setMolecule('CCO.OC(=O)c1ccccc1'); }")
+            until(lambda: same(smiles_in(frame), "CCO.O=C(O)c1ccccc1"))
+            frame.get_by_role("button", name="Apply").click()
+            page.wait_for_selector('[role="dialog"]', state="detached", timeout=90_000)
+            field = page.get_by_label(SMILES_LABEL).last
+            expect(field).to_have_value(re.compile(r"\S"))
+            _idle(page)
+            drawn = field.input_value()
+            assert smiles_set(drawn) == smiles_set("CCO.O=C(O)c1ccccc1"), drawn
+            expect(page.get_by_text("Canonical form:")).to_be_visible()
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            _keys(page, "Alt+6", "Alt+8")  # neither matches: the AGENT rule tags REFUTE
+            expect(page.get_by_text("Your message will be tagged", exact=False)).to_be_visible()
+            _keys(page, "Control+Enter")
+            expect(page.get_by_text("Your reply (message 4)")).to_be_visible(timeout=90_000)
+            _idle(page)
+            stored, _ = _session_of(url, sid)
+            assert (stored[1].sender, stored[1].prediction, stored[1].tag) == ("human", drawn, "REFUTE")
+            # the chemist's own proposal is drawn like the machine's, and every drawing fits its column
+            expect(page.get_by_text("The human's proposed step", exact=False).first).to_be_attached()
+            assert not page.evaluate(OVERFLOW), page.evaluate(OVERFLOW)
+            page.screenshot(path="artifacts/annotate-1280x720-drawn.png")
+
+            page.goto(f"{base}/sessions?session={sid}")
+            expect(page.get_by_text("The human's proposed step", exact=False).first).to_be_visible(timeout=90_000)
+            _idle(page)
+            assert page.get_by_text("The machine's proposed step", exact=False).count() == 2
+            assert not page.evaluate(OVERFLOW), page.evaluate(OVERFLOW)
+            page.get_by_text("The human's proposed step", exact=False).first.scroll_into_view_if_needed()
+            page.screenshot(path="artifacts/sessions-1280x720-drug.png")
+        finally:
+            browser.close()
