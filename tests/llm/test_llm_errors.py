@@ -5,7 +5,7 @@ refuses json_schema is asked in text."""
 from __future__ import annotations
 
 import socket
-import time
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,14 +51,19 @@ def test_401_is_not_retried_and_names_the_key(server: FakeLLM, spec: str) -> Non
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_timeout(server: FakeLLM, spec: str) -> None:
-    def slow(req: Request) -> Reply:
-        time.sleep(0.6)
+    released = threading.Event()
+
+    def slow(req: Request) -> Reply:  # answers only once the client has given up
+        released.wait(30)
         return answer("a", "b")
 
     server.handler = slow
     p = _provider(spec, server, max_retries=0, timeout=0.2)
-    with pytest.raises(LLMError, match=r"timed out after 0.2s"):
-        p.complete(PROMPT, max_tokens=20)
+    try:
+        with pytest.raises(LLMError, match=r"timed out after 0.2s"):
+            p.complete(PROMPT, max_tokens=20)
+    finally:
+        released.set()
 
 
 @pytest.mark.parametrize("spec", SPECS)

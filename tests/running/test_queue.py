@@ -229,18 +229,35 @@ def _wait_until(cond: Any, timeout: float = 120) -> None:
         time.sleep(0.05)
 
 def _distributed_waiter(url: str, name: str) -> subprocess.Popen[str]:
-    """`pxp run ... --reps 2 --name NAME --distributed --no-progress` in the background (text pipes)."""
+    """`pxp run ... --reps 2 --name NAME --distributed --no-progress` in the background (text pipes); its
+    database connections are named `waiter-NAME` (libpq's PGAPPNAME) so its polls can be watched."""
     return subprocess.Popen([*PXP, "--db", url, "run", *RUN_FLAGS, "--reps", "2", "--name", name, "--distributed",
-                             "--no-progress"], env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                             "--no-progress"], env={**ENV, "PGAPPNAME": f"waiter-{name}"}, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _polls(engine: Engine, app_name: str) -> Callable[[], int]:
+    """A counter of the database round trips seen from the connections named `app_name` (each changes
+    its pg_stat_activity.state_change), sampled whenever the returned function is called."""
+    seen: set[Any] = set()
+
+    def count() -> int:
+        with engine.connect() as conn:
+            seen.update(r for (r,) in conn.execute(text(
+                "select state_change from pg_stat_activity where application_name = :a"), {"a": app_name}))
+        return len(seen)
+
+    return count
 
 
 def _interrupt_after(waiter: subprocess.Popen[Any], warning: str, seen: Callable[[], str],
-                     still: Callable[[], bool] = lambda: True) -> None:
-    """Wait for `warning` in what the waiter printed, let it poll a few more times, then Ctrl-C it."""
+                     polls: Callable[[], int], still: Callable[[], bool] = lambda: True) -> None:
+    """Wait for `warning` in what the waiter printed, then for it to poll the database a few more times
+    (no second warning, still waiting), then Ctrl-C it."""
     try:
         _wait_until(lambda: warning in seen() or waiter.poll() is not None, timeout=120)
-        time.sleep(3)  # a few more polls (0.5 s each) and redraws: no second warning, still waiting
+        after = polls()
+        _wait_until(lambda: polls() >= after + 6 or waiter.poll() is not None, timeout=120)
         assert waiter.poll() is None, seen()
         assert still(), seen()
         waiter.send_signal(signal.SIGINT)
@@ -248,7 +265,6 @@ def _interrupt_after(waiter: subprocess.Popen[Any], warning: str, seen: Callable
     finally:
         if waiter.poll() is None:
             waiter.kill()
-
 
 
 @pytest.mark.postgres
@@ -298,7 +314,7 @@ def test_distributed_run_without_a_worker_warns_once_and_keeps_waiting(pg: tuple
     reader = threading.Thread(target=lambda: lines.extend(iter(waiter.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()
     warning = "no pxp worker is running; start one with `pxp worker`"
-    _interrupt_after(waiter, warning, lambda: "".join(lines),
+    _interrupt_after(waiter, warning, lambda: "".join(lines), _polls(engine, "waiter-W"),
                      lambda: {st for _, st in jobs(engine, _exp_id(engine, "W")).values()} == {"todo"})
     reader.join(timeout=10)
     assert waiter.returncode == 130, "".join(lines)
@@ -314,7 +330,8 @@ def test_the_no_worker_warning_goes_above_the_live_progress_display_once(pg: tup
     url, engine = pg
     master, slave = pty.openpty()
     waiter = subprocess.Popen([*PXP, "--db", url, "run", *RUN_FLAGS, "--reps", "2", "--name", "T", "--distributed"],
-                              env={**ENV, "COLUMNS": "160", "TERM": "xterm"}, cwd=ROOT, stdin=subprocess.DEVNULL,
+                              env={**ENV, "COLUMNS": "160", "TERM": "xterm", "PGAPPNAME": "waiter-T"}, cwd=ROOT,
+                              stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=slave)
     os.close(slave)
     raw = bytearray()
@@ -332,7 +349,7 @@ def test_the_no_worker_warning_goes_above_the_live_progress_display_once(pg: tup
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     warning = "warning: no pxp worker is running; start one with `pxp worker`"
-    _interrupt_after(waiter, warning, lambda: raw.decode(errors="replace"))
+    _interrupt_after(waiter, warning, lambda: raw.decode(errors="replace"), _polls(engine, "waiter-T"))
     reader.join(timeout=10)
     os.close(master)
     shown = raw.decode(errors="replace")

@@ -59,7 +59,7 @@ def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
     mine = s.last_from(Sender.HUMAN)
     assert machine is not None
     form_shown(s.id, j)
-    sent_note()
+    sent_note(s.id)
     st.markdown(f"**Your reply (message {j})**")
     restore_draft(s, key)
     prediction, invalid = prediction_input(s, key, mine.prediction if mine else "")
@@ -152,7 +152,8 @@ def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str 
     if s.match_kind == "smiles":
         take_drawn(key)
         value = st.text_input("My prediction: reactant SMILES (separate with a dot)",
-                              key=pkey, placeholder="e.g. CC(=O)OC(C)=O.Nc1ccc(O)cc1, or Draw them")
+                              key=pkey, placeholder="e.g. CC(=O)OC(C)=O.Nc1ccc(O)cc1, or Draw them",
+                              live="1s")  # kept (and checked) a second after typing pauses
         draw_button(s, key, value)
         if not value.strip():
             return "", NO_PREDICTION
@@ -164,7 +165,7 @@ def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str 
         st.code(canon, language=None, wrap_lines=True)
         ui.reaction(value, s.payload)
         return value, None
-    value = st.text_input("My prediction", key=pkey)
+    value = st.text_input("My prediction", key=pkey, live="1s")
     return value, (None if value.strip() else NO_PREDICTION)
 
 

@@ -68,20 +68,24 @@ def agree_with_machine(s: LiveSession, view: Any = None) -> None:
         st.error(ui.escape_md(f"Not sent: agreeing with the machine {what}, not RATIFY. "
                               "Answer in the form instead."), icon=":material/block:")
         return
-    S[_NOTE] = (f"Sent message {s.j} as RATIFY by {AGREE_KEY} (you agreed with the machine): "
-                f"{' '.join(answer.prediction.split())[:120]}")
+    S[_NOTE] = (s.id, f"Sent message {s.j} as RATIFY by {AGREE_KEY} (you agreed with the machine): "
+                      f"{' '.join(answer.prediction.split())[:120]}")
     if not submit(s, answer, turn, None, view):
         S.pop(_NOTE, None)
 
 
-def sent_note() -> None:
-    """What the chord just sent, once, above the next form (so a wrong key is noticed)."""
-    note = S.pop(_NOTE, None)
-    if note:
+def sent_note(sid: int) -> None:
+    """What the chord just sent, once (so a wrong key is noticed): a toast, and a line above the next
+    form while the case goes on (when it ended, the finished case's line above the page says so)."""
+    sent = S.pop(_NOTE, None)
+    if not sent:
+        return
+    case, note = sent
+    if case == sid:
         with st.container(horizontal=True, vertical_alignment="center", key="annotate_sent_note"):
             ui.tag_badge(Tag.RATIFY)
             st.markdown(":green[:material/check:] " + ui.escape_md(str(note)))
-        st.toast(ui.escape_md(str(note)), icon=":material/thumb_up:")
+    st.toast(ui.escape_md(str(note)), icon=":material/thumb_up:")
 
 
 def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None,

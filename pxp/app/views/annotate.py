@@ -19,10 +19,11 @@ from pxp.app.annotate.reply_form import answer_form, keyboard_help
 from pxp.app.annotate.sidebar import choose_experiment, identity, show_abandoned, show_progress
 from pxp.app.annotate.tab_order import tab_order
 from pxp.app.prepare import prepare_next_case
-from pxp.app.refused import refused_note
+from pxp.app.refused import refused_note, stale_send
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.live.assignment import unlisted
 from pxp.running.pxp.live.turns import load_session
+from pxp.team.access import may_open
 
 #: the page compacted so a case and its whole reply form fit a 1280×720 screen (README "Annotate");
 #: our own constant CSS on our own element keys, no user text
@@ -94,6 +95,9 @@ def annotate(eid: int, annotator_id: int) -> None:
 def _conversation(sid: int, eid: int, annotator_id: int, view: dict[str, Any] | None) -> None:
     """The conversation and the reply form: a Send reruns only this part (a fragment), not the case
     pane beside it; a finished case reruns the page for the next one (README "Annotate")."""
+    if not may_open(resources.engine(), sid, annotator_id):  # taken over or closed meanwhile
+        stale_send(sid, annotator_id)  # a Send pressed for it is refused in words, not lost
+        st.rerun(scope="app")
     notice = S.pop("annotate_notice", None)
     if notice:
         st.warning(ui.escape_md(notice))
