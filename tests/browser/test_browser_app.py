@@ -149,18 +149,35 @@ def test_streamlit_start_retries_on_a_port_taken_after_it_was_picked(tmp_path: P
             log.close()
 
 
+#: counts the script runs the page has seen finish (Streamlit marks its root with the run state)
+_RUNS = """() => { if (window.__pxpRuns === undefined) {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app) return -1;
+    window.__pxpRuns = 0;
+    let last = app.getAttribute("data-test-script-state");
+    new MutationObserver(() => { const now = app.getAttribute("data-test-script-state");
+      if (now === "notRunning" && last !== "notRunning") window.__pxpRuns += 1; last = now; })
+      .observe(app, {attributes: true, attributeFilter: ["data-test-script-state"]});
+  }
+  return window.__pxpRuns; }"""
+_IDLE = """([seen, since]) => { const app = document.querySelector('[data-testid="stApp"]');
+  const runs = window.__pxpRuns === undefined ? -1 : window.__pxpRuns;
+  const idle = app && app.getAttribute("data-test-script-state") !== "running"
+    && app.getAttribute("data-test-script-state") !== "rerunRequested"
+    && !document.querySelector('[data-testid="stSpinner"]');
+  return idle && ((runs >= 0 && runs > seen) || Date.now() - since > 300); }"""
+_seen: dict[int, int] = {}
+
+
 def _idle(page: object) -> None:
-    """Wait until Streamlit has finished the current script run."""
+    """Wait until Streamlit has finished the script run the last action started: a run finished since the
+    last wait (counted in the page), or, when none starts within 0.3 s, none was started."""
     from playwright.sync_api import Page
 
     assert isinstance(page, Page)
-    page.wait_for_timeout(300)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"] button')"
-        " && !document.querySelector('[data-testid=\"stSpinner\"]')",
-        timeout=90_000,
-    )
-    page.wait_for_timeout(200)
+    seen = _seen.get(id(page), -1)
+    page.wait_for_function(_IDLE, arg=[seen, page.evaluate("() => Date.now()")], timeout=90_000, polling=20)
+    _seen[id(page)] = int(page.evaluate(_RUNS))
 
 
 def _pick_dataset(page: Any, option: str) -> None:
@@ -329,12 +346,28 @@ def _in_view(page: Any, selector: str) -> bool:
              return r.top >= 0 && r.bottom <= window.innerHeight && r.height > 0; }""", selector))
 
 
+def _settled(page: Any, selectors: list[str], focus: str | None = None) -> None:
+    """Wait (up to 10 s) until the elements are in view and, with `focus`, the focus is inside it; the
+    callers then assert it, naming what is not."""
+    import contextlib
+
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function(
+            """([sels, focus]) => sels.every((sel) => { const e = document.querySelector(sel); if (!e) return false;
+                 const r = e.getBoundingClientRect();
+                 return r.top >= 0 && r.bottom <= window.innerHeight && r.height > 0; })
+               && (!focus || !!(document.activeElement && document.activeElement.closest(focus)))""",
+            arg=[selectors, focus], timeout=10_000, polling=50)
+
+
 def _form_ready(page: Any, sid: int, j: int) -> None:
     """The reply form of message j of session sid and its Send are in view and focused."""
     form, send = f".st-key-annotate_form_{sid}_{j}", f".st-key-annotate_{sid}_{j}_send"
     page.wait_for_selector(send, timeout=90_000)
     _idle(page)
-    page.wait_for_timeout(400)  # the scroll script runs after the render
+    _settled(page, [send, f".st-key-annotate_{sid}_{j}_match_yes"], focus=form)  # the scroll script, after the render
     assert _in_view(page, send), f"Send of message {j} is below the fold"
     assert _in_view(page, f".st-key-annotate_{sid}_{j}_match_yes"), "the questions are in view"
     assert page.evaluate(f"() => !!document.activeElement.closest('{form}')"), "the form has the focus"
@@ -392,9 +425,10 @@ def test_rad_and_drug_sessions_by_keyboard_at_1280x720(server: tuple[str, str]) 
             _idle(page)
             sid, msgs, _ = _session(url, who, page)
             # at 1280×720 the first case fits: its header, both questions and Send, no scrolling
-            page.wait_for_timeout(400)
-            for key in (f"annotate_case_{sid}", f"annotate_{sid}_2_match_yes", f"annotate_{sid}_2_agree_no",
-                        f"annotate_{sid}_2_send"):
+            first = (f"annotate_case_{sid}", f"annotate_{sid}_2_match_yes", f"annotate_{sid}_2_agree_no",
+                     f"annotate_{sid}_2_send")
+            _settled(page, [f".st-key-{k}" for k in first])
+            for key in first:
                 assert _in_view(page, f".st-key-{key}"), f"{key} is below the fold at 1280×720"
             page.screenshot(path=str(ARTIFACTS / "annotate-1280x720-case-1.png"))
             page.set_viewport_size(VIEW)
@@ -457,7 +491,7 @@ def test_rad_and_drug_sessions_by_keyboard_at_1280x720(server: tuple[str, str]) 
                     msgs2, status = _session_of(url, sid)
                     if status != "open" or len(msgs2) % 2 == 1:
                         break
-                    page.wait_for_timeout(100)
+                    time.sleep(0.1)  # (polling the database, not waiting for the page)
                 if status != "open":
                     break
                 _form_ready(page, sid, len(msgs2) + 1)
@@ -480,7 +514,7 @@ def test_rad_and_drug_sessions_by_keyboard_at_1280x720(server: tuple[str, str]) 
             assert frame_el is not None
             page.mouse.move(frame_el["x"] + 150, frame_el["y"] + 150)
             page.mouse.wheel(0, -600)
-            page.wait_for_timeout(200)
+            page.wait_for_function("() => window.pxpViewer().scale > 1.5", timeout=60_000)
             zoomed = page.evaluate("() => window.pxpViewer()")
             page.mouse.down()
             page.mouse.move(frame_el["x"] + 220, frame_el["y"] + 190)
