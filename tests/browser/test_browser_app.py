@@ -565,6 +565,7 @@ def test_rad_and_drug_sessions_by_keyboard_at_1280x720(server: tuple[str, str]) 
             machine_msgs = [m for m in dmsgs if m.sender == "machine"]
             assert len(machine_msgs) == 2
             expect(page.get_by_text("The machine's proposed step", exact=False)).to_have_count(2)
+            expect(page.get_by_text("The human's proposed step", exact=False)).to_have_count(1)  # mine, drawn too
             assert page.locator(f".st-key-annotate_form_{dsid}_4").count() == 1
             page.screenshot(path=str(ARTIFACTS / "annotate-900-drug-message-4.png"))
         finally:
