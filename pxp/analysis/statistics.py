@@ -14,6 +14,7 @@ in both is a pair of sessions. For the one-way (human, machine) and two-way prop
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -23,7 +24,7 @@ import pandas as pd
 from scipy.stats import binomtest
 from sqlalchemy import Engine
 
-from pxp.analysis.queries import Selection
+from pxp.analysis.queries import Selection, cached
 from pxp.analysis.tables import session_frame
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS
@@ -113,7 +114,13 @@ def pair_sessions(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 def compare_experiments(
     engine: Engine, first: str, second: str, *, resamples: int = RESAMPLES, seed: int = 0,
 ) -> dict[str, Any]:
-    """The paired comparison of two experiments (names or ids) as JSON-ready data."""
+    """The paired comparison of two experiments (names or ids) as JSON-ready data, cached by data version
+    (pxp.analysis.queries.cached: the bootstrap is the slow part of the Analytics page's Compare view)."""
+    return copy.deepcopy(cached(engine, "compare_experiments", (first, second, resamples, seed),
+                                lambda: _compare(engine, first, second, resamples, seed)))
+
+
+def _compare(engine: Engine, first: str, second: str, resamples: int, seed: int) -> dict[str, Any]:
     frames, names = [], []
     for name in (first, second):
         with db_session(engine) as db:
