@@ -9,8 +9,9 @@ with PYTHONPATH=<checkout>, so "before" figures come from an older worktree), as
     first token, 40 tokens/s for a 300-token reply and 0.4 s per checker call: Send → the first machine text
     visible and Send → the next form ready;
 (c) the start of a new case (n = 2: each Send ends one) with the next case prepared (`prepare` 1) and without (0);
-(d) Analytics (Table 1) and its Compare view opened cold from a URL (a new browser profile: no cached files, a
-    new Streamlit session; the server has served one visit before), on demo data plus a second demo-rad
+(d) Analytics (Table 1) and its Compare view opened cold from a URL, each visit a new Streamlit session, in a new
+    browser profile (no cached files) and in a new tab of a browser that opened the app before (its static files
+    cached); the server has served one visit before; on demo data plus a second demo-rad
     experiment (so Compare pairs two) and on two 10,000-session experiments (bench/bench_analytics.py's bulk
     load); "first" is the very first visit after the server started.
 
@@ -35,7 +36,7 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: t
 from sqlalchemy import text
 
 from pxp.storage.store import get_engine
-from tests.browser.test_browser_app import _start_streamlit, _stop, launch
+from tests.browser.test_browser_app import _idle, _start_streamlit, _stop, launch
 from tests.llm_server import FakeLLM, Reply, Request
 
 VIEW = {"width": 1400, "height": 900}
@@ -46,20 +47,22 @@ POLL_MS = 25  # page conditions are checked this often (each check costs the pag
 
 # --- page conditions (JS) -----------------------------------------------------------
 
-#: the newest reply form, if it is not `old`, is ready: its Send visible and its prediction field focused
-FORM_READY = """(old) => {
+#: the newest reply form, if it is not `old`, is ready: its Send visible and (with `focus`) its prediction field
+#: focused
+FORM_READY = """({old, focus}) => {
   const f = [...document.querySelectorAll('[class*="st-key-annotate_form_"]')].pop();
   if (!f) return null;
   const key = [...f.classList].find((c) => c.startsWith('st-key-annotate_form_'));
   if (key === old) return null;
   const send = document.querySelector('.' + key.replace('annotate_form_', 'annotate_') + '_send button');
+  if (!send || send.getBoundingClientRect().height === 0) return null;
   const a = document.activeElement;
-  if (!send || send.getBoundingClientRect().height === 0 || !a || !f.contains(a)) return null;
-  return (a.getAttribute('aria-label') || '').startsWith('My prediction') ? key : null;
+  if (!focus) return key;
+  return a && f.contains(a) && (a.getAttribute('aria-label') || '').startsWith('My prediction') ? key : null;
 }"""
 #: the machine's text is on screen: its reply streaming in, or the form after it (a reply shown whole)
-MACHINE_TEXT = """(old) => [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
-  .some((e) => e.textContent.includes('The machine is writing')) || (FORM_READY)(old)""".replace(
+MACHINE_TEXT = """(arg) => [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
+  .some((e) => e.textContent.includes('The machine is writing')) || (FORM_READY)(arg)""".replace(
     "(FORM_READY)", f"({FORM_READY})")
 #: a page is drawn: its script run over, `marker` text on screen, every table in view drawn, the fonts loaded
 PAGE_DONE = """(marker) => {
@@ -85,6 +88,17 @@ def line(what: str, xs: list[float]) -> str:
         return f"  {what:<46} (no samples)"
     return (f"  {what:<46} p50 {pct(xs, .5):6.2f} s   p95 {pct(xs, .95):6.2f} s   "
             f"(n={len(xs)}, max {max(xs):.2f} s)")
+
+
+def wait_for(page: Any, condition: str, arg: Any, what: str) -> Any:
+    """The condition's value once truthy; on a timeout, a screenshot in artifacts/ and one line."""
+    try:
+        return page.wait_for_function(condition, arg=arg, timeout=120_000, polling=POLL_MS).json_value()
+    except Exception:
+        shot = Path("artifacts") / "bench-browser-timeout.png"
+        shot.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(shot))
+        raise SystemExit(f"not seen in 120 s: {what} (see {shot})") from None
 
 
 class Server:
@@ -122,14 +136,14 @@ def seed_annotate(url: str, llm_url: str) -> None:
     from pxp.running.pxp.controlled.demo import ensure_demo
     from pxp.running.pxp.live.assignment import create_live_experiment
     from pxp.storage.tables import Experiment
-    from tests.factories import make_rad
+    from tests.factories import make_rad_images
 
     engine = get_engine(url)
     ensure_demo(engine)
     create_live_experiment(engine, dataset="demo-rad", name="bench-simulated")
     llm = {"machine": "openai:gpt-bench", "checker": "openai:gpt-bench", "base_url": llm_url}
     for name, n, prepare in (("bench-llm", 10, None), ("bench-prep-1", 2, 1), ("bench-prep-0", 2, 0)):
-        make_rad(engine, name=name, per_label=4)
+        make_rad_images(engine, name=name, per_label=4, size=(600, 500))
         eid = create_live_experiment(engine, dataset=name, name=name, n=n, **llm)  # type: ignore[arg-type]
         if prepare is not None:
             with DB(engine) as db:
@@ -144,20 +158,28 @@ def open_annotate(browser: Any, base: str, who: str, dataset: str) -> tuple[Any,
     ctx = browser.new_context(viewport=VIEW)
     page = ctx.new_page()
     page.goto(f"{base}/annotate?annotator={who}&role=Radiologist&dataset={dataset}")
-    key = page.wait_for_function(FORM_READY, arg=None, timeout=120_000, polling=POLL_MS).json_value()
-    return ctx, page, str(key)
+    return ctx, page, str(wait_for(page, FORM_READY, {"old": None, "focus": False}, "the first reply form"))
 
 
-def send(page: Any, old: str, *, machine_text: bool = False) -> tuple[float, float | None, str]:
-    """Press the Alt+A chord on the ready form `old`; (Send → next form ready, Send → machine text, new form)."""
+AGREE = ("Alt+A",)  # the one chord: the machine's answer, sent as RATIFY
+DISAGREE = ("Alt+5", "Alt+8", "Control+Enter")  # its prediction matches mine, its explanation does not: REFUTE
+
+
+def send(page: Any, old: str, keys: tuple[str, ...] = AGREE, *,
+         machine_text: bool = False) -> tuple[float, float | None, str]:
+    """Answer the ready form `old` by keys, the last one sending; (Send → next form ready, Send → machine
+    text, the new form)."""
     page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    for k in keys[:-1]:
+        page.keyboard.press(k)
+        _idle(page)
     t0 = time.perf_counter()
-    page.keyboard.press("Alt+A")
+    page.keyboard.press(keys[-1])
     first = None
     if machine_text:
-        page.wait_for_function(MACHINE_TEXT, arg=old, timeout=120_000, polling=POLL_MS)
+        wait_for(page, MACHINE_TEXT, {"old": old, "focus": True}, "the machine's text")
         first = time.perf_counter() - t0
-    key = page.wait_for_function(FORM_READY, arg=old, timeout=120_000, polling=POLL_MS).json_value()
+    key = wait_for(page, FORM_READY, {"old": old, "focus": True}, "the next reply form ready")
     return time.perf_counter() - t0, first, str(key)
 
 
@@ -168,12 +190,13 @@ def case_of(key: str) -> str:
 def bench_simulated(browser: Any, base: str, sends: int) -> None:
     ctx, page, key = open_annotate(browser, base, "bench-a", "demo-rad")
     same, new = [], []
-    for _ in range(sends):
-        took, _, nxt = send(page, key)
+    for i in range(sends):
+        took, _, nxt = send(page, key, DISAGREE if i % 2 else AGREE)
         (same if case_of(nxt) == case_of(key) else new).append(took)
         key = nxt
     ctx.close()
-    print("(a) Annotate, simulated machine, demo-rad: Send (Alt+A) → next reply form ready and focused")
+    print("(a) Annotate, simulated machine, demo-rad: Send → next reply form ready and focused (Sends alternate: "
+          "Alt+A, and Alt+5 Alt+8 Ctrl+Enter)")
     print(line("all Sends", same + new))
     print(line("  the case goes on", same))
     print(line("  the next case begins", new))
@@ -183,13 +206,12 @@ def bench_llm(browser: Any, base: str, sends: int) -> None:
     ctx, page, key = open_annotate(browser, base, "bench-b", "bench-llm")
     firsts, readies = [], []
     for _ in range(sends):
-        took, first, nxt = send(page, key, machine_text=True)
-        if case_of(nxt) == case_of(key):  # a machine reply in the same case (not the bound's end)
-            readies.append(took)
-            firsts.append(first or took)
-        key = nxt
+        took, first, key = send(page, key, DISAGREE, machine_text=True)  # REFUTE: the machine answers
+        readies.append(took)
+        firsts.append(first or took)
     ctx.close()
-    print("(b) Annotate, LLM machine (0.8 s to first token, 40 tok/s, 300 tokens, checker 0.4 s)")
+    print("(b) Annotate, LLM machine (0.8 s to first token, 40 tok/s, 300 tokens, checker 0.4 s); "
+          "Alt+5 Alt+8 Ctrl+Enter (REFUTE)")
     print(line("Send → first machine text visible", firsts))
     print(line("Send → next reply form ready", readies))
 
@@ -284,21 +306,18 @@ PAGES: dict[str, tuple[str, str]] = {  # what the bench opens, and the text that
 }
 
 
-def first_render(browser: Any, base: str, path: str, marker: str) -> float:
-    """Seconds from typing the URL in a new browser profile to the page drawn."""
-    ctx = browser.new_context(viewport=VIEW)
+def first_render(browser: Any, base: str, path: str, marker: str, context: Any = None) -> float:
+    """Seconds from typing the URL to the page drawn: in a new browser profile (nothing cached), or in a new
+    tab of `context` (the app's static files cached, as for anyone who opened the app before)."""
+    ctx = context or browser.new_context(viewport=VIEW)
     page = ctx.new_page()
     t0 = time.perf_counter()
     page.goto(base + path, wait_until="commit")
-    try:
-        page.wait_for_function(PAGE_DONE, arg=marker, timeout=120_000, polling=POLL_MS)
-    except Exception:
-        shot = Path("artifacts") / "bench-browser-timeout.png"
-        shot.parent.mkdir(exist_ok=True)
-        page.screenshot(path=str(shot), full_page=True)
-        raise SystemExit(f"{path}: not drawn in 120 s (see {shot})") from None
+    wait_for(page, PAGE_DONE, marker, f"{path} drawn")
     took = time.perf_counter() - t0
-    ctx.close()
+    page.close()
+    if context is None:
+        ctx.close()
     return took
 
 
@@ -309,7 +328,7 @@ def analytics(args: argparse.Namespace, tmp: Path) -> None:
     seed_demo(demo)
     t0 = time.perf_counter()
     big = seed_big(tmp, args.sessions)
-    print(f"(d) Analytics opened cold from a URL (a new browser profile each visit; {args.visits} visits); "
+    print(f"(d) Analytics opened cold from a URL ({args.visits} visits each); "
           f"big study loaded in {time.perf_counter() - t0:.1f} s")
     with sync_playwright() as pw:
         browser = launch(pw)
@@ -317,11 +336,16 @@ def analytics(args: argparse.Namespace, tmp: Path) -> None:
             for label, url in (("demo", demo), (f"{args.sessions:,} sessions", big)):
                 server = Server(url, tmp)
                 try:
+                    warm = browser.new_context(viewport=VIEW)
                     for name, (path, marker) in PAGES.items():
                         first = first_render(browser, server.base, path, marker) if name == "Table 1" else None
                         xs = [first_render(browser, server.base, path, marker) for _ in range(args.visits)]
                         extra = f"   server's first visit {first:.2f} s" if first is not None else ""
-                        print(line(f"{name}, {label}", xs) + extra)
+                        print(line(f"{name}, {label}, new profile", xs) + extra)
+                        first_render(browser, server.base, path, marker, warm)  # the files in its cache
+                        xs = [first_render(browser, server.base, path, marker, warm) for _ in range(args.visits)]
+                        print(line(f"{name}, {label}, new tab", xs))
+                    warm.close()
                 finally:
                     server.close()
         finally:
