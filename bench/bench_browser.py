@@ -3,11 +3,12 @@
 Playwright drives Debian's chromium against a real `streamlit run` of the checkout whose pxp is imported (run it
 with PYTHONPATH=<checkout>, so "before" figures come from an older worktree), as tests/browser/ does. Prints:
 
-(a) Annotate, the simulated machine on demo data: Send (the Alt+A chord) → the next reply form ready (its Send
-    visible, the prediction field focused), p50/p95;
+(a) Annotate, the simulated machine on demo data: Send → the next reply form ready (its Send visible, the
+    prediction field focused), p50/p95; Sends alternate the Alt+A chord (RATIFY: the case usually ends, the next
+    begins) and Alt+5 Alt+8 Ctrl+Enter (REFUTE: the case goes on);
 (b) Annotate, an LLM machine against the local wire-format server (tests/llm_server.py) injecting 0.8 s to the
-    first token, 40 tokens/s for a 300-token reply and 0.4 s per checker call: Send → the first machine text
-    visible and Send → the next form ready;
+    first token, 40 tokens/s for a 300-token reply and 0.4 s per checker call: Send (REFUTE) → the first
+    machine text visible and Send → the next form ready;
 (c) the start of a new case (n = 2: each Send ends one) with the next case prepared (`prepare` 1) and without (0);
 (d) Analytics (Table 1) and its Compare view opened cold from a URL, each visit a new Streamlit session, in a new
     browser profile (no cached files) and in a new tab of a browser that opened the app before (its static files
