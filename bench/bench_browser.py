@@ -355,7 +355,7 @@ def analytics(args: argparse.Namespace, tmp: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer Sends and visits (about two minutes)")
+    ap.add_argument("--quick", action="store_true", help="fewer Sends and visits (about three minutes)")
     ap.add_argument("--only", default="abcd", help="sections to run, e.g. a,d")
     ap.add_argument("--sends", type=int, default=None, help="Sends in (a); (b) and (c) do fewer")
     ap.add_argument("--visits", type=int, default=None, help="cold visits per page in (d)")
