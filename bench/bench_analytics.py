@@ -71,7 +71,10 @@ def generate(sessions: int, reps: int, n: int, k: int, seed: int = 7) -> tuple[l
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def load_sqlite(path: Path, sessions: list[Any], messages: list[Any], per_run: int, reps: int, n: int) -> None:
+def load_sqlite(path: Path, sessions: list[Any], messages: list[Any], per_run: int, reps: int, n: int,
+                more: tuple[tuple[list[Any], list[Any]], ...] = ()) -> None:
+    """One experiment of the rows; each of `more` (other rows of generate's shape) a further experiment on the
+    same instances (experiments to compare)."""
     ts = NOW.strftime("%Y-%m-%d %H:%M:%S.%f")
     con = sqlite3.connect(path)
     with con:
@@ -81,17 +84,22 @@ def load_sqlite(path: Path, sessions: list[Any], messages: list[Any], per_run: i
             "INSERT INTO instance (id, dataset_id, key, ordinal, payload, label, reference_prediction, "
             "reference_explanation, meta) VALUES (?, 1, ?, ?, '', ?, '', '', '{}')",
             ((i, f"x{i}", i, f"L{i % 5}") for i in range(1, per_run + 1)))
-        con.execute("INSERT INTO experiment (id, name, task, mode, status, n, k, config, created_at) "
-                    "VALUES (1, 'bench', 'rad', 'controlled', 'finished', ?, 3, '{}', ?)", (n, ts))
-        con.executemany(
-            "INSERT INTO run (id, experiment_id, repetition, seed, status, instance_order, created_at, updated_at) "
-            "VALUES (?, 1, ?, 0, 'finished', '[]', ?, ?)", ((r, r, ts, ts) for r in range(1, reps + 1)))
-        con.executemany(
-            "INSERT INTO session (id, run_id, instance_id, ordinal, n, k, status, stop_reason, created_at, "
-            f"updated_at) VALUES (?, ?, ?, ?, {n}, 3, ?, ?, '{ts}', '{ts}')", sessions)
-        con.executemany(
-            "INSERT INTO message (session_id, j, sender, receiver, tag, prediction, explanation, created_at) "
-            f"VALUES (?, ?, ?, ?, ?, '', '', '{ts}')", messages)
+        for e, (rows, msgs) in enumerate(((sessions, messages), *more)):
+            sid0, run0 = e * len(sessions), e * reps
+            con.execute("INSERT INTO experiment (id, name, task, mode, status, n, k, config, created_at) "
+                        "VALUES (?, ?, 'rad', 'controlled', 'finished', ?, 3, '{}', ?)",
+                        (e + 1, "bench" if e == 0 else f"bench-{e + 1}", n, ts))
+            con.executemany(
+                "INSERT INTO run (id, experiment_id, repetition, seed, status, instance_order, created_at, "
+                "updated_at) VALUES (?, ?, ?, 0, 'finished', '[]', ?, ?)",
+                ((run0 + r, e + 1, r, ts, ts) for r in range(1, reps + 1)))
+            con.executemany(
+                "INSERT INTO session (id, run_id, instance_id, ordinal, n, k, status, stop_reason, created_at, "
+                f"updated_at) VALUES (?, ?, ?, ?, {n}, 3, ?, ?, '{ts}', '{ts}')",
+                ((sid0 + s[0], run0 + s[1], *s[2:]) for s in rows))
+            con.executemany(
+                "INSERT INTO message (session_id, j, sender, receiver, tag, prediction, explanation, created_at) "
+                f"VALUES (?, ?, ?, ?, ?, '', '', '{ts}')", ((sid0 + m[0], *m[1:]) for m in msgs))
         con.execute("ANALYZE")
     con.close()
 

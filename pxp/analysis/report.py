@@ -18,7 +18,7 @@ from sqlmodel import col
 
 from pxp.analysis.agreement import agreement_report
 from pxp.analysis.common_ground import probe_sessions, probe_summary, render_probes
-from pxp.analysis.queries import GROUP_BY, AnalysisError, Selection
+from pxp.analysis.queries import GROUP_BY, AnalysisError, Selection, cached
 from pxp.analysis.tables import table1, table1_by
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.intelligibility import Table1, table1_rows
@@ -67,7 +67,12 @@ def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
 
 def aborted_by_reason(engine: Engine, experiment_ids: Sequence[int] = ()) -> dict[str, int]:
     """How many sessions of the experiments (all when none are given) aborted, by reason
-    (pxp.tasks.spec.FORMAT_KINDS; "other" for any other), most first."""
+    (pxp.tasks.spec.FORMAT_KINDS; "other" for any other), most first; cached by data version."""
+    ids = tuple(sorted(set(experiment_ids)))
+    return dict(cached(engine, "aborted_by_reason", ids, lambda: _aborted_by_reason(engine, ids)))
+
+
+def _aborted_by_reason(engine: Engine, experiment_ids: Sequence[int]) -> dict[str, int]:
     q = (sa_select(col(Session.abort_reason)).join(Run, col(Run.id) == col(Session.run_id))
          .where(col(Session.status) == "aborted"))
     if experiment_ids:

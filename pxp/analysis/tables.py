@@ -154,7 +154,12 @@ def table1_frame(tables: dict[str, Table1]) -> pd.DataFrame:
 
 
 def repetition_frame(engine: Engine, sel: Selection, by: str | None = None) -> pd.DataFrame:
-    """Per group and repetition: total, aborted and the seven counts (what the medians are of)."""
+    """Per group and repetition: total, aborted and the seven counts (what the medians are of); cached by data
+    version."""
+    return cached(engine, "repetition_frame", (sel, by), lambda: _repetition_frame(engine, sel, by)).copy()
+
+
+def _repetition_frame(engine: Engine, sel: Selection, by: str | None) -> pd.DataFrame:
     rows = signature_rows(engine, sel, by)
     n = bound(engine, sel)
     recs = []

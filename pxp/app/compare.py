@@ -3,7 +3,8 @@ pairs,
 compared session by session on the same instances.
 
 The numbers are pxp.analysis.statistics (paired differences, bootstrap 95 % CIs, McNemar's
-test), the code path of `pxp report --compare` and `pxp report --study`. Names are shown as text.
+test), the code path of `pxp report --compare` and `pxp report --study`. Names are shown as text; the command lines
+too (st.text: st.code's highlighter is the largest script a browser loads for the page).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def _two_experiments(opts: Options, chosen: list[str]) -> None:
         return
     show_comparison(cmp, "analytics_compare_table")
     st.caption("Reproduce this comparison")
-    st.code(f"pxp report --experiment {shlex.quote(a)} --experiment {shlex.quote(b)} --compare", language="bash")
+    st.text(f"pxp report --experiment {shlex.quote(a)} --experiment {shlex.quote(b)} --compare")
 
 
 def _study() -> None:
@@ -84,7 +85,7 @@ def _study() -> None:
         else:
             show_comparison(cmp, f"analytics_compare_study_{i}")
     st.caption("Reproduce this comparison")
-    st.code(f"pxp report --study {shlex.quote(name)}", language="bash")
+    st.text(f"pxp report --study {shlex.quote(name)}")
 
 
 def view_compare(opts: Options, chosen: list[str]) -> None:

@@ -93,3 +93,16 @@ def test_two_experiments_compared_pair_by_pair(engine: Engine, tmp_path: Path) -
     assert "2-way intelligible sessions" in text and "+0.500" in text and "0.250" in text
     with pytest.raises(ComparisonError, match="no experiment named 'C'"):
         compare_experiments(engine, "A", "C")
+
+
+def test_the_bootstrap_in_chunks_draws_what_one_matrix_draws() -> None:
+    """Resamples are drawn CHUNK rows at a time (memory): the interval is the one of all rows drawn at once."""
+    import numpy as np
+
+    from pxp.analysis.statistics import CHUNK
+
+    diffs = np.random.default_rng(5).integers(-1, 2, size=300).astype(float)
+    resamples = 2 * CHUNK + 37
+    picks = np.random.default_rng(3).integers(0, diffs.size, size=(resamples, diffs.size))
+    lo, hi = np.percentile(diffs[picks].mean(axis=1), [2.5, 97.5])
+    assert bootstrap_ci(diffs.tolist(), resamples=resamples, seed=3) == (float(lo), float(hi))

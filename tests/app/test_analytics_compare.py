@@ -66,7 +66,7 @@ def test_compare_two_experiments_and_a_study(engine_: Engine) -> None:
     assert list(table["Property"]) == [m["label"] for m in want["metrics"]]
     assert list(table["A − B"]) == [round(m["difference"], 3) for m in want["metrics"]]
     assert list(table["McNemar p"]) == [round(m["p_value"], 4) for m in want["metrics"]]
-    assert any(f"--experiment {A} --experiment {B} --compare" in c.value for c in at.code)
+    assert any(f"--experiment {A} --experiment {B} --compare" in c.value for c in at.text)
 
     ok(at.selectbox(key="analytics_compare_b").set_value(A).run())
     assert any("two different experiments" in i.value for i in at.info)
@@ -78,4 +78,4 @@ def test_compare_two_experiments_and_a_study(engine_: Engine) -> None:
     assert list(study_table["A − B"]) == [round(m["difference"], 3) for m in rep["comparisons"][0]["metrics"]]
     assert list(study_table["B"]) == [1.0, 1.0, 1.0] and len(at.dataframe) == 1  # one machine pair
     assert any("weak vs strong" in h.value for h in at.subheader)
-    assert any("pxp report --study duo" in c.value for c in at.code)
+    assert any("pxp report --study duo" in c.value for c in at.text)

@@ -123,7 +123,7 @@ def test_page_numbers_equal_pxp_report(app_db: tuple[str, Engine]) -> None:
         assert med[f"{m}_min"].tolist() == pytest.approx(perf["test"]["min"][m])
         assert med[f"{m}_max"].tolist() == pytest.approx(perf["test"]["max"][m])
     # the reproduce line names both experiments
-    codes = [c.value for c in at.code]
+    codes = [c.value for c in at.text]
     assert "pxp report --experiment RAD-a --experiment RAD-b --format markdown" in codes
     all_views(at)
 
@@ -205,7 +205,7 @@ def test_annotators_labels_costs_and_filters(app_db: tuple[str, Engine], tmp_pat
     shown = at.dataframe[0].value
     assert "h1" in shown.columns and NASTY in shown.columns
     # the page's reproduce line, run, prints the same columns
-    (line,) = [c.value for c in at.code]
+    (line,) = [c.value for c in at.text]
     assert line == f"pxp report --experiment {shlex.quote(NASTY)} --by annotator --format markdown"
     printed = [r for r in csv.reader(io.StringIO(cli(url, *shlex.split(line)[1:-2], "--format", "csv"))) if r]
     assert [r[0] for r in printed[1:]] == list(shown["Count"])
@@ -288,3 +288,25 @@ def test_aborted_sessions_are_shown_by_reason(app_db: tuple[str, Engine]) -> Non
     assert "Aborted sessions by reason (all repetitions): refusal 1, empty reply 1." in [c.value for c in at.caption]
     rep = json.loads(cli(url, "report", "--experiment", "RAD-aborts", "--format", "json"))
     assert rep["aborted_by_reason"] == {"refusal": 1, "empty reply": 1}
+
+
+def test_table1_and_its_aborted_line_follow_a_new_session(app_db: tuple[str, Engine], tmp_path: Path) -> None:
+    """The page's cached numbers (by data version) are never stale: a session stored between two runs of the
+    page shows in Table 1 and in the aborted-by-reason line on the next run."""
+    from tests.analysis.test_cache import store_session
+
+    _, engine = app_db
+    import_transcripts(engine, write_vectors(tmp_path / "v.jsonl", VECTORS), name="vectors", n=10, k=3)
+    at = page()
+
+    def total_and_aborted() -> tuple[str, list[str]]:
+        df = at.dataframe[0].value
+        return (str(df.iloc[0, 1]), [c.value for c in at.caption if "Aborted sessions by reason" in c.value])
+
+    assert total_and_aborted() == ("3", [])
+    ok(at.run())
+    assert total_and_aborted() == ("3", [])  # cached, the same
+    store_session(engine, "vectors", "late", [("machine", "INIT")], abort_reason="the service did not answer")
+    ok(at.run())
+    total, aborted = total_and_aborted()
+    assert (total, aborted) == ("4", ["Aborted sessions by reason (all repetitions): other 1."])

@@ -14,7 +14,6 @@ import streamlit as st
 
 from pxp.analysis.queries import options
 from pxp.app import resources, ui
-from pxp.app.compare import view_compare
 from pxp.app.views.analytics_common import S, filters
 from pxp.app.views.analytics_paper import view_figure1, view_figure2, view_lengths, view_table1, view_transitions
 from pxp.app.views.analytics_research import (
@@ -27,6 +26,12 @@ from pxp.app.views.analytics_research import (
 
 VIEWS = ("Table 1", "Figure 1", "Figure 2", "Transitions", "Session lengths", "Labels", "Annotators",
          "LLM cost", "Per-session flags", "Compare", "Common ground")
+
+
+def _compare(opts: Any, names: list[str]) -> None:
+    from pxp.app.compare import view_compare  # scipy, for its tests, loads only when Compare is shown
+
+    view_compare(opts, names)
 
 
 def render() -> None:
@@ -56,7 +61,7 @@ def render() -> None:
         "Annotators": lambda: view_annotators(sel),
         "LLM cost": lambda: view_costs(sel),
         "Per-session flags": lambda: view_sessions(sel),
-        "Compare": lambda: view_compare(opts, names),
+        "Compare": lambda: _compare(opts, names),
         "Common ground": lambda: view_common_ground(sel, opts),
     }
     views[view or "Table 1"]()

@@ -102,14 +102,15 @@ def tables_for(sel: Selection, by: str | None, names: list[str] | None = None) -
 
 
 def reproduce_line(sel: Selection, by: str | None, names: list[str]) -> None:
-    """The CLI line that prints the same table (exact for whole experiments, one column each)."""
+    """The CLI line that prints the same table (exact for whole experiments, one column each), as plain text
+    (st.code would load a syntax highlighter, the largest script of the page)."""
     if not names:
         return
     line = "pxp report " + " ".join(f"--experiment {shlex.quote(n)}" for n in names)
     if by not in (None, "experiment"):
         line += f" --by {by}"
     st.caption("Reproduce this table")
-    st.code(line + " --format markdown", language="bash")
+    st.text(line + " --format markdown")
     if by is None or is_filtered(sel):
         st.caption("The command counts whole experiments; the filters above and pooling are not part of it.")
 
