@@ -70,12 +70,10 @@ def open_editor(page: Any, draw_key: str | None = None) -> Any:
         page.evaluate("() => document.activeElement && document.activeElement.blur()")
         page.keyboard.press(DRAW_KEY)
     page.wait_for_selector('[role="dialog"] iframe', timeout=90_000)
-    frame = None
-    for _ in range(600):
-        frame = next((f for f in page.frames if KETCHER_URL in f.url), None)
-        if frame is not None:
-            break
-        page.wait_for_timeout(100)
+    page.wait_for_function("(u) => [...document.querySelectorAll('iframe')].some((f) => f.src.includes(u))",
+                           arg=KETCHER_URL, timeout=90_000)
+    page.wait_for_load_state()
+    frame = next((f for f in page.frames if KETCHER_URL in f.url), None)
     assert frame is not None, "the editor's frame"
     frame.wait_for_function(FIND_KETCHER, timeout=90_000)
     return frame

@@ -66,7 +66,7 @@ def test_the_launch_summary_is_the_run_that_started(server: tuple[str, str]) -> 
             expect(page.get_by_text("Figure 1", exact=True)).to_be_visible(timeout=90_000)
             page.get_by_text("Figure 1", exact=True).click()
             _idle(page)
-            page.wait_for_timeout(1500)  # plotly draws after the script run
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=90_000)  # plotly draws after the script run
             page.screenshot(path=str(ARTIFACTS / "analytics-figure1.png"), full_page=True)
             assert f"exp={exp.id}" in page.url  # the selection is in the URL
         finally:
