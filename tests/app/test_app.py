@@ -803,7 +803,8 @@ def test_the_app_sees_a_cli_run_refuses_a_second_worker_and_its_cancel_pauses_it
     url, engine = app_db
     make_rad(engine, per_label=4)
     cli = subprocess.Popen([sys.executable, *PXP_CLI, "--db", url, "run", "--dataset", "toy-rad", "--reps", "2",
-                            "--sim-latency", "0.3", "--name", "from-cli", "--no-progress"],
+                            "--sim-latency", "1", "--name", "from-cli", "--no-progress"],  # long enough
+                           # for the Cancel to be seen at a heartbeat (every 2 s; one may miss a busy database)
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60

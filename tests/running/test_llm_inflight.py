@@ -44,7 +44,8 @@ def _kill_while_hanging(server: FakeLLM, release: threading.Event, url: str, tmp
     deadline = time.monotonic() + 60
     while len(server.requests) < wait_for and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert len(server.requests) >= wait_for, proc.communicate()  # (what is sent after this is counted too)
+    # with wait_for = --concurrency every slot holds a hanging call: nothing more is sent before the kill
+    assert len(server.requests) >= wait_for, proc.communicate()
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     release.set()
@@ -98,7 +99,7 @@ def test_a_call_killed_during_an_evaluation_is_counted_as_unknown(tmp_path: Path
     release = threading.Event()
     with FakeLLM(_hang(release)) as server:
         _, sent = _kill_while_hanging(server, release, url, tmp_path, "E", "--no-learn", "--test-split", "train",
-                                      "--eval-at-start", wait_for=2)
+                                      "--eval-at-start", "--concurrency", "3", wait_for=3)
         r = cli.invoke(app, ["--db", url, "calls", "--experiment", "E", "--format", "json"])
         assert r.exit_code == 0, r.stderr
         total = json.loads(r.stdout)["total"]
