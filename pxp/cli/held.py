@@ -33,12 +33,21 @@ def _warner(display: Any) -> Callable[[str], None]:
     return lambda line: note(f"warning: {line}")
 
 
+def _hear_ctrl_c() -> None:
+    """The app's Cancel reaches an in-process run as a SIGINT to itself: a run started in the background by a
+    shell without job control (`pxp run … &` in a script) inherits SIGINT ignored, and would never stop."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run_held(engine: Any, experiment_id: int, name: str, *, show_progress: bool, concurrency: int | None,
              distributed: bool = False, paused_note: str = "every repetition is paused") -> RunOutcome:
     """Run (or resume) the experiment under its claim; exits with one line on any failure."""
     hint = f"resume with `pxp run --resume {name}`"
     observer: Any = make_progress(engine, experiment_id, err) if show_progress else NullObserver()
     cancel = threading.Event()  # distributed: a cancel from the app pauses as Ctrl-C does, never counts as one
+    if not distributed:
+        _hear_ctrl_c()
     held = hold(engine, experiment_id, on_cancel=cancel.set if distributed else signal.SIGINT)
     extra: dict[str, Any] = {"warn": _warner(observer), "cancelled": cancel} if distributed else {}
     try:

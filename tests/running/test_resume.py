@@ -301,7 +301,10 @@ def test_a_stop_request_pauses_and_resume_finishes_identically(
     assert _tables(e, "X") == reference[1]
 
 
-def test_sigint_exits_130_and_the_run_resumes(tmp_path: Path, reference: tuple[str, Any]) -> None:
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_sigint_exits_130_and_the_run_resumes(tmp_path: Path, reference: tuple[str, Any], inherited: str) -> None:
+    """Ctrl-C (or the app's Cancel, a SIGINT the run sends itself) pauses the run, also when it was started
+    with SIGINT ignored (in the background by a shell without job control)."""
     db = tmp_path / "int.db"
     url = f"sqlite:///{db}"
     e = make_engine(url)
@@ -311,7 +314,9 @@ def test_sigint_exits_130_and_the_run_resumes(tmp_path: Path, reference: tuple[s
     args = [*PXP, "--db", url, "run", "--dataset", "toy-rad", "--split", "train", "--reps", "2", "--seed", "2",
             "--eval-at-start", "--sim-accuracy", "0.4", "--sim-adopt", "0.2", "--sim-mislead", "0.3",
             "--sim-latency", SUBPROCESS_LATENCY, "--name", "X"]
-    proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if inherited == "ignored" else None
+    proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ignore)
     assert proc.stderr is not None
     lines = []
     for line in proc.stderr:  # its progress, line by line: interrupted once a session is done (five to go)
