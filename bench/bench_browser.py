@@ -171,6 +171,7 @@ def send(page: Any, old: str, keys: tuple[str, ...] = AGREE, *,
     """Answer the ready form `old` by keys, the last one sending; (Send → next form ready, Send → machine
     text, the new form)."""
     page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    _idle(page)  # counts the script runs so far, so each key's wait below waits for that key's own run
     for k in keys[:-1]:
         page.keyboard.press(k)
         _idle(page)
