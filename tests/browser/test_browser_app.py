@@ -181,11 +181,24 @@ def _idle(page: object) -> None:
 
 
 def _pick_dataset(page: Any, option: str) -> None:
-    """Choose a dataset in the sidebar's picker (ArrowDown opens its list if the click did not)."""
-    page.get_by_label("Dataset").click()
-    if not page.get_by_role("option", name=option).is_visible():
-        page.keyboard.press("ArrowDown")
-    page.get_by_role("option", name=option).click()
+    """Choose a dataset in the sidebar's picker: its list opened by a click, or by ArrowDown when the click did not
+    open it (headless chromium sometimes needs that), each waited for with a deadline."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    wanted = page.get_by_role("option", name=option)
+    for _ in range(4):
+        page.get_by_label("Dataset").click()
+        for key in (None, "ArrowDown"):
+            if key:
+                page.keyboard.press(key)
+            try:
+                wanted.wait_for(state="visible", timeout=10_000)
+            except PlaywrightTimeout:
+                continue
+            wanted.click()
+            return
+        page.keyboard.press("Escape")
+    raise AssertionError(f"the Dataset picker never listed {option!r}")
 
 
 def _annotate_as(page: Any, base: str, who: str, dataset: str) -> None:
