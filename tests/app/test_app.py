@@ -663,12 +663,15 @@ def test_create_a_new_live_experiment_from_the_sidebar(app_db: tuple[str, Engine
     first = at.session_state["annotate_sid"]
     at.sidebar.text_input(key="annotate_new_exp_name").input("second round")
     at.sidebar.number_input(key="annotate_new_exp_n").set_value(6)
+    assert "next case prepared ahead" in " ".join(c.value for c in at.sidebar.caption)  # the default: 1
+    at.sidebar.number_input(key="annotate_new_exp_prepare").set_value(0)
     next(b for b in at.sidebar.get("form_submit_button") if b.label == "Create").click().run()
     ok(at)
     with DB(engine) as db:
         exp = db.exec(select(Experiment).where(Experiment.name == "second round")).one()
-        assert exp.mode == "live" and exp.n == 6
+        assert exp.mode == "live" and exp.n == 6 and exp.config["prepare"] == 0
     assert at.sidebar.selectbox(key="annotate_experiment_toy-rad").value == exp.id
+    assert "next case not prepared ahead" in " ".join(c.value for c in at.sidebar.caption)
     assert at.session_state["annotate_sid"] != first
 
 

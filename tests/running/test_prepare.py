@@ -15,8 +15,10 @@ from sqlmodel import col, select
 
 from pxp.agents.base import Answer, Facts
 from pxp.analysis.validate import validate
+from pxp.running.pxp.config import RunConfig, RunError
+from pxp.running.pxp.experiments import create_experiment
 from pxp.running.pxp.live.abandonment import abandoned_sessions, take_over
-from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+from pxp.running.pxp.live.assignment import LiveError, claim_next, create_live_experiment, ensure_annotator
 from pxp.running.pxp.live.prepare import machine_step_once, prepare_next
 from pxp.running.pxp.live.turns import load_session, machine_for, submit_human
 from pxp.storage.store import make_engine
@@ -53,6 +55,26 @@ def test_the_next_case_is_ready_and_served_next(any_engine: Engine) -> None:
             machine_step_once(any_engine, first, machine)
     assert claim_next(any_engine, experiment_id=eid, annotator_id=ann) == ready  # shown at once: INIT is there
     assert prepare_next(any_engine, experiment_id=eid, annotator_id=ann, machine=machine, depth=0) == []
+    assert validate(any_engine)[1] == []
+
+
+def test_the_depth_is_the_experiments_own(any_engine: Engine) -> None:
+    """Each live experiment keeps its own number of cases ready (0: off); a depth out of range or on a
+    controlled experiment is refused in one line."""
+    make_rad(any_engine)
+    ann = ensure_annotator(any_engine, name="ann")
+    for depth in (0, 2):
+        eid = create_live_experiment(any_engine, dataset="toy-rad", name=f"depth {depth}", prepare=depth)
+        machine = machine_for(any_engine, eid)
+        first = claim_next(any_engine, experiment_id=eid, annotator_id=ann)
+        assert first is not None and machine_step_once(any_engine, first, machine) is not None
+        ready = prepare_next(any_engine, experiment_id=eid, annotator_id=ann, machine=machine)
+        assert len(ready) == depth
+        assert all([m.tag.value for m in load_session(any_engine, s).messages] == ["INIT"] for s in ready)
+    with pytest.raises(LiveError, match=r"between 0 \(off\) and 5, got 6"):
+        create_live_experiment(any_engine, dataset="toy-rad", name="too deep", prepare=6)
+    with pytest.raises(RunError, match="live experiments only"):
+        create_experiment(any_engine, RunConfig(dataset="toy-rad"), name="controlled", prepare=1)
     assert validate(any_engine)[1] == []
 
 

@@ -14,6 +14,7 @@ from pxp.app.annotate.keys import S
 from pxp.app.data import dataset_choices
 from pxp.app.prefs import load_prefs
 from pxp.app.router import NEEDS
+from pxp.running.pxp.experiments import MAX_PREPARE
 from pxp.running.pxp.live.abandonment import abandoned_sessions, take_over
 from pxp.running.pxp.live.assignment import (
     LiveError,
@@ -127,7 +128,8 @@ def choose_experiment() -> tuple[int, DeltaGenerator] | None:
                            format_func=lambda i: by_id[i].name)
         info = by_id[eid]
         slot = st.empty()  # filled at the end of the run, after its steps: it never lags
-        st.caption(f"Machine: {ui.escape_md(machine_name(info.machine))} · n = {info.n}, k = {info.k}")
+        st.caption(f"Machine: {ui.escape_md(machine_name(info.machine))} · n = {info.n}, k = {info.k} · "
+                   + prepared_note(info.prepare))
         if creator:  # annotators neither see the form nor may create (pxp.team.access.create_live_as)
             with st.expander("New live experiment"):
                 new_experiment_form(ds)
@@ -138,6 +140,13 @@ def _create(*, dataset: str, **config: Any) -> int:
     """A live experiment created as the user (refused below researcher, audited either way)."""
     return create_live_as(resources.engine(), role=auth.current_role() or None, actor=auth.actor(),
                           dataset=dataset, **config)
+
+
+def prepared_note(depth: int) -> str:
+    """What the experiment prepares ahead, in words (README "The app": the next case is prepared)."""
+    if depth <= 0:
+        return "next case not prepared ahead (the machine answers when you reach it)"
+    return "next case prepared ahead" if depth == 1 else f"next {depth} cases prepared ahead"
 
 
 def show_progress(slot: DeltaGenerator, eid: int) -> None:
@@ -164,6 +173,9 @@ def new_experiment_form(dataset: str) -> None:
         shuffle = st.checkbox("Shuffle the cases", key="annotate_new_exp_shuffle")
         overlap = st.number_input("Annotators per case (overlap)", 1, 20, 1, key="annotate_new_exp_overlap",
                                   help="Each case is annotated by this many different people, none twice")
+        prepare = st.number_input("Cases prepared ahead", 0, MAX_PREPARE, 1, key="annotate_new_exp_prepare",
+                                  help="The machine's opening message of each annotator's next cases is produced "
+                                  "in the background while they work; 0 turns this off")
         lists = st.file_uploader("Case lists (optional CSV: annotator, instance)", type=["csv"],
                                  key="annotate_new_exp_lists",
                                  help="Each listed annotator is served only their cases; others none")
@@ -171,7 +183,7 @@ def new_experiment_form(dataset: str) -> None:
             try:
                 case_lists = read_case_lists(lists.getvalue()) if lists is not None else None
                 eid = _create(dataset=dataset, name=name, n=int(n), k=int(k), overlap=int(overlap),
-                              case_lists=case_lists, machine=machine.strip() or "simulated",
+                              prepare=int(prepare), case_lists=case_lists, machine=machine.strip() or "simulated",
                               checker=prefs.checker, base_url=prefs.base_url or None, shuffle=shuffle,
                               temperature=prefs.generator_temperature, max_tokens=prefs.generator_max_tokens)
             except (LiveError, AccessDenied) as err:

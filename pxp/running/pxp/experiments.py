@@ -130,9 +130,13 @@ def _sample(ids: list[int], size: int | None, seed: int, which: str) -> dict[str
     return {"sample": sample_ids(ids, size, seed, which)} if size is not None and size < len(ids) else {}
 
 
+#: the most cases a live experiment keeps ready ahead of an annotator (each is an open session and its INIT)
+MAX_PREPARE = 5
+
+
 def create_experiment(
     engine: Engine, cfg: RunConfig, *, name: str | None = None, mode: Mode = "controlled",
-    overlap: int = 1, case_lists: Mapping[str, Sequence[str]] | None = None,
+    overlap: int = 1, case_lists: Mapping[str, Sequence[str]] | None = None, prepare: int | None = None,
 ) -> Experiment:
     """Store an experiment and its runs, in instance order (seeded shuffle per repetition).
 
@@ -141,15 +145,18 @@ def create_experiment(
     happens when one is empty) are stored with the config under "resolved".
     live: one running Run whose instance order is the claim queue; no sessions yet; each case
     is served to `overlap` distinct annotators, and `case_lists` (annotator → instance keys)
-    restricts what each listed annotator is served.
+    restricts what each listed annotator is served; `prepare` cases are kept ready ahead of each
+    annotator (pxp.running.pxp.live.prepare; None: the default, 1).
     Raises RunError (one line) for a bad config, an unknown dataset or a taken name.
     """
     if mode == "controlled":
         check_config(cfg)
     if not 1 <= overlap <= 100:
         raise RunError(f"the overlap must be between 1 and 100 annotators per case, got {overlap}")
-    if mode != "live" and (overlap != 1 or case_lists):
-        raise RunError("overlap and case lists apply to live experiments only")
+    if mode != "live" and (overlap != 1 or case_lists or prepare is not None):
+        raise RunError("overlap, case lists and preparation apply to live experiments only")
+    if prepare is not None and not 0 <= prepare <= MAX_PREPARE:
+        raise RunError(f"cases prepared ahead must be between 0 (off) and {MAX_PREPARE}, got {prepare}")
     name = name or _default_name(engine, cfg, mode)
     with db_session(engine) as db:
         ds = find_dataset(db, name=cfg.dataset)
@@ -167,6 +174,8 @@ def create_experiment(
             config["overlap"] = overlap
             if case_lists:
                 config["case_lists"] = _case_lists(case_lists, instances, overlap)
+            if prepare is not None:
+                config["prepare"] = prepare
         exp = Experiment(name=name, task=ds.task, mode=mode, status="running" if live else "created",
                          n=cfg.n, k=cfg.k, config=config)
         db.add(exp)

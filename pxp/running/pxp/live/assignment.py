@@ -71,12 +71,13 @@ def create_live_experiment(
     machine: str = "simulated", checker: str = "lexical", base_url: str | None = None,
     seed: int = 0, shuffle: bool = False, split: str | None = None,
     temperature: float | None = None, max_tokens: int | None = None,
-    overlap: int = 1, case_lists: Mapping[str, Sequence[str]] | None = None,
+    overlap: int = 1, case_lists: Mapping[str, Sequence[str]] | None = None, prepare: int | None = None,
 ) -> int:
     """A live experiment over a dataset: one Run whose instance order is the claim queue.
 
     Each case is annotated by `overlap` distinct annotators; `case_lists` (annotator name →
-    instance keys) restricts what each annotator is served. Stored by
+    instance keys) restricts what each annotator is served; `prepare` is how many cases are kept ready
+    ahead of each annotator (pxp.running.pxp.live.prepare: default 1, 0 = off). Stored by
     pxp.running.pxp.experiments.create_experiment, as every experiment is.
     """
     if n < 2 or k < 1:
@@ -88,7 +89,7 @@ def create_live_experiment(
     )
     try:
         exp = create_experiment(engine, cfg, name=(name or "").strip() or None, mode="live",
-                                overlap=overlap, case_lists=case_lists)
+                                overlap=overlap, case_lists=case_lists, prepare=prepare)
     except RunError as err:
         raise LiveError(str(err)) from None
     return exp.id or 0
@@ -109,6 +110,7 @@ class LiveExperimentInfo:
     finished: int
     open: int
     overlap: int = 1
+    prepare: int = 1
 
     @property
     def sessions(self) -> int:
@@ -123,6 +125,15 @@ class LiveExperimentInfo:
 def overlap_of(exp: Experiment) -> int:
     """How many distinct annotators annotate each case of a live experiment (default 1)."""
     return max(1, int(exp.config.get("overlap", 1) or 1))
+
+
+def prepare_of(exp: Experiment) -> int:
+    """How many cases a live experiment keeps ready ahead of each annotator (its config's "prepare";
+    default 1, 0 = off)."""
+    try:
+        return max(0, int(exp.config.get("prepare", 1)))
+    except (TypeError, ValueError):
+        return 1
 
 
 def case_number(ordinal: int, overlap: int) -> int:
@@ -159,7 +170,7 @@ def live_experiments(engine: Engine, *, dataset: str | None = None) -> list[Live
                 machine=str(e.config.get("machine", "simulated")), n=e.n, k=e.k,
                 instances=len(run.instance_order) if run is not None else 0,
                 finished=counts.get("finished", 0) + counts.get("aborted", 0),
-                open=counts.get("open", 0), overlap=overlap_of(e),
+                open=counts.get("open", 0), overlap=overlap_of(e), prepare=prepare_of(e),
             ))
     return out
 

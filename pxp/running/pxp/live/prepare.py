@@ -26,7 +26,7 @@ from sqlmodel import col
 
 from pxp.agents.base import Agent
 from pxp.running.pxp.engine import StepResult
-from pxp.running.pxp.live.assignment import claim_new, live_run
+from pxp.running.pxp.live.assignment import claim_new, live_run, prepare_of
 from pxp.running.pxp.live.turns import machine_step
 from pxp.storage.tables import Session
 
@@ -66,10 +66,7 @@ def prepare_depth(engine: Engine, experiment_id: int) -> int:
     """How many cases ahead the experiment prepares (its config's "prepare"; default 1, 0 = off)."""
     with DB(engine) as db:
         exp, _ = live_run(db, experiment_id)
-    try:
-        return max(0, int(exp.config.get("prepare", 1)))
-    except (TypeError, ValueError):
-        return 1
+    return prepare_of(exp)
 
 
 def prepare_next(engine: Engine, *, experiment_id: int, annotator_id: int, machine: Agent,
