@@ -16,7 +16,9 @@ from sqlalchemy import Engine
 
 from pxp.agents.base import Agent
 from pxp.app import resources
+from pxp.app.annotate.case_pane import warm_case
 from pxp.running.pxp.live.prepare import prepare_next
+from pxp.running.pxp.live.turns import load_session
 
 log = logging.getLogger(__name__)
 _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pxp-prepare")
@@ -24,20 +26,24 @@ _running: dict[tuple[str, int, int], Future[None]] = {}
 _lock = threading.Lock()
 
 
-def prepare_next_case(experiment_id: int, annotator_id: int) -> None:
-    """Start preparing the annotator's next case, unless a preparation is already under way."""
+def prepare_next_case(experiment_id: int, annotator_id: int) -> Future[None]:
+    """Start preparing the annotator's next case, unless a preparation is already under way; that
+    preparation (it never raises: a failure is logged and left for the page)."""
     url = resources.database_url()
     key = (url, experiment_id, annotator_id)
     with _lock:
         running = _running.get(key)
         if running is not None and not running.done():
-            return
+            return running
         engine, machine = resources.engine(), resources.machine(experiment_id)
         _running[key] = _pool.submit(_prepare, engine, machine, experiment_id, annotator_id)
+        return _running[key]
 
 
 def _prepare(engine: Engine, machine: Agent, experiment_id: int, annotator_id: int) -> None:
     try:
-        prepare_next(engine, experiment_id=experiment_id, annotator_id=annotator_id, machine=machine)
-    except Exception as err:  # the page asks the machine itself, with its retry
+        ready = prepare_next(engine, experiment_id=experiment_id, annotator_id=annotator_id, machine=machine)
+        for sid in ready:  # its image or molecule drawn ahead too
+            warm_case(engine, load_session(engine, sid))
+    except Exception as err:  # the page asks the machine itself, with its retry, and shows a bad image
         log.warning("preparing the next case failed: %s", " ".join(str(err).split())[:300])

@@ -133,6 +133,9 @@ def simulated_badge() -> None:
 
 #: byte budgets of the drawing caches (docs/development.md, Memory budgets; a display X-ray is megabytes)
 DISPLAY_PNG_BYTES = 16 * MB  # the current cases of a few annotators; a miss costs ~0.1 s
+#: the viewer's payloads: the current and the prepared next case of several annotators (a 2048-px film is
+#: 3.5 MB at 8 bits, 7 MB at 16); a miss costs ~0.1 s of decoding and scaling
+VIEWER_BYTES = 64 * MB
 MOLECULE_BYTES = 4 * MB
 REACTION_BYTES = 4 * MB
 
@@ -175,6 +178,11 @@ def display_png(engine: Any, instance_id: int, *, window: float | None = None,
     return _display_png(url, instance_id, window, level)
 
 
+def molecule_svg(smiles: str, width: int = 420) -> tuple[str, dict[str, Any]]:
+    """The molecule's SVG and properties, cached per server (made ahead for a prepared case)."""
+    return _molecule(smiles, width, int(width * 0.7))
+
+
 def molecule(smiles: str, *, caption: str | None = None, properties: bool = True,
              width: int = 420) -> None:
     """The molecule drawing and, below it, its properties; a bad SMILES is one line."""
@@ -182,7 +190,7 @@ def molecule(smiles: str, *, caption: str | None = None, properties: bool = True
     from pxp.data.sandbox import ChemFailed
 
     try:
-        svg, props = _molecule(smiles, width, int(width * 0.7))
+        svg, props = molecule_svg(smiles, width)
     except InvalidSmiles as err:
         st.warning(escape_md(str(err)))
         return
@@ -235,7 +243,7 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
     from pxp.data.images import ImageRejected
 
     try:
-        payload = _pixels(engine.url.render_as_string(hide_password=False), instance_id)
+        payload = xray_payload(engine, instance_id)
     except ImageRejected as err:
         st.warning(escape_md(str(err)))
         return None
@@ -245,7 +253,13 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
     return radiograph_viewer(payload, key=f"{key}_viewer")
 
 
-@byte_cached(DISPLAY_PNG_BYTES)
+def xray_payload(engine: Any, instance_id: int) -> bytes | None:
+    """The viewer's payload of an instance's X-ray (pxp/data/pixels.py), cached per server: made ahead for
+    a prepared case, so the case opens without decoding its image (ImageRejected for a bad image)."""
+    return _pixels(engine.url.render_as_string(hide_password=False), instance_id)
+
+
+@byte_cached(VIEWER_BYTES)
 def _pixels(url: str, instance_id: int) -> bytes | None:
     from pxp.data.pixels import instance_pixels
     from pxp.storage.store import get_engine

@@ -97,8 +97,9 @@ _WL_CSS = """.pxp-wl { outline: none; }
 
 _WL_JS = """
 // Window/level in the browser: the data is `PXPW`, a uint32 header length, a JSON header and one
-// uint16 per pixel (pxp/data/pixels.py). A 65,536-entry lookup table maps the stored values through
-// the window to grey levels on a canvas, so a drag never asks the server; the settled {center,
+// uint16 per pixel, or one byte for an 8-bit image (`bits`, pxp/data/pixels.py). A lookup table (one
+// entry per stored value) maps the values through the window to grey levels on a canvas, so a drag
+// never asks the server; the settled {center,
 // width, invert} goes back as the component's state on pointer-up only. Zoom and pan live in a page
 // map keyed by the image, so they survive a rerun (a Send) of the same case. Text is set with
 // textContent only; nothing is fetched.
@@ -111,7 +112,7 @@ function parse(bytes) {
   if (bytes.length < 8 || String.fromCharCode(...bytes.subarray(0, 4)) !== "PXPW") return null;
   const n = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
   const head = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
-  const px = new Uint16Array(bytes.slice(8 + n).buffer);
+  const px = head.bits === 8 ? bytes.subarray(8 + n) : new Uint16Array(bytes.slice(8 + n).buffer);
   return { head, px };
 }
 function sig(bytes) {
@@ -133,19 +134,20 @@ export default function (component) {
   if (!img) return;
   const H = img.head, saved = (window.__pxpViews = window.__pxpViews || {})[id];
   st = root.pxp = { id, s: 1, x: 0, y: 0, fit: 1, drag: null, mode: null, w: H.w, h: H.h,
-    center: H.center, width: H.width, invert: H.invert, lut: new Uint8ClampedArray(65536), queued: false };
+    center: H.center, width: H.width, invert: H.invert, lut: new Uint8ClampedArray(H.bits === 8 ? 256 : 65536),
+    queued: false };
   c.width = H.w; c.height = H.h;
   const ctx = c.getContext("2d"), out = ctx.createImageData(H.w, H.h), o = out.data;
   for (let i = 3; i < o.length; i += 4) o[i] = 255;
-  const span = H.hi > H.lo ? H.hi - H.lo : 1;
+  const span = H.hi > H.lo ? H.hi - H.lo : 1, quantum = H.bits === 8 ? 1 : span / 65535;
   const keep = () => { window.__pxpViews[id] = { s: st.s / st.fit, x: st.x, y: st.y, center: st.center,
     width: st.width, invert: st.invert }; };
   const show = () => { c.style.transform = `translate(${st.x}px,${st.y}px) scale(${st.s})`; keep(); };
   const draw = () => {
     st.queued = false;
     const lo = st.center - st.width / 2, lut = st.lut;
-    for (let q = 0; q < 65536; q++) {
-      let t = (H.lo + q * span / 65535 - lo) / st.width;
+    for (let q = 0; q < lut.length; q++) {
+      let t = (H.lo + q * quantum - lo) / st.width;
       t = t < 0 ? 0 : t > 1 ? 1 : t;
       lut[q] = st.invert ? 255 - t * 255 : t * 255;
     }

@@ -3,8 +3,10 @@
 The viewer (pxp/app/viewer.py) applies window/level in the browser, so it needs the pixel values
 themselves, not an 8-bit rendering: for a DICOM import, the 16-bit full-range asset after rescale
 slope/intercept (in the units of meta["window"]); for any other image, its grey values. The payload
-is `PXPW`, a little-endian uint32 header length, a JSON header and then one uint16 per pixel
-(quantised over the image's own range, so 16-bit data keeps its depth). README "The app".
+is `PXPW`, a little-endian uint32 header length, a JSON header and then the pixels: for 16-bit data
+one uint16 per pixel, quantised over the image's own range (`bits` 16: value = lo + q / 65535 × (hi −
+lo)), so it keeps its depth; for an 8-bit image one byte per pixel, its grey level above the darkest
+(`bits` 8: value = lo + q), exactly and at half the size. README "The app".
 """
 
 from __future__ import annotations
@@ -61,14 +63,19 @@ def xray_pixels(asset_bytes: bytes, meta: Mapping[str, Any] | None = None, *, ma
         units = np.asarray(small, dtype=np.float64)
         h, w = units.shape
     lo, hi = float(units.min()), float(units.max())
-    span = hi - lo if hi > lo else 1.0
-    q = np.round((units - lo) / span * 65535.0).astype("<u2")
+    if not deep and round(hi - np.floor(lo)) <= 255:  # 8-bit grey levels: a byte each (a scaled film rounded)
+        lo = float(np.floor(lo))
+        q = np.round(units - lo).astype(np.uint8)
+        bits = 8
+    else:
+        q = np.round((units - lo) / (hi - lo if hi > lo else 1.0) * 65535.0).astype("<u2")
+        bits = 16
     win = meta.get("window") if isinstance(meta.get("window"), Mapping) else {}
     assert isinstance(win, Mapping)
     center = float(win.get("center", (lo + hi) / 2)) if deep or "center" in win else 127.5
     width = float(win.get("width", hi - lo)) if deep or "width" in win else 255.0
     header = {
-        "w": w, "h": h, "lo": lo, "hi": hi, "deep": deep, "invert": invert, "center": center,
+        "w": w, "h": h, "lo": lo, "hi": hi, "bits": bits, "deep": deep, "invert": invert, "center": center,
         "width": max(width, 1e-6), "units": str(win.get("units", "")) if deep else "",
         "presets": presets(units, deep=deep, center=center, width=max(width, 1e-6)),
     }
@@ -90,6 +97,10 @@ def pixel_values(payload: bytes) -> np.ndarray:
     """The pixel values in the header's units (what the browser reconstructs), as a (h, w) array."""
     header = read_header(payload)
     (n,) = struct.unpack("<I", payload[4:8])
+    if header.get("bits") == 8:
+        q8 = np.frombuffer(payload[8 + n:], dtype=np.uint8).reshape(header["h"], header["w"])
+        grey: np.ndarray = header["lo"] + q8.astype(np.float64)
+        return grey
     q = np.frombuffer(payload[8 + n:], dtype="<u2").reshape(header["h"], header["w"])
     span = header["hi"] - header["lo"] if header["hi"] > header["lo"] else 1.0
     values: np.ndarray = header["lo"] + q.astype(np.float64) / 65535.0 * span

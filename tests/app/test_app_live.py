@@ -12,12 +12,16 @@ from sqlmodel import select
 
 from pxp.agents.base import Answer, Facts
 from pxp.agents.browser import answer_changed, human_turn
+from pxp.data.pixels import read_header
 from pxp.protocols.pxp.rules import Tag
 from pxp.running.pxp.live.abandonment import abandoned_sessions, take_over
 from pxp.running.pxp.live.assignment import LiveError, claim_next, create_live_experiment, ensure_annotator
 from pxp.running.pxp.live.turns import load_session, machine_for, machine_step, submit_human
 from pxp.storage.tables import Session, utcnow
-from tests.factories import live_session_at_j2, make_drug, make_rad, race
+from tests.app import test_app
+from tests.factories import live_session_at_j2, make_drug, make_rad, make_rad_images, race
+
+app_db = test_app.app_db  # the app's fixture: a fresh SQLite database, no API keys
 
 
 def test_concurrent_claims_never_share_a_session(any_engine: Engine) -> None:
@@ -152,3 +156,26 @@ def test_a_kept_answer_tag_after_an_edit_says_why() -> None:
     turn = human_turn(4, 3, match=None, agree=None, changed=True, chosen=Tag.RATIFY)
     assert not turn.ok and turn.refused is not None
     assert "edited" in turn.refused and "REVISE" in turn.refused
+
+
+def test_a_prepared_case_has_its_image_ready_too(app_db: tuple[str, Engine]) -> None:
+    """The app's preparation (pxp.app.prepare) stores the next case's INIT and makes its X-ray's viewer
+    payload into the server's cache, so the case opens without decoding its film."""
+    from pxp.app import ui
+    from pxp.app.prepare import prepare_next_case
+    from pxp.llm.bytecache import cache_of
+    from pxp.running.pxp.live.prepare import machine_step_once
+
+    url, engine = app_db
+    make_rad_images(engine, per_label=1, size=(900, 700))
+    eid = create_live_experiment(engine, dataset="toy-rad-img")
+    ann = ensure_annotator(engine, name="ann")
+    first = claim_next(engine, experiment_id=eid, annotator_id=ann)
+    assert first is not None and machine_step_once(engine, first, machine_for(engine, eid)) is not None
+    cache_of(ui._pixels).clear()
+    prepare_next_case(eid, ann).result(timeout=60)
+    with DB(engine) as db:
+        [ready] = db.exec(select(Session).where(Session.annotator_id == ann, Session.id != first)).all()
+    assert [m.tag.value for m in load_session(engine, ready.id or 0).messages] == ["INIT"]
+    cached = cache_of(ui._pixels).get(((url, ready.instance_id), ()))
+    assert cached is not None and read_header(cached)["w"] == 900

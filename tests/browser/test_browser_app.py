@@ -57,8 +57,9 @@ def _free_port() -> int:
 
 
 def _start_streamlit(env: dict[str, str], tmp_path: Path, attempts: int = 5,
-                     pick: Callable[[], int] = _free_port) -> tuple[Any, str, IO[bytes]]:
-    """`streamlit run` on a free port; (process, base URL, its log).
+                     pick: Callable[[], int] = _free_port,
+                     script: Path = ROOT / "streamlit_app.py") -> tuple[Any, str, IO[bytes]]:
+    """`streamlit run` of the app (or `script`) on a free port; (process, base URL, its log).
 
     The port is free when picked but another process may take it before Streamlit binds
     it: Streamlit then exits ("Port N is not available"), and we retry on a new port. The
@@ -71,7 +72,7 @@ def _start_streamlit(env: dict[str, str], tmp_path: Path, attempts: int = 5,
         path = tmp_path / f"server-{attempt}.log"
         log = path.open("wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
+            [sys.executable, "-m", "streamlit", "run", str(script),
              "--server.headless", "true", "--server.port", str(port),
              "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,

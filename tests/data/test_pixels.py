@@ -22,6 +22,15 @@ def test_an_8_bit_radiograph_is_sent_exactly() -> None:
     head = read_header(payload)
     assert (head["w"], head["h"], head["deep"], head["center"], head["width"]) == (256, 300, False, 127.5, 255.0)
     assert np.array_equal(pixel_values(payload), arr.astype(np.float64))
+    assert head["bits"] == 8 and len(payload) < 300 * 256 + 1024  # a byte per pixel, not two
+
+
+def test_an_8_bit_radiograph_of_few_levels_is_exact_too() -> None:
+    """Grey levels 50..149: each is sent as its distance from the darkest, exactly."""
+    arr = (50 + np.arange(120 * 90) % 100).astype(np.uint8).reshape(120, 90)
+    head = read_header(payload := xray_pixels(_png(arr)))
+    assert (head["bits"], head["lo"], head["hi"]) == (8, 50.0, 149.0)
+    assert np.array_equal(pixel_values(payload), arr.astype(np.float64))
 
 
 def test_16_bit_pixels_keep_their_depth_in_the_dicom_units() -> None:
@@ -32,6 +41,7 @@ def test_16_bit_pixels_keep_their_depth_in_the_dicom_units() -> None:
     payload = xray_pixels(_png(arr), meta)
     head = read_header(payload)
     assert head["deep"] and head["units"] == "HU" and (head["center"], head["width"]) == (40.0, 400.0)
+    assert head["bits"] == 16
     values = pixel_values(payload)
     expected = -1024.0 + arr / 65535.0 * (3071.0 - -1024.0)
     assert np.abs(values - expected).max() < (3071.0 + 1024.0) / 65535.0  # one quantum of 16 bits
@@ -44,5 +54,6 @@ def test_16_bit_pixels_keep_their_depth_in_the_dicom_units() -> None:
 
 def test_a_large_film_is_scaled_to_the_longest_side() -> None:
     arr = np.zeros((3000, 2500), dtype=np.uint8)
-    head = read_header(xray_pixels(_png(arr)))
+    head = read_header(payload := xray_pixels(_png(arr)))
     assert max(head["w"], head["h"]) == MAX_SIDE and head["h"] == MAX_SIDE
+    assert head["bits"] == 8 and len(payload) < head["w"] * head["h"] + 1024

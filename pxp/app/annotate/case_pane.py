@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
+from sqlalchemy import Engine
 
 from pxp.app import resources, ui
 from pxp.running.pxp.live.turns import LiveSession
@@ -31,6 +32,15 @@ def instance_panel(s: LiveSession) -> dict[str, Any] | None:
     st.html(_STICKY)
     with st.container(key="annotate_case_pane"):
         return _case(s)
+
+
+def warm_case(engine: Engine, s: LiveSession) -> None:
+    """Make the case's drawing ahead (the X-ray's viewer payload or the molecule's SVG) into the server's
+    caches, so the case opens without decoding or drawing; errors are left for the page to show."""
+    if s.match_kind == "smiles":
+        ui.molecule_svg(s.payload)
+    elif s.asset_sha256:
+        ui.xray_payload(engine, s.instance_id)
 
 
 def _case(s: LiveSession) -> dict[str, Any] | None:

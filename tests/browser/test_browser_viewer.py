@@ -1,0 +1,109 @@
+"""The radiograph viewer draws what the payload holds (pxp/data/pixels.py, pxp/app/viewer.py): an 8-bit
+image sent a byte per pixel and a 16-bit one sent at full depth give, on the canvas, the grey levels the
+window maps their values to; window/level by the keyboard (I: invert) changes them in the browser.
+
+A one-page Streamlit script shows the two viewers (the real component, fed the real payloads); the
+canvas pixels are read back in chromium.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pxp.data.pixels import pixel_values, read_header, xray_pixels
+from tests.browser.test_browser_app import CHROMIUM, _start_streamlit, _stop, launch
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the two images: 8-bit grey levels 40..239 along x; 16-bit stored values rising along x, read as
+#: 1000..60000 (a DICOM import's full-range asset), windowed at 20000 ± 10000
+W, H = 200, 60
+GREY8 = (40 + np.arange(W)).astype(np.uint8)
+DEEP16 = np.linspace(1000, 60000, W).round().astype(np.uint16)
+META16 = {"window": {"center": 20000.0, "width": 20000.0, "raw_min": 1000.0, "raw_max": 60000.0}}
+SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from pxp.app.viewer import radiograph_viewer
+radiograph_viewer(Path({p8!r}).read_bytes(), key="v8")
+radiograph_viewer(Path({p16!r}).read_bytes(), key="v16")
+"""
+#: the grey level of canvas `i` (page order) at column x, row 1, once that canvas is drawn (the components
+#: live in shadow roots)
+PIXEL = """([i, x]) => {
+  const all = (root) => [...root.querySelectorAll('*')].flatMap((e) => e.shadowRoot
+    ? [...e.shadowRoot.querySelectorAll('[data-pxp-viewer]'), ...all(e.shadowRoot)] : []);
+  const v = [...document.querySelectorAll('[data-pxp-viewer]'), ...all(document)][i];
+  if (!v || !v.dataset.drawn) return null;
+  return [v.querySelector('canvas').getContext('2d').getImageData(x, 1, 1, 1).data[0]];
+}"""
+
+
+def _png(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(np.tile(arr, (H, 1))).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.fixture
+def viewer_page(tmp_path: Path) -> Iterator[tuple[str, np.ndarray]]:
+    """The page's address, and the 16-bit image's values in its units (row 1), as the payload gives them."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            raise RuntimeError(f"{CHROMIUM} is required in CI (.ci/run installs it)")
+        pytest.skip(f"{CHROMIUM} is not installed")
+    p8, p16 = tmp_path / "p8.bin", tmp_path / "p16.bin"
+    p8.write_bytes(xray_pixels(_png(GREY8)))
+    p16.write_bytes(xray_pixels(_png(DEEP16), META16))
+    assert read_header(p8.read_bytes())["bits"] == 8 and read_header(p16.read_bytes())["bits"] == 16
+    script = tmp_path / "viewers.py"
+    script.write_text(SCRIPT.format(root=str(ROOT), p8=str(p8), p16=str(p16)))
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    proc, base, log = _start_streamlit(env, tmp_path, script=script)
+    try:
+        yield base, pixel_values(p16.read_bytes())[1]
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def _grey(page: Any, i: int, x: int) -> int:
+    return int(page.wait_for_function(PIXEL, arg=[i, x], timeout=60_000).json_value()[0])
+
+
+def test_both_depths_are_drawn_through_the_window(viewer_page: tuple[str, np.ndarray]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    assert sys.byteorder == "little"  # the payload's uint16 are little-endian, as the browser reads them
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 900, "height": 1400})
+            base, values16 = viewer_page
+            page.goto(base)
+            for x in (0, 50, 137, W - 1):  # 8 bits, the default window 0..255: the grey level itself
+                assert abs(_grey(page, 0, x) - int(GREY8[x])) <= 1, x
+            lo = 20000.0 - 10000.0
+            want = np.clip((values16 - lo) / 20000.0, 0, 1) * 255  # 16 bits through the stored window
+            assert want[0] == 0 and want[-1] == 255 and 0 < want[60] < 255
+            for x in (0, 30, 60, 80, W - 1):
+                assert abs(_grey(page, 1, x) - want[x]) <= 1.5, (x, want[x])
+            wl = page.locator(".pxp-wl").nth(1)
+            wl.focus()
+            page.keyboard.press("i")  # inverted, in the browser
+            page.wait_for_function(PIXEL.replace("data[0]];", "data[0]].filter((g) => g === 255)[0];"),
+                                   arg=[1, 0], timeout=60_000)
+            assert abs(_grey(page, 1, 60) - (255 - want[60])) <= 1.5
+        finally:
+            browser.close()
