@@ -9,7 +9,8 @@ with PYTHONPATH=<checkout>, so "before" figures come from an older worktree), as
 (b) Annotate, an LLM machine against the local wire-format server (tests/llm_server.py) injecting 0.8 s to the
     first token, 40 tokens/s for a 300-token reply and 0.4 s per checker call: Send (REFUTE) → the first
     machine text visible and Send → the next form ready;
-(c) the start of a new case (n = 2: each Send ends one) with the next case prepared (`prepare` 1) and without (0);
+(c) the start of a new case (n = 2: each Send ends one) with the next case prepared (`prepare` 1) and without (0),
+    on digitised-film-sized images (2400×2000, shown at 2,048 px): the next form ready, and the next film drawn;
 (d) Analytics (Table 1) and its Compare view opened cold from a URL, each visit a new Streamlit session, in a new
     browser profile (no cached files) and in a new tab of a browser that opened the app before (its static files
     cached); the server has served one visit before; on demo data plus a second demo-rad
@@ -41,6 +42,7 @@ from tests.browser.test_browser_app import _idle, _start_streamlit, _stop, launc
 from tests.llm_server import FakeLLM, Reply, Request
 
 VIEW = {"width": 1400, "height": 900}
+FILM_SIZE = (2400, 2000)  # (c): a digitised chest film's size; the viewer gets it at 2,048 px, 8 bits
 EXPLANATION = ("Frontal chest radiograph. Patchy airspace consolidation in the left lower zone with air "
                "bronchograms; no effusion, heart size normal. ") * 8  # about 300 tokens
 
@@ -65,6 +67,17 @@ FORM_READY = """({old, focus}) => {
 MACHINE_TEXT = """(arg) => [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
   .some((e) => e.textContent.includes('The machine is writing')) || (FORM_READY)(arg)""".replace(
     "(FORM_READY)", f"({FORM_READY})")
+#: the viewers on the page (they live in shadow roots)
+VIEWERS = """const all = (root) => [...root.querySelectorAll('*')].flatMap((e) => e.shadowRoot
+    ? [...e.shadowRoot.querySelectorAll('[data-pxp-viewer]'), ...all(e.shadowRoot)] : []);
+  const viewers = [...document.querySelectorAll('[data-pxp-viewer]'), ...all(document)];"""
+#: before a Send: the film on screen is marked as the old one (its image id, where the viewer gives one)
+MARK_FILM = "() => { " + VIEWERS + """
+  viewers.forEach((v) => { v.dataset.benchOld = '1'; });
+  return (viewers.find((v) => v.dataset.image) || {dataset: {}}).dataset.image || ''; }"""
+#: a film drawn that is not the old one: a new viewer drawn, or the viewer's image changed
+FILM = "(old) => { " + VIEWERS + """
+  return viewers.some((v) => v.dataset.drawn && (!v.dataset.benchOld || (v.dataset.image || old) !== old)); }"""
 #: a page is drawn: its script run over, `marker` text on screen, every table in view drawn, the fonts loaded
 PAGE_DONE = """(marker) => {
   if (document.querySelector('[data-testid="stStatusWidget"] button')) return false;
@@ -144,7 +157,7 @@ def seed_annotate(url: str, llm_url: str) -> None:
     create_live_experiment(engine, dataset="demo-rad", name="bench-simulated")
     llm = {"machine": "openai:gpt-bench", "checker": "openai:gpt-bench", "base_url": llm_url}
     for name, n, prepare in (("bench-llm", 10, None), ("bench-prep-1", 2, 1), ("bench-prep-0", 2, 0)):
-        make_rad_images(engine, name=name, per_label=4, size=(600, 500))
+        make_rad_images(engine, name=name, per_label=4, size=FILM_SIZE if prepare is not None else (600, 500))
         eid = create_live_experiment(engine, dataset=name, name=name, n=n, **llm)  # type: ignore[arg-type]
         if prepare is not None:
             with DB(engine) as db:
@@ -220,18 +233,27 @@ def bench_llm(browser: Any, base: str, sends: int) -> None:
 
 def bench_prepare(browser: Any, base: str, url: str, sends: int) -> None:
     engine = get_engine(url)
-    print("(c) a new case begins (LLM machine, n = 2: each Send ends the case): Send → next case's form ready")
+    print(f"(c) a new case begins (LLM machine, n = 2: each Send ends the case; {FILM_SIZE[0]}×{FILM_SIZE[1]} "
+          "films): Send → next case's form ready, and → its film drawn")
     for prepare in (1, 0):
         who = f"bench-c{prepare}"
         ctx, page, key = open_annotate(browser, base, who, f"bench-prep-{prepare}")
-        waits = []
-        for _ in range(sends):
+        wait_for(page, "() => { " + VIEWERS + " return viewers.some((v) => v.dataset.drawn); }", None,
+                 "the first film")
+        waits, films = [], []
+        for _ in range(sends if prepare else max(2, sends // 2)):
             if prepare:
                 ready_ahead(engine, who)
+            old = page.evaluate(MARK_FILM)
+            t0 = time.perf_counter()
             took, _, key = send(page, key)
+            wait_for(page, FILM, old, "the next case's film")
             waits.append(took)
+            films.append(time.perf_counter() - t0)
         ctx.close()
-        print(line(f"prepare = {prepare}" + (" (the next case's INIT ready)" if prepare else " (off)"), waits))
+        what = " (the next case's INIT ready)" if prepare else " (off)"
+        print(line(f"prepare = {prepare}{what}: form ready", waits))
+        print(line(f"prepare = {prepare}{what}: film drawn", films))
 
 
 def ready_ahead(engine: Any, who: str, deadline: float = 60.0) -> None:
@@ -263,7 +285,7 @@ def annotate(args: argparse.Namespace, tmp: Path) -> None:
                     if "b" in args.only:
                         bench_llm(browser, server.base, max(2, args.sends // 2))
                     if "c" in args.only:
-                        bench_prepare(browser, server.base, url, max(2, args.sends // 3))
+                        bench_prepare(browser, server.base, url, max(4, args.sends // 2))
                 finally:
                     browser.close()
         finally:

@@ -41,9 +41,13 @@ def prepare_next_case(experiment_id: int, annotator_id: int) -> Future[None]:
 
 
 def _prepare(engine: Engine, machine: Agent, experiment_id: int, annotator_id: int) -> None:
-    try:
-        ready = prepare_next(engine, experiment_id=experiment_id, annotator_id=annotator_id, machine=machine)
-        for sid in ready:  # its image or molecule drawn ahead too
+    def draw(sid: int) -> None:  # its image or molecule, made before the machine is asked
+        try:
             warm_case(engine, load_session(engine, sid))
+        except Exception as err:  # a bad image: the page shows it in words
+            log.warning("drawing the next case ahead failed: %s", " ".join(str(err).split())[:300])
+
+    try:
+        prepare_next(engine, experiment_id=experiment_id, annotator_id=annotator_id, machine=machine, claimed=draw)
     except Exception as err:  # the page asks the machine itself, with its retry, and shows a bad image
         log.warning("preparing the next case failed: %s", " ".join(str(err).split())[:300])

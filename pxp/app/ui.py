@@ -250,7 +250,12 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
     if payload is None:
         st.info("This case has no image.")
         return None
-    return radiograph_viewer(payload, key=f"{key}_viewer")
+    return radiograph_viewer(payload, key=viewer_key(key))
+
+
+def viewer_key(key: str) -> str:
+    """The session-state key of the viewer `xray(..., key=key)` draws (its settled window is there)."""
+    return f"{key}_viewer"
 
 
 def xray_payload(engine: Any, instance_id: int) -> bytes | None:

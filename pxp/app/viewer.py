@@ -135,10 +135,9 @@ export default function (component) {
   const H = img.head, saved = (window.__pxpViews = window.__pxpViews || {})[id];
   st = root.pxp = { id, s: 1, x: 0, y: 0, fit: 1, drag: null, mode: null, w: H.w, h: H.h,
     center: H.center, width: H.width, invert: H.invert, lut: new Uint8ClampedArray(H.bits === 8 ? 256 : 65536),
-    queued: false };
+    rgba: new Uint32Array(H.bits === 8 ? 256 : 65536), queued: false };
   c.width = H.w; c.height = H.h;
-  const ctx = c.getContext("2d"), out = ctx.createImageData(H.w, H.h), o = out.data;
-  for (let i = 3; i < o.length; i += 4) o[i] = 255;
+  const ctx = c.getContext("2d"), out = ctx.createImageData(H.w, H.h), o32 = new Uint32Array(out.data.buffer);
   const span = H.hi > H.lo ? H.hi - H.lo : 1, quantum = H.bits === 8 ? 1 : span / 65535;
   const keep = () => { window.__pxpViews[id] = { s: st.s / st.fit, x: st.x, y: st.y, center: st.center,
     width: st.width, invert: st.invert }; };
@@ -151,13 +150,15 @@ export default function (component) {
       t = t < 0 ? 0 : t > 1 ? 1 : t;
       lut[q] = st.invert ? 255 - t * 255 : t * 255;
     }
-    const px = img.px;
-    for (let i = 0, j = 0; i < px.length; i++, j += 4) { const g = lut[px[i]]; o[j] = g; o[j + 1] = g; o[j + 2] = g; }
+    const px = img.px, rgba = st.rgba;  // one opaque grey RGBA word per value (little-endian: 0xAABBGGRR)
+    for (let q = 0; q < lut.length; q++) rgba[q] = 0xff000000 | (lut[q] * 0x010101);
+    for (let i = 0; i < px.length; i++) o32[i] = rgba[px[i]];
     ctx.putImageData(out, 0, 0);
     const unit = H.units ? " " + H.units : "", flip = st.invert ? " · inverted" : "";
     read.textContent = `W ${fmt(st.width)} · L ${fmt(st.center)}${unit}${flip}`;
     v.dataset.wl = `${st.center}|${st.width}|${st.invert ? 1 : 0}`;
     v.dataset.drawn = String(Number(v.dataset.drawn || 0) + 1);
+    v.dataset.image = id;  // which image is on the canvas (tests and bench/bench_browser.py wait for it)
     keep();
   };
   const redraw = () => { if (!st.queued) { st.queued = true; requestAnimationFrame(draw); } };

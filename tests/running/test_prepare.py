@@ -40,7 +40,10 @@ def test_the_next_case_is_ready_and_served_next(any_engine: Engine) -> None:
     machine = machine_for(any_engine, eid)
     first = claim_next(any_engine, experiment_id=eid, annotator_id=ann)
     assert first is not None and machine_step_once(any_engine, first, machine) is not None
-    [ready] = prepare_next(any_engine, experiment_id=eid, annotator_id=ann, machine=machine)
+    seen: list[tuple[int, int]] = []  # (session, its messages) when `claimed` ran: before the INIT
+    [ready] = prepare_next(any_engine, experiment_id=eid, annotator_id=ann, machine=machine,
+                           claimed=lambda sid: seen.append((sid, len(load_session(any_engine, sid).messages))))
+    assert seen == [(ready, 0)]
     assert prepare_next(any_engine, experiment_id=eid, annotator_id=ann, machine=machine) == []  # one ahead
     assert _held(any_engine, ann) == [first, ready]
     assert [m.tag.value for m in load_session(any_engine, ready).messages] == ["INIT"]

@@ -26,12 +26,24 @@ div[data-testid="stColumn"]:has(.st-key-annotate_case_pane) { position: sticky; 
 </style>"""
 
 
-def instance_panel(s: LiveSession) -> dict[str, Any] | None:
+def instance_panel(s: LiveSession) -> None:
     """The case: its number, key and image, molecule or text; it stays in view (sticky) while the
-    conversation beside it scrolls. Returns the window the radiologist settled on (None: the default)."""
+    conversation beside it scrolls."""
     st.html(_STICKY)
     with st.container(key="annotate_case_pane"):
-        return _case(s)
+        _case(s)
+
+
+def _viewer_key(s: LiveSession) -> str:
+    return f"annotate_img_{s.instance_id}"
+
+
+def settled_window(s: LiveSession) -> dict[str, Any] | None:
+    """The window the radiologist settled on in the case's viewer (its state as the browser last sent
+    it; None: the image's default), read from the session, so the reply form need not follow the viewer."""
+    state = st.session_state.get(ui.viewer_key(_viewer_key(s)))
+    wl = state.get("wl") if isinstance(state, dict) else None
+    return dict(wl) if isinstance(wl, dict) else None
 
 
 def warm_case(engine: Engine, s: LiveSession) -> None:
@@ -43,7 +55,7 @@ def warm_case(engine: Engine, s: LiveSession) -> None:
         ui.xray_payload(engine, s.instance_id)
 
 
-def _case(s: LiveSession) -> dict[str, Any] | None:
+def _case(s: LiveSession) -> None:
     eng = resources.engine()
     head = st.container(horizontal=True, vertical_alignment="center", key=f"annotate_case_{s.id}")
     with head:
@@ -55,7 +67,6 @@ def _case(s: LiveSession) -> dict[str, Any] | None:
         st.markdown("**Target molecule**" + (f": {ui.escape_md(str(name))}" if name else ""))
         ui.molecule(s.payload)
     elif s.asset_sha256:
-        return ui.xray(eng, s.instance_id, s.meta, key=f"annotate_img_{s.instance_id}")
+        ui.xray(eng, s.instance_id, s.meta, key=_viewer_key(s))
     else:
         ui.show_text(s.payload, empty="(this case has no image)")
-    return None

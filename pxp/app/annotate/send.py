@@ -118,15 +118,17 @@ def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None,
     sent.add(token)
     S.pop("annotate_last_finished", None)  # the previous case's note has been seen
     S["annotate_scroll"] = True  # the next reply form is brought into view
-    _rerun_conversation()
+    _rerun_conversation(ended=out.result is not None and out.result.finished)
     return True  # not reached: st.rerun ends the run
 
 
-def _rerun_conversation() -> None:
+def _rerun_conversation(*, ended: bool) -> None:
     """Rerun only the conversation and reply form (the page's fragment) when this run is that
-    fragment's own, else the whole page."""
+    fragment's own and the case goes on; else the whole page (the next case, in one run)."""
     from streamlit.errors import StreamlitAPIException
 
+    if ended:
+        st.rerun(scope="app")
     try:
         st.rerun(scope="fragment")
     except StreamlitAPIException:  # a whole-page run (e.g. the test harness's): rerun the page

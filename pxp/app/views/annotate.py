@@ -7,12 +7,10 @@ start with "annotate_".
 
 from __future__ import annotations
 
-from typing import Any
-
 import streamlit as st
 
 from pxp.app import auth, resources, ui
-from pxp.app.annotate.case_pane import instance_panel, split
+from pxp.app.annotate.case_pane import instance_panel, settled_window, split
 from pxp.app.annotate.conversation import current_session, finished_note, machine_turn, transcript_panel
 from pxp.app.annotate.keys import SUBMIT_KEY, S
 from pxp.app.annotate.reply_form import answer_form, keyboard_help
@@ -83,16 +81,16 @@ def annotate(eid: int, annotator_id: int) -> None:
         return
     s = load_session(resources.engine(), sid)
     left, right = st.columns(split(s), gap="large")
+    with right:  # sent first: the text and the reply form do not wait behind a film's megabytes
+        _conversation(sid, eid, annotator_id)
     with left:
-        view = instance_panel(s)
-    with right:
-        _conversation(sid, eid, annotator_id, view)
+        instance_panel(s)
     tab_order()
     keyboard_help()
 
 
 @st.fragment
-def _conversation(sid: int, eid: int, annotator_id: int, view: dict[str, Any] | None) -> None:
+def _conversation(sid: int, eid: int, annotator_id: int) -> None:
     """The conversation and the reply form: a Send reruns only this part (a fragment), not the case
     pane beside it; a finished case reruns the page for the next one (README "Annotate")."""
     if not may_open(resources.engine(), sid, annotator_id):  # taken over or closed meanwhile
@@ -120,7 +118,7 @@ def _conversation(sid: int, eid: int, annotator_id: int, view: dict[str, Any] | 
         transcript_panel(s)
         form = f"annotate_form_{s.id}_{s.j}"
         with st.container(key=form):
-            answer_form(s, view)
+            answer_form(s, settled_window(s))
     if S.pop("annotate_scroll", False):
         new_case = ("annotate_finished", f"annotate_case_{s.id}") if s.j == 2 else ()
         ui.bring_into_view(form, f"annotate_{s.id}_{s.j}_send", token=form, top_keys=new_case)

@@ -17,7 +17,7 @@ instead of asking the machine again; the step itself then finds it is the human'
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Engine, func, select, text
@@ -70,15 +70,19 @@ def prepare_depth(engine: Engine, experiment_id: int) -> int:
 
 
 def prepare_next(engine: Engine, *, experiment_id: int, annotator_id: int, machine: Agent,
-                 depth: int | None = None) -> list[int]:
+                 depth: int | None = None, claimed: Callable[[int], None] | None = None) -> list[int]:
     """Claim and open the annotator's next `depth` cases beyond the one they hold, each with the
-    machine's INIT stored; the ids prepared (empty when enough are ready or no case is left)."""
+    machine's INIT stored; the ids prepared (empty when enough are ready or no case is left).
+    `claimed(session_id)` runs once a case is claimed, before its INIT is asked (the app draws the
+    case meanwhile, so a case whose INIT is stored is ready whole)."""
     want = 1 + (prepare_depth(engine, experiment_id) if depth is None else max(0, depth))
     prepared: list[int] = []
     while _held(engine, experiment_id, annotator_id) < want:
         sid = claim_new(engine, experiment_id=experiment_id, annotator_id=annotator_id)
         if sid is None:
             break
+        if claimed is not None:
+            claimed(sid)
         machine_step_once(engine, sid, machine)
         prepared.append(sid)
     return prepared
