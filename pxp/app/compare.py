@@ -34,7 +34,7 @@ def comparison_frame(cmp: dict[str, Any]) -> pd.DataFrame:
 def show_comparison(cmp: dict[str, Any], key: str) -> None:
     st.caption(ui.escape_md(f"A = {cmp['a']}, B = {cmp['b']}: {cmp['pairs']} paired sessions on "
                             f"{cmp['instances']} instances (same repetition and instance)."))
-    st.dataframe(comparison_frame(cmp), hide_index=True, key=key)
+    ui.small_table(comparison_frame(cmp))
 
 
 def _two_experiments(opts: Options, chosen: list[str]) -> None:

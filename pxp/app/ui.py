@@ -40,6 +40,18 @@ _AUTOLINK = re.compile(r"(?i)(://|www\.|@)")
 _WJ = "\u2060"  # WORD JOINER: invisible, but no GFM autolink spans it
 
 
+def small_table(df: Any) -> None:
+    """A small table (a few rows) drawn as a Markdown table: no data grid to load; every cell escaped."""
+    def cell(v: Any) -> str:
+        return escape_md(" ".join(str(v).split())) if v is not None and v == v else ""
+
+    num = [str(t).startswith(("int", "float")) for t in df.dtypes]
+    lines = ["| " + " | ".join(cell(c) for c in df.columns) + " |",
+             "|" + "|".join("---:" if n else ":---" for n in num) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    st.markdown("\n".join(lines))
+
+
 def escape_md(text: str) -> str:
     """Untrusted text (a user's, a file's or a provider's) that any Markdown-rendering element shows
     literally: the one escaping helper of the app, for messages, error and warning lines, toasts,

@@ -17,6 +17,7 @@ from pxp.app.router import VIEWS as VIEW_DIR
 from pxp.running.pxp.controlled.grid import create_study, prepare_study
 from pxp.running.pxp.controlled.runner import run_experiment
 from pxp.storage.store import get_engine
+from tests.app.test_app import md_tables
 from tests.factories import make_rad
 
 PAGE = str(VIEW_DIR / "analytics.py")
@@ -61,7 +62,7 @@ def test_compare_two_experiments_and_a_study(engine_: Engine) -> None:
     ok(at.radio(key="analytics_view").set_value("Compare").run())
     ok(at.selectbox(key="analytics_compare_a").set_value(A).run())
     ok(at.selectbox(key="analytics_compare_b").set_value(B).run())
-    table = at.dataframe[0].value
+    table = md_tables(at)[0]
     want = compare_experiments(engine_, A, B)
     assert list(table["Property"]) == [m["label"] for m in want["metrics"]]
     assert list(table["A − B"]) == [round(m["difference"], 3) for m in want["metrics"]]
@@ -74,8 +75,8 @@ def test_compare_two_experiments_and_a_study(engine_: Engine) -> None:
     ok(at.radio(key="analytics_compare_what").set_value("A study").run())
     assert at.selectbox(key="analytics_compare_study").value == "duo"
     rep = study_json(engine_, "duo")
-    study_table = at.dataframe[0].value
+    study_table = md_tables(at)[0]
     assert list(study_table["A − B"]) == [round(m["difference"], 3) for m in rep["comparisons"][0]["metrics"]]
-    assert list(study_table["B"]) == [1.0, 1.0, 1.0] and len(at.dataframe) == 1  # one machine pair
+    assert list(study_table["B"]) == [1.0, 1.0, 1.0] and len(md_tables(at)) == 1  # one machine pair
     assert any("weak vs strong" in h.value for h in at.subheader)
     assert any("pxp report --study duo" in c.value for c in at.text)

@@ -32,6 +32,7 @@ from pxp.storage.store import db_session, get_engine
 from pxp.storage.tables import Annotator, Experiment, Instance, LLMCall, Message, Run, Session
 from tests.analysis.test_agreement import write_study
 from tests.analysis.test_analytics import VECTORS, write_vectors
+from tests.app.test_app import md_tables
 from tests.factories import make_rad
 
 PAGE = str(VIEW_DIR / "analytics.py")
@@ -99,7 +100,7 @@ def test_page_numbers_equal_pxp_report(app_db: tuple[str, Engine]) -> None:
     b = controlled(engine, "RAD-b", reps=2, seed=2)
     at = page()
     ok(at.multiselect(key="analytics_experiments").set_value([a.id, b.id]).run())
-    shown = at.dataframe[0].value
+    shown = md_tables(at)[0]
     printed = list(csv.reader(io.StringIO(cli(url, "report", "--experiment", "RAD-a", "--experiment", "RAD-b",
                                               "--format", "csv"))))
     printed = [r for r in printed if r]
@@ -132,7 +133,7 @@ def test_design_vectors_on_the_page(app_db: tuple[str, Engine], tmp_path: Path) 
     url, engine = app_db
     import_transcripts(engine, write_vectors(tmp_path / "v.jsonl", VECTORS), name="vectors", n=10, k=3)
     at = page()
-    shown = at.dataframe[0].value
+    shown = md_tables(at)[0]
     assert list(shown["vectors"]) == ["3", "2 (0.67)", "2 (0.67)", "2 (0.67)", "1 (0.33)", "2 (0.67)",
                                       "0 (0.00)", "1 (0.33)", "0"]
     md = cli(url, "report", "--experiment", "vectors", "--format", "markdown")
@@ -181,7 +182,7 @@ def test_empty_and_single_session_experiments_render(app_db: tuple[str, Engine])
     assert any("nothing to count" in i.value for i in at.info)
     at = page()
     ok(at.multiselect(key="analytics_experiments").set_value([exp.id]).run())
-    shown = at.dataframe[0].value
+    shown = md_tables(at)[0]
     assert list(shown["single"])[:4] == ["1", "1 (1.00)", "1 (1.00)", "1 (1.00)"]
 
 
@@ -202,7 +203,7 @@ def test_annotators_labels_costs_and_filters(app_db: tuple[str, Engine], tmp_pat
                            purpose="ask", tokens_in=10, tokens_out=5, latency_ms=250.0, cost_usd=0.001))
     at = page()
     ok(at.selectbox(key="analytics_columns").set_value("annotator").run())
-    shown = at.dataframe[0].value
+    shown = md_tables(at)[0]
     assert "h1" in shown.columns and NASTY in shown.columns
     # the page's reproduce line, run, prints the same columns
     (line,) = [c.value for c in at.text]
@@ -300,7 +301,7 @@ def test_table1_and_its_aborted_line_follow_a_new_session(app_db: tuple[str, Eng
     at = page()
 
     def total_and_aborted() -> tuple[str, list[str]]:
-        df = at.dataframe[0].value
+        df = md_tables(at)[0]
         return (str(df.iloc[0, 1]), [c.value for c in at.caption if "Aborted sessions by reason" in c.value])
 
     assert total_and_aborted() == ("3", [])

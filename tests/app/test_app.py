@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session as DB
@@ -84,6 +85,23 @@ def ok(at: AppTest) -> AppTest:
 def plain(shown: str) -> str:
     """The text a reader sees in escaped Markdown (pxp.app.ui.escape_md undone)."""
     return re.sub(r"\\(.)", r"\1", shown.replace("\u2060", ""))
+
+
+def md_tables(at: AppTest) -> list[pd.DataFrame]:
+    """The small tables drawn as Markdown (pxp.app.ui.small_table) as a reader sees them: cells unescaped,
+    right-aligned (numeric) columns read back as numbers."""
+    found = []
+    for m in at.markdown:
+        lines = str(m.value).split("\n")
+        if len(lines) < 2 or not lines[0].startswith("| ") or not re.fullmatch(r"\|(?:(?:---:|:---)\|)+", lines[1]):
+            continue
+        rows = [[plain(c) for c in line[2:-2].split(" | ")] for line in [lines[0], *lines[2:]]]
+        df = pd.DataFrame(rows[1:], columns=rows[0])
+        for col, align in zip(df.columns, lines[1].strip("|").split("|"), strict=True):
+            if align == "---:":
+                df[col] = pd.to_numeric(df[col])
+        found.append(df)
+    return found
 
 
 def texts(at: AppTest) -> str:

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from pxp.app.router import VIEWS
 from pxp.app.selection import default_experiment, initial_experiments, parse_ids
+from pxp.app.views.analytics_common import SMALL_COLUMNS
 from pxp.running.pxp.checks import config_errors
 from pxp.running.pxp.config import RunConfig
 from pxp.running.pxp.controlled.runner import run_experiment
@@ -22,7 +23,7 @@ from pxp.running.pxp.live.assignment import create_live_experiment
 from pxp.running.workers import pool as workers
 from pxp.storage.tables import Experiment, Session
 from tests.app import test_app
-from tests.app.test_app import APP, new_app, ok, texts
+from tests.app.test_app import APP, md_tables, new_app, ok, texts
 from tests.factories import LABELS, make_drug, make_rad
 
 app_db = test_app.app_db  # the app's fixture: a fresh SQLite database, no API keys
@@ -257,8 +258,35 @@ def test_wide_tables_keep_their_first_column_in_view(app_db: tuple[str, Engine])
 
     _, engine = app_db
     _finished_and_live(engine)
+    for name in ("done-c", "done-d"):  # with repetitions: a min–max column each
+        extra = create_experiment(engine, RunConfig(dataset="toy-rad", seed=2, reps=2), name=name)
+        run_experiment(engine, extra.id or 0)
     at = new_app("analytics")
     ok(at.selectbox(key="analytics_columns").set_value("experiment").run())
-    ok(at.multiselect(key="analytics_experiments").set_value([]).run())  # all: a wide table
+    ok(at.multiselect(key="analytics_experiments").set_value([]).run())  # all four: a wide table, in the grid
     cols = json.loads(at.dataframe[0].proto.columns)
     assert any(c.get("pinned") for c in cols.values()), cols
+    assert at.dataframe[0].value.shape[1] > SMALL_COLUMNS
+    ok(at.multiselect(key="analytics_experiments").set_value([extra.id]).run())  # one: small, drawn as text
+    assert not at.dataframe and list(md_tables(at)[0].columns) == ["Count", "done-d", "done-d min–max"]
+
+
+def test_a_small_table_shows_hostile_cells_as_text() -> None:
+    """ui.small_table (Table 1, Compare): every cell is escaped text; a pipe, a tag, a link or a line break in
+    a name neither breaks the table nor renders."""
+
+    def page() -> None:
+        import pandas as pd
+
+        from pxp.app import ui
+
+        ui.small_table(pd.DataFrame({"Count": ["<img src=x onerror=alert(1)>", "a | b\nc"],
+                                     "[x](javascript:alert(1))": [1.5, 2.0]}))
+
+    at = AppTest.from_function(page).run()
+    assert not at.exception
+    [df] = md_tables(at)
+    assert list(df.columns) == ["Count", "[x](javascript:alert(1))"]
+    assert list(df["Count"]) == ["<img src=x onerror=alert(1)>", "a | b c"] and list(df.iloc[:, 1]) == [1.5, 2.0]
+    shown = at.markdown[0].value
+    assert not re.search(r"(?<!\\)[<>\[\]()]", shown), shown  # every bracket escaped: no tag, no link

@@ -16,7 +16,7 @@ from pxp.analysis.tables import (
     table1,
     table1_by,
 )
-from pxp.app import resources
+from pxp.app import resources, ui
 from pxp.app.selection import format_ids, initial_experiments
 from pxp.protocols.pxp.intelligibility import Table1
 
@@ -82,6 +82,19 @@ def filters(opts: Options) -> tuple[Selection, str | None, list[str]]:
 def pin_first(df: pd.DataFrame) -> dict[str, Any]:
     """Column config keeping the first column in view while a wide table scrolls sideways."""
     return {str(df.columns[0]): st.column_config.Column(pinned=True)} if len(df.columns) else {}
+
+
+#: a table up to this size is drawn as text (no data grid to load: the view opens sooner); a larger one
+#: in the data grid, its first column kept in view
+SMALL_COLUMNS, SMALL_ROWS = 5, 40
+
+
+def paper_table(df: pd.DataFrame, key: str) -> None:
+    """A table like the papers' (Table 1): as text when small, else in the data grid."""
+    if len(df.columns) <= SMALL_COLUMNS and len(df) <= SMALL_ROWS:
+        ui.small_table(df)
+    else:
+        st.dataframe(df, hide_index=True, key=key, column_config=pin_first(df))
 
 
 def is_filtered(sel: Selection) -> bool:

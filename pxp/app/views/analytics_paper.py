@@ -22,7 +22,7 @@ from pxp.app import resources
 from pxp.app.views.analytics_common import (
     FIG1_DEFAULT,
     download_csv,
-    pin_first,
+    paper_table,
     reproduce_line,
     tables_for,
 )
@@ -36,7 +36,7 @@ def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
         reproduce_line(sel, by, names)
         return
     df = table1_frame(tables)
-    st.dataframe(df, hide_index=True, key="analytics_table1", column_config=pin_first(df))
+    paper_table(df, "analytics_table1")
     st.caption("count (proportion of total sessions): the median over repetitions, min–max over repetitions. "
                "Aborted sessions count in the total, are never intelligible, and are shown apart. "
                "Open sessions are not counted.")
@@ -57,7 +57,7 @@ def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
                            mime="application/json", key="analytics_dl_table_json", on_click="ignore",
                            icon=":material/download:")
     reproduce_line(sel, by, names)
-    with st.expander("Counts per repetition (what the medians are of)"):
+    if st.toggle("Counts per repetition (what the medians are of)", key="analytics_reps"):
         reps = repetition_frame(resources.engine(), sel, by)
         st.dataframe(reps, hide_index=True)
         download_csv("Per repetition (CSV)", reps, "table1_repetitions.csv", "analytics_dl_reps")
