@@ -341,6 +341,67 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
     assert not [r for r in requests if "evil.example" in r or r.endswith("/x")], requests
 
 
+def test_keys_pressed_faster_than_the_page_redraws_are_kept(server: tuple[str, str]) -> None:
+    """An expert's practised keys, each pressed before the previous one's rerun has reached the page: Alt+5
+    (the prediction matches: filled with the machine's), Alt+8, Ctrl+Enter a few ms apart send REFUTE with
+    the machine's prediction (Streamlit would otherwise send the form's old values with the second key and
+    lose the first); a key meant for a form that is gone is dropped: a double Alt+A sends one message."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, url = server
+    who = "Dr Fast"
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport=VIEW)
+            page.goto(f"{base}/annotate?annotator=Dr+Fast&role=Radiologist&dataset=demo-rad")
+            sid, msgs, _ = _session(url, who, page)
+            for gap in (5, 20, 40):  # ms between the keys
+                j = len(msgs) + 1
+                _ready(page, sid, j)
+                page.evaluate("() => document.activeElement && document.activeElement.blur()")
+                for key in ("Alt+5", "Alt+8", "Control+Enter"):
+                    page.keyboard.press(key)
+                    page.wait_for_timeout(gap)
+                deadline = time.monotonic() + 90
+                while len(msgs) < j and time.monotonic() < deadline:  # the human's message j stored
+                    time.sleep(0.05)
+                    msgs, status = _session_of(url, sid)
+                assert len(msgs) >= j, f"message {j} was never sent: a key was lost ({gap} ms apart)"
+                mine = msgs[j - 1]
+                assert (mine.sender, mine.tag, mine.prediction) == ("human", "REFUTE", msgs[j - 2].prediction), gap
+                while len(msgs) < j + 1 and status == "open" and time.monotonic() < deadline:  # and its reply
+                    time.sleep(0.05)
+                    msgs, status = _session_of(url, sid)
+                if status != "open":
+                    break
+            sid, msgs, _ = _session(url, who, page)
+            j = len(msgs) + 1
+            _ready(page, sid, j)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            page.keyboard.press("Alt+A")
+            page.wait_for_timeout(10)
+            page.keyboard.press("Alt+A")  # for the same form: that form is gone when the page is redrawn
+            page.wait_for_selector(f".st-key-annotate_{sid}_{j}_send", state="detached", timeout=90_000)
+            nsid, nmsgs, _ = _session(url, who, page)  # the next form (this case's or the next case's)
+            _ready(page, nsid, len(nmsgs) + 1)
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            page.keyboard.press("Alt+6")  # held keys go in order: a second Alt+A would have gone before this
+            no = page.locator(f".st-key-annotate_{nsid}_{len(nmsgs) + 1}_match_no button")
+            expect(no).to_have_attribute("kind", "primary", timeout=90_000)
+            msgs, _ = _session_of(url, sid)
+            assert [m.j for m in msgs if m.sender == "human" and m.j >= j] == [j]
+            assert len(_session_of(url, nsid)[0]) == len(nmsgs), "nothing sent on the next form"
+        finally:
+            browser.close()
+
+
+def _ready(page: Any, sid: int, j: int) -> None:
+    """The reply form of message j of session sid is on the page and no run is going."""
+    page.wait_for_selector(f".st-key-annotate_{sid}_{j}_send", timeout=90_000)
+    _idle(page)
+
+
 VIEW = {"width": 1280, "height": 720}
 
 

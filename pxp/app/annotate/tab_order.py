@@ -4,8 +4,11 @@ its own key, pxp.app.annotate.editor) would take Tab stops between the predictio
 explanation; a fixed script takes them out of the Tab order (they stay clickable). Nothing typed is
 lost by a Tab or a reload: Tab in the picker with a filter typed picks the highlighted finding first
 (as Enter would), and the explanation is handed to the server (which keeps it as the draft,
-pxp.app.annotate.drafts) a moment after typing pauses, not only when the field loses the focus. Only
-our own element keys are used; no page text is read or written.
+pxp.app.annotate.drafts) a moment after typing pauses, not only when the field loses the focus. A
+shortcut pressed while the page is still being redrawn for the previous one is held and pressed once
+the page is up to date, in order (dropped if the reply form it was pressed on is gone): keys typed
+ahead are neither lost nor sent with stale form values. Only our own element keys and the shortcut
+labels of Streamlit's buttons are read; no page text is written.
 """
 
 from __future__ import annotations
@@ -49,11 +52,65 @@ _JS = """<script>
       t.scrollTop = top;
     }, PAUSE_MS);
   }, true);
+  // keys held while the page updates: a shortcut pressed before the previous one's run has reached the
+  // page would send the form's values as they were before it (Streamlit sends every widget's value with
+  // a rerun), so e.g. Alt+5 then Alt+8 at once lost the prediction Alt+5 filled in. Such a key is held
+  // and pressed (its button clicked) once the page is up to date; keys keep their order.
+  const root = () => d.querySelector("[data-test-script-state]");
+  // "rerunRequested" and "running" (and the rest) until the run is over: "notRunning"
+  const running = () => !!root() && root().getAttribute("data-test-script-state") !== "notRunning";
+  // after a shortcut: busy until its run is seen to end (then a moment for the page to take its values),
+  // or, when no run is seen (a quick run can start and end in one update), for at most WAIT_MS
+  const WAIT_MS = 400, SETTLE_MS = 50;
+  let pendingUntil = 0, settledAt = 0;
+  const held = [];
+  const now = () => w.performance.now();
+  const busy = () => running() || now() < pendingUntil || now() < settledAt;
+  const label = (ev) => {
+    const base = ev.code.startsWith("Digit") ? ev.code.slice(5) : ev.code.startsWith("Key") ? ev.code.slice(3)
+      : ev.code === "Enter" || ev.code === "NumpadEnter" ? "Enter" : null;
+    if (!base || ev.shiftKey || (ev.altKey === (ev.ctrlKey || ev.metaKey))) return null;
+    return ev.altKey ? ["Alt + " + base, "⌥ + " + base] : ["Ctrl + " + base, "⌘ + " + base];
+  };
+  const button = (names) => [...d.querySelectorAll("button")].filter((b) => [...b.querySelectorAll(
+    "[aria-label]")].some((s) => names.some((n) => s.getAttribute("aria-label") === "Shortcut " + n))).pop();
+  // a held key belongs to the reply form it was pressed on: once that form is answered and gone, the key is
+  // dropped (a double Send, or a key meant for a form the expert never saw, sends nothing)
+  let lastForm = null;
+  const form = () => {
+    const f = [...d.querySelectorAll('[class*="st-key-annotate_form_"]')].pop();
+    if (f) lastForm = [...f.classList].find((c) => c.startsWith("st-key-annotate_form_")) || lastForm;
+    return lastForm;
+  };
+  w.setInterval(() => {
+    if (!held.length || busy()) return;
+    const key = held.shift();
+    const b = button(key.names);  // the newest form's button of that key
+    if (b && !b.disabled && form() === key.form) { pendingUntil = now() + WAIT_MS; b.click(); }
+  }, 20);
+  d.addEventListener("keydown", (ev) => {
+    const names = label(ev);
+    if (!names) return;
+    // held even when its button is not on the page: while a run redraws the form, its buttons (and
+    // Streamlit's own key bindings) can be gone for a moment, and the key would be lost
+    if (held.length || busy()) {
+      ev.preventDefault(); ev.stopImmediatePropagation();
+      held.push({names, form: form()});
+      return;
+    }
+    if (button(names)) pendingUntil = now() + WAIT_MS;
+  }, true);
+  new w.MutationObserver(() => {
+    if (running()) return;
+    pendingUntil = 0;
+    settledAt = now() + SETTLE_MS;
+  }).observe(d.documentElement, {subtree: true, attributes: true, attributeFilter: ["data-test-script-state"]});
 })();
 </script>"""
 
 
 def tab_order() -> None:
-    """Install (once per page) the script that keeps clear and Draw buttons out of the form's Tab order."""
+    """Install (once per page) the keyboard script: the form's Tab order, the explanation handed over as
+    typing pauses, and shortcuts held while the page is redrawn."""
     with st.sidebar:
         st.iframe(_JS, height=1)
