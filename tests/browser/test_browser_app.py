@@ -356,10 +356,12 @@ def test_keys_pressed_faster_than_the_page_redraws_are_kept(server: tuple[str, s
             page = browser.new_page(viewport=VIEW)
             page.goto(f"{base}/annotate?annotator=Dr+Fast&role=Radiologist&dataset=demo-rad")
             sid, msgs, _ = _session(url, who, page)
-            for gap in (5, 20, 40):  # ms between the keys
+            for gap, typed in ((5, None), (20, None), (40, None), (10, "Left basal opacity, typed fast")):
                 j = len(msgs) + 1
                 _ready(page, sid, j)
                 page.evaluate("() => document.activeElement && document.activeElement.blur()")
+                if typed:  # typed, and the keys pressed in the field: the text goes with the Send
+                    page.get_by_label("My explanation").last.fill(typed)
                 for key in ("Alt+5", "Alt+8", "Control+Enter"):
                     page.keyboard.press(key)
                     page.wait_for_timeout(gap)
@@ -369,7 +371,9 @@ def test_keys_pressed_faster_than_the_page_redraws_are_kept(server: tuple[str, s
                     msgs, status = _session_of(url, sid)
                 assert len(msgs) >= j, f"message {j} was never sent: a key was lost ({gap} ms apart)"
                 mine = msgs[j - 1]
-                assert (mine.sender, mine.tag, mine.prediction) == ("human", "REFUTE", msgs[j - 2].prediction), gap
+                assert typed is None or mine.explanation == typed, (mine.explanation, mine.tag)
+                tag = "REFUTE" if typed is None else "REVISE"  # a new explanation of mine: a revision
+                assert (mine.sender, mine.tag, mine.prediction) == ("human", tag, msgs[j - 2].prediction), gap
                 while len(msgs) < j + 1 and status == "open" and time.monotonic() < deadline:  # and its reply
                     time.sleep(0.05)
                     msgs, status = _session_of(url, sid)

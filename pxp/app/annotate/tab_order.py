@@ -72,6 +72,16 @@ _JS = """<script>
     if (!base || ev.shiftKey || (ev.altKey === (ev.ctrlKey || ev.metaKey))) return null;
     return ev.altKey ? ["Alt + " + base, "⌥ + " + base] : ["Ctrl + " + base, "⌘ + " + base];
   };
+  // a text field the key was pressed in hands its text over first: Streamlit takes a field's text only
+  // when it loses the focus, and a rerun that redraws the form would drop what was typed since
+  const commit = (t) => {
+    if (!t || !t.isConnected || !(t.tagName === "TEXTAREA" || (t.tagName === "INPUT" && t.type === "text"
+        && t.getAttribute("role") !== "combobox" && !t.closest('[data-baseweb="select"]')))) return;
+    const [a, b] = [t.selectionStart, t.selectionEnd];
+    t.blur();
+    t.focus({preventScroll: true});
+    t.setSelectionRange(a, b);
+  };
   const button = (names) => [...d.querySelectorAll("button")].filter((b) => [...b.querySelectorAll(
     "[aria-label]")].some((s) => names.some((n) => s.getAttribute("aria-label") === "Shortcut " + n))).pop();
   // a held key belongs to the reply form it was pressed on: once that form is answered and gone, the key is
@@ -86,7 +96,10 @@ _JS = """<script>
     if (!held.length || busy()) return;
     const key = held.shift();
     const b = button(key.names);  // the newest form's button of that key
-    if (b && !b.disabled && form() === key.form) { pendingUntil = now() + WAIT_MS; b.click(); }
+    if (!b || b.disabled || form() !== key.form) return;
+    commit(key.target);
+    pendingUntil = now() + WAIT_MS;
+    b.click();
   }, 20);
   d.addEventListener("keydown", (ev) => {
     const names = label(ev);
@@ -95,13 +108,16 @@ _JS = """<script>
     // Streamlit's own key bindings) can be gone for a moment, and the key would be lost
     if (held.length || busy()) {
       ev.preventDefault(); ev.stopImmediatePropagation();
-      held.push({names, form: form()});
+      held.push({names, form: form(), target: ev.target});
       return;
     }
-    if (button(names)) pendingUntil = now() + WAIT_MS;
+    form();
+    if (!button(names)) return;
+    commit(ev.target);
+    pendingUntil = now() + WAIT_MS;
   }, true);
   new w.MutationObserver(() => {
-    if (running()) return;
+    if (running()) { form(); return; }  // the form on screen as the run starts
     pendingUntil = 0;
     settledAt = now() + SETTLE_MS;
   }).observe(d.documentElement, {subtree: true, attributes: true, attributeFilter: ["data-test-script-state"]});
