@@ -17,7 +17,7 @@ with PYTHONPATH=<checkout>, so "before" figures come from an older worktree), as
     experiment (so Compare pairs two) and on two 10,000-session experiments (bench/bench_analytics.py's bulk
     load); "first" is the very first visit after the server started.
 
-    PYTHONPATH=$PWD python bench/bench_browser.py [--quick] [--only a,b,c,d] [--visits N] [--sends N]
+    PYTHONPATH=$PWD python bench/bench_browser.py [--quick] [--only a,b,c,d] [--visits N] [--sends N] [--film WxH]
 
 Figures only; a loaded machine slows everything (2 cores here).
 """
@@ -42,7 +42,7 @@ from tests.browser.test_browser_app import _idle, _start_streamlit, _stop, launc
 from tests.llm_server import FakeLLM, Reply, Request
 
 VIEW = {"width": 1400, "height": 900}
-FILM_SIZE = (2400, 2000)  # (c): a digitised chest film's size; the viewer gets it at 2,048 px, 8 bits
+FILM_SIZE = (2400, 2000)  # (c): a digitised chest film's size (the viewer gets it at 2,048 px, 8 bits); --film
 EXPLANATION = ("Frontal chest radiograph. Patchy airspace consolidation in the left lower zone with air "
                "bronchograms; no effusion, heart size normal. ") * 8  # about 300 tokens
 
@@ -383,7 +383,11 @@ def main() -> None:
     ap.add_argument("--sends", type=int, default=None, help="Sends in (a); (b) and (c) do fewer")
     ap.add_argument("--visits", type=int, default=None, help="cold visits per page in (d)")
     ap.add_argument("--sessions", type=int, default=10_000, help="sessions per experiment of the big study")
+    ap.add_argument("--film", default="x".join(map(str, FILM_SIZE)), help="the films' size in (c), WxH")
     args = ap.parse_args()
+    global FILM_SIZE
+    w, h = (int(v) for v in args.film.lower().split("x"))
+    FILM_SIZE = (w, h)
     args.sends = args.sends or (6 if args.quick else 18)
     args.visits = args.visits or (3 if args.quick else 7)
     import pxp

@@ -386,18 +386,28 @@ def test_keys_pressed_faster_than_the_page_redraws_are_kept(server: tuple[str, s
             page.keyboard.press("Alt+A")
             page.wait_for_timeout(10)
             page.keyboard.press("Alt+A")  # for the same form: that form is gone when the page is redrawn
-            page.wait_for_selector(f".st-key-annotate_{sid}_{j}_send", state="detached", timeout=90_000)
-            nsid, nmsgs, _ = _session(url, who, page)  # the next form (this case's or the next case's)
-            _ready(page, nsid, len(nmsgs) + 1)
+            # the next form (this case's or the next case's), its case header drawn too
+            nsid, nj = (int(x) for x in str(page.wait_for_function(_NEXT_FORM, arg=f"{sid}_{j}", timeout=90_000)
+                                            .json_value()).split("_"))
+            _ready(page, nsid, nj)
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
             page.keyboard.press("Alt+6")  # held keys go in order: a second Alt+A would have gone before this
-            no = page.locator(f".st-key-annotate_{nsid}_{len(nmsgs) + 1}_match_no button")
+            no = page.locator(f".st-key-annotate_{nsid}_{nj}_match_no button")
             expect(no).to_have_attribute("kind", "primary", timeout=90_000)
             msgs, _ = _session_of(url, sid)
             assert [m.j for m in msgs if m.sender == "human" and m.j >= j] == [j]
-            assert len(_session_of(url, nsid)[0]) == len(nmsgs), "nothing sent on the next form"
+            assert len(_session_of(url, nsid)[0]) == nj - 1, "nothing sent on the next form"
         finally:
             browser.close()
+
+
+#: "sid_j" of the newest reply form once it is not `old` and its case's header is drawn
+_NEXT_FORM = """(old) => {
+  const f = [...document.querySelectorAll('[class*="st-key-annotate_form_"]')].pop();
+  const k = f && [...f.classList].find((x) => x.startsWith("st-key-annotate_form_"));
+  if (!k || k === "st-key-annotate_form_" + old) return null;
+  const sj = k.slice("st-key-annotate_form_".length);
+  return document.querySelector(`.st-key-annotate_case_${sj.split("_")[0]}`) ? sj : null; }"""
 
 
 def _ready(page: Any, sid: int, j: int) -> None:
