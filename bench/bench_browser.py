@@ -142,7 +142,7 @@ def llm_reply(req: Request) -> Reply:
     return Reply(data=data)
 
 
-def seed_annotate(url: str, llm_url: str) -> None:
+def seed_annotate(url: str, llm_url: str, film: tuple[int, int] = FILM_SIZE) -> None:
     """Demo data; a simulated live experiment on demo-rad; LLM ones on their own datasets: n = 10, and n = 2
     with preparation on and off."""
     from sqlmodel import Session as DB
@@ -157,7 +157,7 @@ def seed_annotate(url: str, llm_url: str) -> None:
     create_live_experiment(engine, dataset="demo-rad", name="bench-simulated")
     llm = {"machine": "openai:gpt-bench", "checker": "openai:gpt-bench", "base_url": llm_url}
     for name, n, prepare in (("bench-llm", 10, None), ("bench-prep-1", 2, 1), ("bench-prep-0", 2, 0)):
-        make_rad_images(engine, name=name, per_label=4, size=FILM_SIZE if prepare is not None else (600, 500))
+        make_rad_images(engine, name=name, per_label=4, size=film if prepare is not None else (600, 500))
         eid = create_live_experiment(engine, dataset=name, name=name, n=n, **llm)  # type: ignore[arg-type]
         if prepare is not None:
             with DB(engine) as db:
@@ -231,9 +231,9 @@ def bench_llm(browser: Any, base: str, sends: int) -> None:
     print(line("Send → next reply form ready", readies))
 
 
-def bench_prepare(browser: Any, base: str, url: str, sends: int) -> None:
+def bench_prepare(browser: Any, base: str, url: str, sends: int, film: tuple[int, int] = FILM_SIZE) -> None:
     engine = get_engine(url)
-    print(f"(c) a new case begins (LLM machine, n = 2: each Send ends the case; {FILM_SIZE[0]}×{FILM_SIZE[1]} "
+    print(f"(c) a new case begins (LLM machine, n = 2: each Send ends the case; {film[0]}×{film[1]} "
           "films): Send → next case's form ready, and → its film drawn")
     for prepare in (1, 0):
         who = f"bench-c{prepare}"
@@ -274,7 +274,7 @@ def annotate(args: argparse.Namespace, tmp: Path) -> None:
 
     with FakeLLM(llm_reply) as llm:
         url = f"sqlite:///{tmp / 'annotate.db'}"
-        seed_annotate(url, llm.openai_url)
+        seed_annotate(url, llm.openai_url, args.film)
         server = Server(url, tmp, OPENAI_API_KEY="sk-bench-not-a-key")
         try:
             with sync_playwright() as pw:
@@ -285,7 +285,7 @@ def annotate(args: argparse.Namespace, tmp: Path) -> None:
                     if "b" in args.only:
                         bench_llm(browser, server.base, max(2, args.sends // 2))
                     if "c" in args.only:
-                        bench_prepare(browser, server.base, url, max(4, args.sends // 2))
+                        bench_prepare(browser, server.base, url, max(4, args.sends // 2), args.film)
                 finally:
                     browser.close()
         finally:
@@ -385,9 +385,8 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=10_000, help="sessions per experiment of the big study")
     ap.add_argument("--film", default="x".join(map(str, FILM_SIZE)), help="the films' size in (c), WxH")
     args = ap.parse_args()
-    global FILM_SIZE
     w, h = (int(v) for v in args.film.lower().split("x"))
-    FILM_SIZE = (w, h)
+    args.film = (w, h)
     args.sends = args.sends or (6 if args.quick else 18)
     args.visits = args.visits or (3 if args.quick else 7)
     import pxp
