@@ -3,7 +3,8 @@ image sent a byte per pixel and a 16-bit one sent at full depth give, on the can
 window maps their values to; window/level by the keyboard (I: invert) changes them in the browser.
 
 A one-page Streamlit script shows the two viewers (the real component, fed the real payloads); the
-canvas pixels are read back in chromium.
+canvas pixels are read back in chromium. On the Annotate page, a case whose machine has not answered yet
+(nothing prepared) shows its film while the machine answers.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,14 @@ PIXEL = """([i, x]) => {
   const v = [...document.querySelectorAll('[data-pxp-viewer]'), ...all(document)][i];
   if (!v || !v.dataset.drawn) return null;
   return [v.querySelector('canvas').getContext('2d').getImageData(x, 1, 1, 1).data[0]];
+}"""
+
+
+#: some viewer on the page has drawn its image
+DRAWN = """() => {
+  const all = (root) => [...root.querySelectorAll('*')].flatMap((e) => e.shadowRoot
+    ? [...e.shadowRoot.querySelectorAll('[data-pxp-viewer]'), ...all(e.shadowRoot)] : []);
+  return [...document.querySelectorAll('[data-pxp-viewer]'), ...all(document)].some((v) => v.dataset.drawn);
 }"""
 
 
@@ -105,5 +115,62 @@ def test_both_depths_are_drawn_through_the_window(viewer_page: tuple[str, np.nda
             page.wait_for_function(PIXEL.replace("data[0]];", "data[0]].filter((g) => g === 255)[0];"),
                                    arg=[1, 0], timeout=60_000)
             assert abs(_grey(page, 1, 60) - (255 - want[60])) <= 1.5
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def slow_machine(tmp_path: Path) -> Iterator[tuple[str, threading.Event]]:
+    """A real app server on a live RAD experiment with films whose LLM machine (the local wire-format server)
+    answers only once the test lets it, and no next case prepared: the page's own run asks for the INIT."""
+    from pxp.running.pxp.live.assignment import create_live_experiment
+    from pxp.storage.store import get_engine
+    from tests.factories import make_rad_images
+    from tests.llm_server import FakeLLM, Request, answer, checker_reply
+
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            raise RuntimeError(f"{CHROMIUM} is required in CI (.ci/run installs it)")
+        pytest.skip(f"{CHROMIUM} is not installed")
+    go = threading.Event()
+
+    def held(req: Request) -> Any:
+        if req.is_checker:
+            return checker_reply(req)
+        go.wait(120)
+        return answer("Pneumonia", "Patchy consolidation in the left lower zone.")
+
+    url = f"sqlite:///{tmp_path / 'slow.db'}"
+    engine = get_engine(url)
+    make_rad_images(engine, name="films", per_label=1, size=(1200, 1000))
+    with FakeLLM(held) as llm:
+        create_live_experiment(engine, dataset="films", name="films", machine="openai:gpt-test",
+                               checker="lexical", base_url=llm.openai_url, prepare=0)
+        env = {**os.environ, "PXP_DATABASE_URL": url, "OPENAI_API_KEY": "sk-test-not-a-key",
+               "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+        proc, base, log = _start_streamlit(env, tmp_path)
+        try:
+            yield base, go
+        finally:
+            go.set()
+            _stop(proc)
+            log.close()
+
+
+def test_the_case_is_drawn_while_the_machine_answers(slow_machine: tuple[str, threading.Event]) -> None:
+    """With the machine's opening message still to come (nothing prepared), the film is on screen before it:
+    the expert reads the case while the machine answers; the reply form follows the answer."""
+    from playwright.sync_api import sync_playwright
+
+    base, go = slow_machine
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            page.goto(f"{base}/annotate?annotator=Dr+Slow&role=Radiologist&dataset=films")
+            page.wait_for_function(DRAWN, timeout=90_000)  # the film, while the machine has not answered
+            assert page.locator('[class*="st-key-annotate_form_"]').count() == 0
+            go.set()
+            page.wait_for_selector('[class*="st-key-annotate_form_"]', timeout=90_000)
         finally:
             browser.close()

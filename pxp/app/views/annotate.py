@@ -81,10 +81,15 @@ def annotate(eid: int, annotator_id: int) -> None:
         return
     s = load_session(resources.engine(), sid)
     left, right = st.columns(split(s), gap="large")
-    with right:  # sent first: the text and the reply form do not wait behind a film's megabytes
+    machine_first = s.turn is Sender.MACHINE  # its answer takes a while: the case is there to read meanwhile
+    if machine_first:
+        with left:
+            instance_panel(s)
+    with right:  # else sent first: the text and the reply form do not wait behind a film's megabytes
         _conversation(sid, eid, annotator_id)
-    with left:
-        instance_panel(s)
+    if not machine_first:
+        with left:
+            instance_panel(s)
     tab_order()
     keyboard_help()
 
