@@ -41,23 +41,18 @@ from pxp.app.viewer import radiograph_viewer
 radiograph_viewer(Path({p8!r}).read_bytes(), key="v8")
 radiograph_viewer(Path({p16!r}).read_bytes(), key="v16")
 """
-#: the grey level of canvas `i` (page order) at column x, row 1, once that canvas is drawn (the components
-#: live in shadow roots)
-PIXEL = """([i, x]) => {
-  const all = (root) => [...root.querySelectorAll('*')].flatMap((e) => e.shadowRoot
+#: the viewers on the page, in page order (the components live in shadow roots)
+VIEWERS = """const all = (root) => [...root.querySelectorAll('*')].flatMap((e) => e.shadowRoot
     ? [...e.shadowRoot.querySelectorAll('[data-pxp-viewer]'), ...all(e.shadowRoot)] : []);
-  const v = [...document.querySelectorAll('[data-pxp-viewer]'), ...all(document)][i];
+  const viewers = [...document.querySelectorAll('[data-pxp-viewer]'), ...all(document)];"""
+#: the grey level of canvas `i` at column x, row 1, once that canvas is drawn
+PIXEL = "([i, x]) => { " + VIEWERS + """
+  const v = viewers[i];
   if (!v || !v.dataset.drawn) return null;
   return [v.querySelector('canvas').getContext('2d').getImageData(x, 1, 1, 1).data[0]];
 }"""
-
-
 #: some viewer on the page has drawn its image
-DRAWN = """() => {
-  const all = (root) => [...root.querySelectorAll('*')].flatMap((e) => e.shadowRoot
-    ? [...e.shadowRoot.querySelectorAll('[data-pxp-viewer]'), ...all(e.shadowRoot)] : []);
-  return [...document.querySelectorAll('[data-pxp-viewer]'), ...all(document)].some((v) => v.dataset.drawn);
-}"""
+DRAWN = "() => { " + VIEWERS + " return viewers.some((v) => v.dataset.drawn); }"
 
 
 def _png(arr: np.ndarray) -> bytes:
