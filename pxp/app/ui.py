@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
@@ -18,6 +18,9 @@ from pxp.app.viewer import radiograph_viewer
 from pxp.llm.bytecache import MB, byte_cached
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TAG_COLORS: dict[str, str] = {
     "INIT": "gray",
@@ -40,7 +43,7 @@ _AUTOLINK = re.compile(r"(?i)(://|www\.|@)")
 _WJ = "\u2060"  # WORD JOINER: invisible, but no GFM autolink spans it
 
 
-def small_table(df: Any) -> None:
+def small_table(df: pd.DataFrame) -> None:
     """A small table (a few rows) drawn as a Markdown table: no data grid to load; every cell escaped."""
     def cell(v: Any) -> str:
         return escape_md(" ".join(str(v).split())) if v is not None and v == v else ""
