@@ -306,7 +306,8 @@ _SCROLL_JS = """<script>
     }}
     if (first.getBoundingClientRect().top < 0) first.scrollIntoView({{block: "start"}});
     const f = first.querySelector("button, input, textarea");
-    if (f && !focused) {{ f.focus({{preventScroll: true}}); focused = true; }}
+    if (f && !focused && !first.contains(d.activeElement)) f.focus({{preventScroll: true}});
+    focused = focused || !!f;
   }}
   place();
   setTimeout(place, 300);  // again after late layout (images)

@@ -345,7 +345,8 @@ def test_keys_pressed_faster_than_the_page_redraws_are_kept(server: tuple[str, s
     """An expert's practised keys, each pressed before the previous one's rerun has reached the page: Alt+5
     (the prediction matches: filled with the machine's), Alt+8, Ctrl+Enter a few ms apart send REFUTE with
     the machine's prediction (Streamlit would otherwise send the form's old values with the second key and
-    lose the first); a key meant for a form that is gone is dropped: a double Alt+A sends one message."""
+    lose the first); a key meant for a form that is gone is dropped: a double Alt+A sends one message. Each
+    new reply form has the focus as soon as it is in the page (not only once the scroll script loads)."""
     from playwright.sync_api import expect, sync_playwright
 
     base, url = server
@@ -356,6 +357,8 @@ def test_keys_pressed_faster_than_the_page_redraws_are_kept(server: tuple[str, s
             page = browser.new_page(viewport=VIEW)
             page.goto(f"{base}/annotate?annotator=Dr+Fast&role=Radiologist&dataset=demo-rad")
             sid, msgs, _ = _session(url, who, page)
+            _idle(page)
+            page.evaluate(_FOCUS_AS_DRAWN)
             for gap, typed in ((5, None), (20, None), (40, None), (10, "Left basal opacity, typed fast")):
                 j = len(msgs) + 1
                 _ready(page, sid, j)
@@ -397,8 +400,26 @@ def test_keys_pressed_faster_than_the_page_redraws_are_kept(server: tuple[str, s
             msgs, _ = _session_of(url, sid)
             assert [m.j for m in msgs if m.sender == "human" and m.j >= j] == [j]
             assert len(_session_of(url, nsid)[0]) == nj - 1, "nothing sent on the next form"
+            seen = page.evaluate("() => window.__pxpFormsSeen")
+            assert len(seen) >= 3 and all(focused for _, focused in seen), seen
         finally:
             browser.close()
+
+
+#: records, for each new reply form, whether the focus is in it when it is first in the page with its controls
+#: (this observer runs after the page's own, which was installed before it)
+_FOCUS_AS_DRAWN = """() => {
+  const newest = () => { const f = [...document.querySelectorAll('[class*="st-key-annotate_form_"]')].pop();
+    return [f, f && [...f.classList].find((x) => x.startsWith("st-key-annotate_form_"))]; };
+  let last = newest()[1];
+  window.__pxpFormsSeen = [];
+  new MutationObserver(() => {
+    const [f, k] = newest();
+    if (!k || k === last || !f.querySelector("button, input, textarea")) return;
+    last = k;
+    window.__pxpFormsSeen.push([k, f.contains(document.activeElement)]);
+  }).observe(document.body, {childList: true, subtree: true});
+}"""
 
 
 #: "sid_j" of the newest reply form once it is not `old` and its case's header is drawn

@@ -7,8 +7,9 @@ lost by a Tab or a reload: Tab in the picker with a filter typed picks the highl
 pxp.app.annotate.drafts) a moment after typing pauses, not only when the field loses the focus. A
 shortcut pressed while the page is still being redrawn for the previous one is held and pressed once
 the page is up to date, in order (dropped if the reply form it was pressed on is gone): keys typed
-ahead are neither lost nor sent with stale form values. Only our own element keys and the shortcut
-labels of Streamlit's buttons are read; no page text is written.
+ahead are neither lost nor sent with stale form values. A new reply form is focused as soon as it is
+in the page. Only our own element keys and the shortcut labels of Streamlit's buttons are read; no
+page text is written.
 """
 
 from __future__ import annotations
@@ -121,12 +122,25 @@ _JS = """<script>
     pendingUntil = 0;
     settledAt = now() + SETTLE_MS;
   }).observe(d.documentElement, {subtree: true, attributes: true, attributeFilter: ["data-test-script-state"]});
+  // a new reply form (the next message's, after a Send or at a new case) gets the focus as soon as it is in
+  // the page, before it is painted; the page's scroll script (pxp.app.ui.bring_into_view) loads later
+  let shown = null, due = false;
+  new w.MutationObserver(() => {
+    const f = [...d.querySelectorAll('[class*="st-key-annotate_form_"]')].pop();
+    const k = f && [...f.classList].find((c) => c.startsWith("st-key-annotate_form_"));
+    if (!k) return;
+    if (k !== shown) { due = shown !== null; shown = k; }  // the page's first form is not taken over
+    const first = due && f.querySelector("button, input, textarea");
+    if (!first) return;
+    due = false;
+    if (!f.contains(d.activeElement)) first.focus({preventScroll: true});
+  }).observe(d.body, {childList: true, subtree: true});
 })();
 </script>"""
 
 
 def tab_order() -> None:
     """Install (once per page) the keyboard script: the form's Tab order, the explanation handed over as
-    typing pauses, and shortcuts held while the page is redrawn."""
+    typing pauses, shortcuts held while the page is redrawn, and the focus on each new reply form."""
     with st.sidebar:
         st.iframe(_JS, height=1)
