@@ -679,6 +679,8 @@ def test_create_a_new_live_experiment_from_the_sidebar(app_db: tuple[str, Engine
     make_rad(engine)
     at = login(new_app("annotate"), "toy-rad")
     first = at.session_state["annotate_sid"]
+    assert not [w for w in at.sidebar.text_input if w.key == "annotate_new_exp_name"], "closed until asked for"
+    at.sidebar.toggle(key="annotate_new_exp_open").set_value(True).run()
     at.sidebar.text_input(key="annotate_new_exp_name").input("second round")
     at.sidebar.number_input(key="annotate_new_exp_n").set_value(6)
     assert "next case prepared ahead" in " ".join(c.value for c in at.sidebar.caption)  # the default: 1
@@ -691,6 +693,7 @@ def test_create_a_new_live_experiment_from_the_sidebar(app_db: tuple[str, Engine
     assert at.sidebar.selectbox(key="annotate_experiment_toy-rad").value == exp.id
     assert "next case not prepared ahead" in " ".join(c.value for c in at.sidebar.caption)
     assert at.session_state["annotate_sid"] != first
+    assert not at.sidebar.toggle(key="annotate_new_exp_open").value, "the form closes once it has created"
 
 
 def test_a_second_tab_cannot_send_the_same_message_again(app_db: tuple[str, Engine]) -> None:

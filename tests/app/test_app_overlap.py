@@ -18,6 +18,7 @@ app_db = test_app.app_db  # the app's fixture: a fresh SQLite database, no API k
 
 
 def _create(at, name: str, overlap: int, csv: bytes | None):  # type: ignore[no-untyped-def]
+    at.sidebar.toggle(key="annotate_new_exp_open").set_value(True).run()
     at.sidebar.text_input(key="annotate_new_exp_name").input(name)
     at.sidebar.number_input(key="annotate_new_exp_overlap").set_value(overlap)
     if csv is not None:

@@ -30,11 +30,11 @@ def test_an_annotator_has_no_new_experiment_form(app_db: Engine) -> None:
     create_live_experiment(app_db, dataset="toy-rad", name="live-team")
     at = app("annotate", user=ANN)
     assert at.session_state["annotate_sid"] is not None, "she annotates the existing experiment"
-    assert "New live experiment" not in [e.label for e in at.sidebar.expander]
+    assert "New live experiment" not in [t.label for t in at.sidebar.toggle]
     assert not [w for w in at.sidebar.text_input if w.key == "annotate_new_exp_name"]
     for user in (RITA, ADA):  # the roles that may create experiments keep the form
         at = app("annotate", user=user)
-        assert "New live experiment" in [e.label for e in at.sidebar.expander]
+        assert "New live experiment" in [t.label for t in at.sidebar.toggle]
 
 
 def test_an_annotator_never_creates_an_experiment_not_even_the_default_one(app_db: Engine) -> None:

@@ -130,9 +130,10 @@ def choose_experiment() -> tuple[int, DeltaGenerator] | None:
         slot = st.empty()  # filled at the end of the run, after its steps: it never lags
         st.caption(f"Machine: {ui.escape_md(machine_name(info.machine))} · n = {info.n}, k = {info.k} · "
                    + prepared_note(info.prepare))
-        if creator:  # annotators neither see the form nor may create (pxp.team.access.create_live_as)
-            with st.expander("New live experiment"):
-                new_experiment_form(ds)
+        # annotators neither see the form nor may create (pxp.team.access.create_live_as); a switch, not an
+        # expander: a closed expander's form would still be drawn on every run
+        if creator and st.toggle("New live experiment", key="annotate_new_exp_open"):
+            new_experiment_form(ds)
     return int(eid), slot
 
 
@@ -191,6 +192,7 @@ def new_experiment_form(dataset: str) -> None:
                 return
             S["annotate_select_experiment"] = (dataset, eid)  # selected on the next run
             S.pop("annotate_sid", None)
+            S.pop("annotate_new_exp_open", None)  # the form closes
             st.rerun()
 
 
