@@ -3,13 +3,16 @@
 A small pool of server threads runs pxp.running.pxp.live.prepare.prepare_next (never the page
 script): when an annotator is served a case, the machine's INIT of their next case is produced, so
 moving on shows it at once. One preparation at a time per annotator and experiment; a failure there
-(an API error) is left for the page, which asks the machine itself, with its retry.
+(an API error) is left for the page, which asks the machine itself, with its retry. It starts a moment
+after the case is served (SETTLE_S), so it does not take the CPU from drawing that case (its film is
+decoded and drawn in the browser meanwhile; docs/development.md, Benchmarks).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from sqlalchemy import Engine
@@ -21,14 +24,16 @@ from pxp.running.pxp.live.prepare import prepare_next
 from pxp.running.pxp.live.turns import load_session
 
 log = logging.getLogger(__name__)
-_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pxp-prepare")
+#: seconds between serving a case and preparing the next: the page and the browser draw the case first
+SETTLE_S = 0.8
+_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pxp-prepare")  # a waiting preparation holds one
 _running: dict[tuple[str, int, int], Future[None]] = {}
 _lock = threading.Lock()
 
 
-def prepare_next_case(experiment_id: int, annotator_id: int) -> Future[None]:
-    """Start preparing the annotator's next case, unless a preparation is already under way; that
-    preparation (it never raises: a failure is logged and left for the page)."""
+def prepare_next_case(experiment_id: int, annotator_id: int, settle: float = SETTLE_S) -> Future[None]:
+    """Start preparing the annotator's next case in `settle` seconds, unless a preparation is already
+    under way; that preparation (it never raises: a failure is logged and left for the page)."""
     url = resources.database_url()
     key = (url, experiment_id, annotator_id)
     with _lock:
@@ -36,17 +41,18 @@ def prepare_next_case(experiment_id: int, annotator_id: int) -> Future[None]:
         if running is not None and not running.done():
             return running
         engine, machine = resources.engine(), resources.machine(experiment_id)
-        _running[key] = _pool.submit(_prepare, engine, machine, experiment_id, annotator_id)
+        _running[key] = _pool.submit(_prepare, engine, machine, experiment_id, annotator_id, settle)
         return _running[key]
 
 
-def _prepare(engine: Engine, machine: Agent, experiment_id: int, annotator_id: int) -> None:
+def _prepare(engine: Engine, machine: Agent, experiment_id: int, annotator_id: int, settle: float) -> None:
     def draw(sid: int) -> None:  # its image or molecule, made before the machine is asked
         try:
             warm_case(engine, load_session(engine, sid))
         except Exception as err:  # a bad image: the page shows it in words
             log.warning("drawing the next case ahead failed: %s", " ".join(str(err).split())[:300])
 
+    time.sleep(settle)
     try:
         prepare_next(engine, experiment_id=experiment_id, annotator_id=annotator_id, machine=machine, claimed=draw)
     except Exception as err:  # the page asks the machine itself, with its retry, and shows a bad image

@@ -160,7 +160,8 @@ def test_a_kept_answer_tag_after_an_edit_says_why() -> None:
 
 def test_a_prepared_case_has_its_image_ready_too(app_db: tuple[str, Engine]) -> None:
     """The app's preparation (pxp.app.prepare) stores the next case's INIT and makes its X-ray's viewer
-    payload into the server's cache, so the case opens without decoding its film."""
+    payload into the server's cache, so the case opens without decoding its film; it starts only after
+    its settling time (the case just served is drawn first)."""
     from pxp.app import ui
     from pxp.app.prepare import prepare_next_case
     from pxp.llm.bytecache import cache_of
@@ -173,7 +174,10 @@ def test_a_prepared_case_has_its_image_ready_too(app_db: tuple[str, Engine]) -> 
     first = claim_next(engine, experiment_id=eid, annotator_id=ann)
     assert first is not None and machine_step_once(engine, first, machine_for(engine, eid)) is not None
     cache_of(ui._pixels).clear()
-    prepare_next_case(eid, ann).result(timeout=60)
+    preparing = prepare_next_case(eid, ann, settle=2.0)
+    with DB(engine) as db:  # it waits while the page draws the case just served: nothing claimed yet
+        assert db.exec(select(Session).where(Session.annotator_id == ann, Session.id != first)).all() == []
+    preparing.result(timeout=60)
     with DB(engine) as db:
         [ready] = db.exec(select(Session).where(Session.annotator_id == ann, Session.id != first)).all()
     assert [m.tag.value for m in load_session(engine, ready.id or 0).messages] == ["INIT"]
