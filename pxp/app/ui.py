@@ -287,33 +287,31 @@ def _pixels(url: str, instance_id: int) -> bytes | None:
     return instance_pixels(get_engine(url), instance_id)
 
 
-_SCROLL_JS = """<script>
-// {token}: scroll so the reply form (first..last) is in view and focus its first control;
-// at a new case, its top (the finished-case line or the case header) first, when it fits.
-// Only our own element keys are used; no page text is read or written.
-(function () {{
-  const d = window.parent.document, h = () => window.parent.innerHeight;
+#: scroll so the reply form (CSS selectors first..last) is in view and focus its first control, unless the focus
+#: is in it already; at a new case, its top (the first of `tops` present) first, when it fits; again after late
+#: layout (images). Only our own element keys are used; no page text is read or written.
+PLACE_JS = """function pxpBringIntoView(d, first, last, tops) {
+  const w = d.defaultView;
   let tries = 0, focused = false;
-  function place() {{
-    const first = d.querySelector({first}), last = d.querySelector({last});
-    if (!first || !last) {{ if (tries++ < 40) setTimeout(place, 50); return; }}
-    const top = {tops}.map((s) => d.querySelector(s)).find((e) => e);
-    if (top) top.scrollIntoView({{block: "start"}});
-    const r = last.getBoundingClientRect();
-    if (r.bottom > h() - 8 || r.top < 0) {{
-      last.style.scrollMarginBottom = "16px";
-      last.scrollIntoView({{block: "end"}});
-    }}
-    if (first.getBoundingClientRect().top < 0) first.scrollIntoView({{block: "start"}});
-    const f = first.querySelector("button, input, textarea");
-    if (f && !focused && !first.contains(d.activeElement)) f.focus({{preventScroll: true}});
-    focused = focused || !!f;
-  }}
+  function place() {
+    const f = d.querySelector(first), l = d.querySelector(last);
+    const c = f && f.querySelector("button, input, textarea");
+    if (c && !focused && !f.contains(d.activeElement)) c.focus({preventScroll: true});
+    focused = focused || !!c;
+    if (!f || !l) { if (tries++ < 40) w.setTimeout(place, 50); return; }
+    const top = tops.map((s) => d.querySelector(s)).find((e) => e);
+    if (top) top.scrollIntoView({block: "start"});
+    const r = l.getBoundingClientRect();
+    if (r.bottom > w.innerHeight - 8 || r.top < 0) {
+      l.style.scrollMarginBottom = "16px";
+      l.scrollIntoView({block: "end"});
+    }
+    if (f.getBoundingClientRect().top < 0) f.scrollIntoView({block: "start"});
+  }
   place();
-  setTimeout(place, 300);  // again after late layout (images)
-  setTimeout(place, 900);
-}})();
-</script>"""
+  w.setTimeout(place, 300);
+  w.setTimeout(place, 900);
+}"""
 
 
 def bring_into_view(first_key: str, last_key: str, token: str, top_keys: Sequence[str] = ()) -> None:
@@ -321,7 +319,7 @@ def bring_into_view(first_key: str, last_key: str, token: str, top_keys: Sequenc
     with top_keys (a new case), the first of them present is brought to the top first, so the
     case begins in view whenever it fits with its reply form.
 
-    Streamlit cannot move focus itself: a zero-height component runs a fixed script
+    Streamlit cannot move focus itself: a zero-height component runs a fixed script (PLACE_JS)
     that finds the two widgets by their key class (st-key-…); no untrusted text is used.
     """
     import json
@@ -329,9 +327,10 @@ def bring_into_view(first_key: str, last_key: str, token: str, top_keys: Sequenc
     def sel(k: str) -> str:
         return json.dumps(".st-key-" + re.sub(r"[^A-Za-z0-9_-]", "", k))
 
-    st.iframe(_SCROLL_JS.format(token=re.sub(r"[^A-Za-z0-9_-]", "", token),
-                                first=sel(first_key), last=sel(last_key),
-                                tops="[" + ", ".join(sel(k) for k in top_keys) + "]"), height=1)
+    tops = ", ".join(sel(k) for k in top_keys)
+    st.iframe(f"<script>\n// {re.sub(r'[^A-Za-z0-9_-]', '', token)}\n{PLACE_JS}\n"
+              f"pxpBringIntoView(window.parent.document, {sel(first_key)}, {sel(last_key)}, [{tops}]);\n</script>",
+              height=1)
 
 
 def transcript_papers(

@@ -346,7 +346,8 @@ def test_keys_pressed_faster_than_the_page_redraws_are_kept(server: tuple[str, s
     (the prediction matches: filled with the machine's), Alt+8, Ctrl+Enter a few ms apart send REFUTE with
     the machine's prediction (Streamlit would otherwise send the form's old values with the second key and
     lose the first); a key meant for a form that is gone is dropped: a double Alt+A sends one message. Each
-    new reply form has the focus as soon as it is in the page (not only once the scroll script loads)."""
+    new reply form has the focus as soon as it is in the page (not only once the scroll script loads), also
+    after the sidebar has changed (its New live experiment form opened)."""
     from playwright.sync_api import expect, sync_playwright
 
     base, url = server
@@ -357,6 +358,9 @@ def test_keys_pressed_faster_than_the_page_redraws_are_kept(server: tuple[str, s
             page = browser.new_page(viewport=VIEW)
             page.goto(f"{base}/annotate?annotator=Dr+Fast&role=Radiologist&dataset=demo-rad")
             sid, msgs, _ = _session(url, who, page)
+            _idle(page)
+            page.get_by_text("New live experiment").click()  # the sidebar changes; the keyboard script stays
+            expect(page.get_by_label("Name (optional)")).to_be_visible(timeout=90_000)
             _idle(page)
             page.evaluate(_FOCUS_AS_DRAWN)
             for gap, typed in ((5, None), (20, None), (40, None), (10, "Left basal opacity, typed fast")):

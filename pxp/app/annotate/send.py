@@ -117,7 +117,6 @@ def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None,
         S["annotate_notice"] = f"Not sent again: {out.message} (perhaps from another tab)."
     sent.add(token)
     S.pop("annotate_last_finished", None)  # the previous case's note has been seen
-    S["annotate_scroll"] = True  # the next reply form is brought into view
     _rerun_conversation(ended=out.result is not None and out.result.finished)
     return True  # not reached: st.rerun ends the run
 

@@ -7,30 +7,35 @@ lost by a Tab or a reload: Tab in the picker with a filter typed picks the highl
 pxp.app.annotate.drafts) a moment after typing pauses, not only when the field loses the focus. A
 shortcut pressed while the page is still being redrawn for the previous one is held and pressed once
 the page is up to date, in order (dropped if the reply form it was pressed on is gone): keys typed
-ahead are neither lost nor sent with stale form values. A new reply form is focused as soon as it is
-in the page. Only our own element keys and the shortcut labels of Streamlit's buttons are read; no
-page text is written.
+ahead are neither lost nor sent with stale form values. A new reply form is focused and brought into
+view as soon as it is in the page (pxp.app.ui.PLACE_JS). Only our own element keys and the shortcut
+labels of Streamlit's buttons are read; no page text is written.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-_JS = """<script>
+from pxp.app.ui import PLACE_JS
+
+_JS = "<script>\n" + PLACE_JS + """
 (function () {
   const w = window.parent, d = w.document;
-  if (w.__pxpTabOrder) return;
-  w.__pxpTabOrder = true;
+  // the newest copy of this script is the one that acts: should Streamlit re-create its frame, the old
+  // frame's callbacks stop, so each copy takes over from the one before (which, if still alive, stands down)
+  const me = {};
+  w.__pxpTabOrder = me;
+  const mine = () => w.__pxpTabOrder === me;
   const sel = '[class*="st-key-annotate_"] button[aria-label="Clear value"]:not([tabindex="-1"]), '
     + '[class*="st-key-annotate_"][class*="_draw"] button:not([tabindex="-1"])';
   const fix = () => d.querySelectorAll(sel).forEach((b) => b.setAttribute("tabindex", "-1"));
-  new w.MutationObserver(fix).observe(d.body, {childList: true, subtree: true, attributes: true,
+  new w.MutationObserver(() => mine() && fix()).observe(d.body, {childList: true, subtree: true, attributes: true,
                                                attributeFilter: ["tabindex"]});
   fix();
   const inForm = (e) => e && e.closest && e.closest('[class*="st-key-annotate_"][class*="_pred"]');
   d.addEventListener("keydown", (ev) => {
     const t = ev.target;
-    if (ev.key !== "Tab" || ev.shiftKey || !inForm(t) || t.tagName !== "INPUT" || !t.value) return;
+    if (!mine() || ev.key !== "Tab" || ev.shiftKey || !inForm(t) || t.tagName !== "INPUT" || !t.value) return;
     if (t.getAttribute("role") !== "combobox" && !t.closest('[data-baseweb="select"]')) return;
     const enter = new w.KeyboardEvent("keydown", {key: "Enter", code: "Enter", keyCode: 13, which: 13,
                                                   bubbles: true, cancelable: true});
@@ -42,7 +47,7 @@ _JS = """<script>
   let timer = null;
   d.addEventListener("input", (ev) => {
     const t = ev.target;
-    if (!(t && t.tagName === "TEXTAREA" && t.closest('[class*="st-key-annotate_"][class*="_expl"]'))) return;
+    if (!mine() || !(t && t.tagName === "TEXTAREA" && t.closest('[class*="st-key-annotate_"][class*="_expl"]'))) return;
     w.clearTimeout(timer);
     timer = w.setTimeout(() => {
       if (d.activeElement !== t || !t.isConnected) return;
@@ -94,7 +99,7 @@ _JS = """<script>
     return lastForm;
   };
   w.setInterval(() => {
-    if (!held.length || busy()) return;
+    if (!mine() || !held.length || busy()) return;
     const key = held.shift();
     const b = button(key.names);  // the newest form's button of that key
     if (!b || b.disabled || form() !== key.form) return;
@@ -103,7 +108,7 @@ _JS = """<script>
     b.click();
   }, 20);
   d.addEventListener("keydown", (ev) => {
-    const names = label(ev);
+    const names = mine() && label(ev);
     if (!names) return;
     // held even when its button is not on the page: while a run redraws the form, its buttons (and
     // Streamlit's own key bindings) can be gone for a moment, and the key would be lost
@@ -118,29 +123,38 @@ _JS = """<script>
     pendingUntil = now() + WAIT_MS;
   }, true);
   new w.MutationObserver(() => {
+    if (!mine()) return;
     if (running()) { form(); return; }  // the form on screen as the run starts
     pendingUntil = 0;
     settledAt = now() + SETTLE_MS;
   }).observe(d.documentElement, {subtree: true, attributes: true, attributeFilter: ["data-test-script-state"]});
-  // a new reply form (the next message's, after a Send or at a new case) gets the focus as soon as it is in
-  // the page, before it is painted; the page's scroll script (pxp.app.ui.bring_into_view) loads later
-  let shown = null, due = false;
-  new w.MutationObserver(() => {
+  // a new reply form (the next message's, after a Send or at a new case) is focused as soon as it is in the
+  // page, before it is painted, and brought into view (at a new case, with the case's top when it fits)
+  let due = false;
+  const shown = () => {
+    if (!mine()) return;
     const f = [...d.querySelectorAll('[class*="st-key-annotate_form_"]')].pop();
     const k = f && [...f.classList].find((c) => c.startsWith("st-key-annotate_form_"));
     if (!k) return;
-    if (k !== shown) { due = shown !== null; shown = k; }  // the page's first form is not taken over
-    const first = due && f.querySelector("button, input, textarea");
-    if (!first) return;
+    if (k !== w.__pxpFormShown) {  // (kept on the page, for a copy that takes over); the page's first is not
+      due = !!w.__pxpFormShown;
+      w.__pxpFormShown = k;
+    }
+    if (!due || !f.querySelector("button, input, textarea")) return;
     due = false;
-    if (!f.contains(d.activeElement)) first.focus({preventScroll: true});
-  }).observe(d.body, {childList: true, subtree: true});
+    const [sid, j] = k.slice("st-key-annotate_form_".length).split("_");
+    pxpBringIntoView(d, "." + k, `.st-key-annotate_${sid}_${j}_send`,
+                     j === "2" ? [".st-key-annotate_finished", `.st-key-annotate_case_${sid}`] : []);
+  };
+  new w.MutationObserver(shown).observe(d.body, {childList: true, subtree: true});
+  shown();
 })();
 </script>"""
 
 
 def tab_order() -> None:
-    """Install (once per page) the keyboard script: the form's Tab order, the explanation handed over as
-    typing pauses, shortcuts held while the page is redrawn, and the focus on each new reply form."""
+    """Install the keyboard script, first in the sidebar (so its frame stays put): the form's Tab order, the
+    explanation handed over as typing pauses, shortcuts held while the page is redrawn, and each new reply
+    form focused and in view."""
     with st.sidebar:
         st.iframe(_JS, height=1)

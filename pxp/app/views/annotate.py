@@ -37,6 +37,7 @@ _COMPACT = """<style>
 
 def render() -> None:
     st.html(_COMPACT)
+    tab_order()  # first in the sidebar: its place never changes, so its script is never restarted
     annotator_id = identity()
     if annotator_id is None:
         st.title("Annotate")
@@ -90,7 +91,6 @@ def annotate(eid: int, annotator_id: int) -> None:
     if not machine_first:
         with left:
             instance_panel(s)
-    tab_order()
     keyboard_help()
 
 
@@ -124,8 +124,5 @@ def _conversation(sid: int, eid: int, annotator_id: int) -> None:
         form = f"annotate_form_{s.id}_{s.j}"
         with st.container(key=form):
             answer_form(s, settled_window(s))
-    if S.pop("annotate_scroll", False):
-        new_case = ("annotate_finished", f"annotate_case_{s.id}") if s.j == 2 else ()
-        ui.bring_into_view(form, f"annotate_{s.id}_{s.j}_send", token=form, top_keys=new_case)
 
 render()
