@@ -136,8 +136,8 @@ _JS = "<script>\n" + PLACE_JS + """
     const f = [...d.querySelectorAll('[class*="st-key-annotate_form_"]')].pop();
     const k = f && [...f.classList].find((c) => c.startsWith("st-key-annotate_form_"));
     if (!k) return;
-    if (k !== w.__pxpFormShown) {  // (kept on the page, for a copy that takes over); the page's first is not
-      due = !!w.__pxpFormShown;
+    if (k !== w.__pxpFormShown) {  // kept on the page, so a copy that takes over goes on from it
+      due = !!w.__pxpFormShown;  // the page's first form is left as it is
       w.__pxpFormShown = k;
     }
     if (!due || !f.querySelector("button, input, textarea")) return;
