@@ -13,9 +13,9 @@ with PYTHONPATH=<checkout>, so "before" figures come from an older worktree), as
     on digitised-film-sized images (2400×2000, shown at 2,048 px): the next form ready, and the next film drawn;
 (d) Analytics (Table 1) and its Compare view opened cold from a URL, each visit a new Streamlit session, in a new
     browser profile (no cached files) and in a new tab of a browser that opened the app before (its static files
-    cached); the server has served one visit before; on demo data plus a second demo-rad
-    experiment (so Compare pairs two) and on two 10,000-session experiments (bench/bench_analytics.py's bulk
-    load); "first" is the very first visit after the server started.
+    cached); on demo data plus a second demo-rad experiment (so Compare pairs two) and on two 10,000-session
+    experiments (bench/bench_analytics.py's bulk load); each page's first visit after the server started (its
+    data computed then, not yet cached) is given apart.
 
     PYTHONPATH=$PWD python bench/bench_browser.py [--quick] [--only a,b,c,d] [--visits N] [--sends N] [--film WxH]
 
@@ -362,10 +362,9 @@ def analytics(args: argparse.Namespace, tmp: Path) -> None:
                 try:
                     warm = browser.new_context(viewport=VIEW)
                     for name, (path, marker) in PAGES.items():
-                        first = first_render(browser, server.base, path, marker) if name == "Table 1" else None
+                        first = first_render(browser, server.base, path, marker)  # its data computed then
                         xs = [first_render(browser, server.base, path, marker) for _ in range(args.visits)]
-                        extra = f"   server's first visit {first:.2f} s" if first is not None else ""
-                        print(line(f"{name}, {label}, new profile", xs) + extra)
+                        print(line(f"{name}, {label}, new profile", xs) + f"   its first visit {first:.2f} s")
                         first_render(browser, server.base, path, marker, warm)  # the files in its cache
                         xs = [first_render(browser, server.base, path, marker, warm) for _ in range(args.visits)]
                         print(line(f"{name}, {label}, new tab", xs))
