@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from pxp.agents.base import Agent
 from pxp.app import resources
 from pxp.app.annotate.case_pane import warm_case
-from pxp.running.pxp.live.prepare import prepare_next
+from pxp.running.pxp.live.prepare import prepare_depth, prepare_next
 from pxp.running.pxp.live.turns import load_session
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,10 @@ def prepare_next_case(experiment_id: int, annotator_id: int, settle: float = SET
     under way; that preparation (it never raises: a failure is logged and left for the page)."""
     url = resources.database_url()
     key = (url, experiment_id, annotator_id)
+    if prepare_depth(resources.engine(), experiment_id) == 0:  # preparation off: no thread to wait and return
+        done: Future[None] = Future()
+        done.set_result(None)
+        return done
     with _lock:
         running = _running.get(key)
         if running is not None and not running.done():
