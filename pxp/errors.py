@@ -1,14 +1,23 @@
-"""One clear line for any error that reaches a user (CLI or app); never a trace."""
+"""One clear line for any error that reaches a user (CLI or app); never a trace.
+
+A database fault is named by `pxp.storage.faults.describe` (no SQL, parameters or stored values);
+any other text is cut at what a driver appends (`[SQL: …]`, `[parameters: …]`, a help link).
+"""
 
 from __future__ import annotations
 
-from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+import re
 
 from pxp.protocols.errors import PxpError
+from pxp.storage.faults import describe, is_database_error
+
+_DRIVER_TAIL = re.compile(r"\s*(\\?\[SQL:|\\?\[parameters:|\(Background on this error at:|<psycopg\.|<sqlite3\.).*",
+                          re.DOTALL)
 
 
 def one_line(text: str, limit: int = 300) -> str:
-    """The first non-empty line of `text`, cut to `limit` characters."""
+    """The first non-empty line of `text` (without a driver's appended statement or link), cut to `limit`."""
+    text = _DRIVER_TAIL.sub("", text)
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
@@ -17,13 +26,8 @@ def user_message(exc: BaseException) -> str:
     """A one-line description of `exc` for people, not programmers (a PxpError's message is that line)."""
     if isinstance(exc, PxpError):
         return one_line(str(exc) or type(exc).__name__)
-    if isinstance(exc, OperationalError):
-        detail = " ".join(ln.strip() for ln in str(exc.orig).splitlines() if ln.strip())
-        return one_line(f"cannot use the database: {detail}")
-    if isinstance(exc, DBAPIError):
-        return one_line(f"database error: {exc.orig}")
-    if isinstance(exc, SQLAlchemyError):
-        return one_line(f"database error: {exc}")
+    if is_database_error(exc):
+        return f"the database failed: {describe(exc)}"
     text = str(exc) or type(exc).__name__
     return one_line(
         text if isinstance(exc, (ValueError, LookupError, RuntimeError, OSError)) else f"{type(exc).__name__}: {text}"

@@ -11,7 +11,6 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import streamlit as st
 from sqlalchemy import Engine
@@ -19,11 +18,14 @@ from sqlalchemy import Engine
 from pxp.agents.base import Agent
 from pxp.app.heap import bound_native_heap
 from pxp.app.prefs import KEY_NAMES
+from pxp.errors import one_line
 from pxp.llm.bytecache import MB, byte_cached
 from pxp.llm.keys import add_key_source
 from pxp.protocols.errors import PxpError
+from pxp.storage.faults import describe
 from pxp.storage.settings import get_settings
 from pxp.storage.store import get_engine, is_empty
+from pxp.team.config import ConfigError, Secrets, has_bom, read_secrets
 
 
 def _secret(name: str) -> str | None:
@@ -58,6 +60,54 @@ def database_url() -> str:
         or _secret("database_url")
         or get_settings().database_url
     )
+
+
+def _files() -> tuple[tuple[str, int, int], ...]:
+    """The secrets files Streamlit reads, with their size and modification time (the cache key)."""
+    from streamlit import config
+
+    out = []
+    for name in config.get_option("secrets.files"):
+        try:
+            stat = os.stat(os.path.expanduser(name))
+            out.append((name, stat.st_mtime_ns, stat.st_size))
+        except OSError:
+            out.append((name, 0, -1))
+    return tuple(out)
+
+
+_checked: dict[tuple[tuple[str, int, int], ...], Secrets | ConfigError] = {}
+
+
+def checked_secrets() -> Secrets:
+    """The secrets files, read and checked once per version of them (`ConfigError` if broken).
+
+    A file Streamlit's own reader refuses but pxp accepts (a byte-order mark) is handed to
+    Streamlit as its secrets, so login sees what the check saw."""
+    key = _files()
+    if key not in _checked:
+        _checked.clear()
+        try:
+            secrets = read_secrets(name for name, _, _ in key)
+        except ConfigError as problem:
+            _checked[key] = problem
+        else:
+            _checked[key] = secrets
+            if secrets.files and has_bom(secrets.files) and not st.secrets.load_if_toml_exists():
+                st.secrets.merge_programmatic_secrets(dict(secrets.values))
+    found = _checked[key]
+    if isinstance(found, ConfigError):
+        raise found
+    return found
+
+
+def config_problem() -> str | None:
+    """The one line why the app must not serve (a broken secrets file), or None."""
+    try:
+        checked_secrets()
+    except ConfigError as problem:
+        return str(problem)
+    return None
 
 
 @dataclass(frozen=True)
@@ -110,10 +160,11 @@ def start() -> Started:
     url = database_url()
     try:
         return _start(url)
+    except PxpError as err:
+        raise DatabaseUnavailable(one_line(str(err))) from None
     except (SQLAlchemyError, OSError, ValueError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         scheme = url.split("://", 1)[0]
-        raise DatabaseUnavailable(f"cannot open the {scheme} database: {first[:300]}") from None
+        raise DatabaseUnavailable(f"cannot open the {scheme} database: {describe(err)}") from None
 
 
 def engine() -> Engine:
@@ -162,9 +213,14 @@ def secret_keys() -> dict[str, str]:
 
 
 def auth_configured() -> bool:
-    """Whether OIDC login is configured in secrets ([auth]) so st.login can be used."""
+    """Whether OIDC login is configured in secrets ([auth]) so st.login can be used. Fails closed:
+    secrets that cannot be read count as login on (the router serves only their error line)."""
     try:
-        auth: Any = st.secrets.get("auth")
-    except Exception:
+        if checked_secrets().login_on:
+            return True
+    except ConfigError:
+        return True
+    try:
+        return bool(st.secrets.get("auth"))
+    except Exception:  # no secrets at all: login off (the demo)
         return False
-    return bool(auth)

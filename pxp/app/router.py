@@ -60,6 +60,10 @@ def route() -> None:
     """Set up the page, start the store (migrations, demo data), check the login and run the
     chosen page if the user's role may open it."""
     st.set_page_config(page_title="pxp — PXP protocol", page_icon=page_icon(), layout="wide")
+    problem = resources.config_problem()
+    if problem is not None:  # a broken configuration never serves (docs/operations.md, Troubleshooting)
+        st.error(ui.escape_md(problem), icon=":material/error:")
+        st.stop()
     try:
         started = resources.start()
     except resources.DatabaseUnavailable as err:

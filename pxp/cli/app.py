@@ -15,7 +15,8 @@ from typing import Annotated
 
 import typer
 
-from pxp.cli.common import app, state
+from pxp.cli.common import app, err, state
+from pxp.team.config import ConfigError, check_serving
 
 MAIN = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
 
@@ -32,6 +33,18 @@ STREAMLIT_SETTINGS = {
     "theme.primaryColor": "#2e7d32",
     "runner.postScriptGC": "false",
 }
+
+
+def secrets_files(extra: list[str]) -> list[str]:
+    """The secrets files Streamlit will read: its `secrets.files` option (config files and a
+    `--secrets.files` flag among the extra options included)."""
+    from streamlit import config
+
+    config.get_config_options()
+    files = [str(f) for f in config.get_option("secrets.files")]
+    given = [a.split("=", 1)[1] for a in extra if a.startswith("--secrets.files=")]
+    given += [extra[i + 1] for i, a in enumerate(extra[:-1]) if a == "--secrets.files"]
+    return given or files
 
 
 def streamlit_command(port: int | None, extra: list[str]) -> list[str]:
@@ -54,6 +67,11 @@ def app_cmd(
     """Start the pxp web app (extra options, e.g. --server.address 0.0.0.0, go to streamlit run)."""
     env = dict(os.environ)
     url = db or state.db
+    try:  # a broken configuration never serves (docs/operations.md, Troubleshooting)
+        check_serving(secrets_files(list(ctx.args)), url, env)
+    except ConfigError as problem:
+        err.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     if url:
         env["PXP_DATABASE_URL"] = url
     cmd = streamlit_command(port, list(ctx.args))

@@ -1,0 +1,213 @@
+"""The configuration pxp serves with, checked before anything is served (docs/operations.md
+"Troubleshooting"): the Streamlit secrets files and the database URL.
+
+A secrets file that does not parse, a table that looks like one of pxp's but is misspelt
+(`[auht]`), an `[auth]` without what login needs, a database URL that is not one, names an
+unknown driver, cannot be reached or holds another application's tables: each is one line
+naming the file (and line) or the database and what to do, and the app serves nothing else.
+Login is off only when no `[auth]` is configured at all.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pxp.protocols.errors import PxpError
+from pxp.protocols.text import strip_bom
+
+#: the top-level names of the secrets pxp reads (the API keys, the database, the login)
+KNOWN_KEYS = ("auth", "database_url", "PXP_DATABASE_URL", "PXP_MAX_LOGIN_HOURS", "ANTHROPIC_API_KEY",
+              "OPENAI_API_KEY", "connections")
+#: what `st.login` needs in [auth] itself, and in [auth] or each [auth.<provider>]
+AUTH_NEEDS = ("redirect_uri", "cookie_secret")
+PROVIDER_NEEDS = ("client_id", "client_secret", "server_metadata_url")
+
+
+class ConfigError(PxpError, ValueError):
+    """A configuration pxp will not serve with: one line naming the file or database and what to do."""
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """The secrets files read, merged as Streamlit merges them (later files win, per top-level key)."""
+
+    files: tuple[Path, ...]
+    values: Mapping[str, Any]
+
+    @property
+    def login_on(self) -> bool:
+        return bool(self.values.get("auth"))
+
+
+def _line_of(raw: bytes, offset: int) -> int:
+    return raw[:offset].count(b"\n") + 1
+
+
+def _parse(path: Path) -> dict[str, Any]:
+    raw = path.read_bytes()
+    try:
+        text = strip_bom(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}:{_line_of(raw, err.start)}: not UTF-8 text (byte 0x{raw[err.start]:02x}); "
+                          "save the file as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        message = str(err)
+        where = re.search(r"\(at line (\d+), column \d+\)", message)
+        line = where.group(1) if where else "1"
+        what = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", message)
+        twice = re.match(r"Cannot declare \((.*)\) twice", what)
+        if twice:
+            table = ".".join(re.findall(r"'([^']*)'", twice.group(1)))
+            what = f"the table [{table}] is declared twice"
+        raise ConfigError(f"{path}:{line}: not valid TOML ({what}); fix it, or remove the file") from None
+
+
+def _near_miss(path: Path, key: str) -> None:
+    if key in KNOWN_KEYS:
+        return
+    close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.75)
+    if not close and key.lower() in {k.lower() for k in KNOWN_KEYS}:
+        close = [next(k for k in KNOWN_KEYS if k.lower() == key.lower())]
+    if close:
+        shown = f"[{close[0]}]" if close[0] == "auth" else close[0]
+        raise ConfigError(f"{path}: {key!r} is not a setting pxp knows: did you mean {shown}? "
+                          "Rename it, or remove it")
+
+
+def _check_auth(path: Path, auth: Any) -> None:
+    if not isinstance(auth, dict):
+        raise ConfigError(f"{path}: auth must be a table ([auth]); see docs/operations.md, Login and roles")
+    missing = [k for k in AUTH_NEEDS if not str(auth.get(k) or "").strip()]
+    if missing:
+        raise ConfigError(f"{path}: [auth] lacks {', '.join(missing)}, which login needs; "
+                          "see docs/operations.md, Login and roles")
+    if not str(auth["redirect_uri"]).rstrip().endswith("/oauth2callback"):
+        raise ConfigError(f"{path}: [auth] redirect_uri must end with /oauth2callback (the app's URL + "
+                          "/oauth2callback)")
+    providers = {k: v for k, v in auth.items() if isinstance(v, dict)}
+    direct = [k for k in PROVIDER_NEEDS if str(auth.get(k) or "").strip()]
+    if not providers or direct:
+        lacking = [k for k in PROVIDER_NEEDS if k not in direct]
+        if lacking:
+            raise ConfigError(f"{path}: [auth] lacks {', '.join(lacking)}, which login needs; "
+                              "see docs/operations.md, Login and roles")
+    for name, table in providers.items():
+        lacking = [k for k in PROVIDER_NEEDS if not str(table.get(k) or "").strip()]
+        if lacking:
+            raise ConfigError(f"{path}: [auth.{name}] lacks {', '.join(lacking)}, which login needs; "
+                              "see docs/operations.md, Login and roles")
+
+
+def read_secrets(files: Iterable[str | Path]) -> Secrets:
+    """Every secrets file that exists, parsed (a byte-order mark accepted) and checked; the first
+    problem raises `ConfigError`. A folder (Kubernetes-style secrets) is left to Streamlit."""
+    found: list[Path] = []
+    merged: dict[str, Any] = {}
+    for name in files:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            continue
+        try:
+            values = _parse(path)
+        except OSError as err:
+            raise ConfigError(f"{path}: cannot be read ({err.strerror or type(err).__name__}); "
+                              "fix its permissions, or remove it") from None
+        for key in values:
+            _near_miss(path, key)
+        if "auth" in values:
+            _check_auth(path, values["auth"])
+        found.append(path)
+        merged.update(values)
+    return Secrets(tuple(found), merged)
+
+
+def has_bom(files: Iterable[str | Path]) -> bool:
+    """Whether a secrets file starts with a byte-order mark (which Streamlit's own reader refuses)."""
+    for name in files:
+        path = Path(name).expanduser()
+        try:
+            if path.is_file() and path.read_bytes()[:3] == b"\xef\xbb\xbf":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def check_database(url: str) -> None:
+    """The database URL pxp would serve with: a URL, of a driver pxp knows, reachable, and empty or
+    pxp's (a SQLite file not yet made is fine: pxp makes it); `ConfigError` otherwise."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from pxp.storage.faults import describe
+    from pxp.storage.schema import StoreError, schema_state
+    from pxp.storage.store import make_engine, sqlite_file
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        raise ConfigError(f"the database URL {shown_url(url)!r} is not a URL (e.g. sqlite:///pxp.db or "
+                          "postgresql+psycopg://user@host/db); fix --db, PXP_DATABASE_URL or database_url") from None
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise ConfigError(f"the database URL names {backend!r}, which pxp does not use: sqlite or postgresql")
+    path = sqlite_file(url)
+    if path is not None and not path.exists():
+        if not path.parent.is_dir():
+            raise ConfigError(f"{path}: its folder {path.parent} does not exist; create it or choose another path")
+        return
+    try:
+        engine = make_engine(url)
+    except PxpError as err:
+        raise ConfigError(str(err)) from None
+    except Exception as err:
+        raise ConfigError(f"{shown_url(url)}: {describe(err)}") from None
+    try:
+        state, revision = schema_state(engine)
+    except Exception as err:
+        raise ConfigError(f"{shown_url(url)}: {describe(err)}; check that it is running and the URL is right") from None
+    finally:
+        engine.dispose()
+    if state == "foreign":
+        raise ConfigError(f"{shown_url(url)} has tables but no pxp schema; pxp does not touch another "
+                          "application's database: use an empty one, or `pxp db init` to add pxp's tables")
+    if state == "unknown":
+        raise ConfigError(str(StoreError(f"{shown_url(url)}: its schema revision {revision!r} is not one of "
+                                         "this pxp's (another application's database, or a newer pxp's)")))
+
+
+def shown_url(url: str) -> str:
+    """A database URL as pxp shows it: without its password."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)[:200]
+
+
+def serving_url(explicit: str | None, environ: Mapping[str, str], secrets: Secrets) -> str:
+    """The database the app serves: --db, else PXP_DATABASE_URL (environment, then secrets), else
+    the secret database_url, else pxp's setting (./pxp.db)."""
+    from pxp.storage.settings import get_settings
+
+    for value in (explicit, environ.get("PXP_DATABASE_URL"), secrets.values.get("PXP_DATABASE_URL"),
+                  secrets.values.get("database_url")):
+        if isinstance(value, str) and value:
+            return value
+    return get_settings().database_url
+
+
+def check_serving(files: Iterable[str | Path], explicit: str | None, environ: Mapping[str, str]) -> Secrets:
+    """Everything the app needs before it serves (the secrets files, the database); `ConfigError` otherwise."""
+    secrets = read_secrets(files)
+    check_database(serving_url(explicit, environ, secrets))
+    return secrets
