@@ -58,3 +58,47 @@ def test_the_estimate_counts_probe_calls(app_db: tuple[str, Engine]) -> None:  #
         assert db.exec(select(Experiment)).all() == []
     assert launch_summary("P", {"dataset": "d", "n": 3, "k": 2, "reps": 1, "probe": True}).endswith(
         "R=1, with the common-ground probe.")
+
+
+def test_a_priced_run_starts_only_on_a_second_explicit_click(app_db: tuple[str, Engine]) -> None:  # noqa: F811
+    """Nothing starts by accident (docs/research.md, Cost estimate): the forms that create or start do not
+    submit on Enter, and a run estimated above $0 waits with its estimate beside the start button."""
+    _, engine = app_db
+    make_drug(engine)
+    at = new_app("experiments")
+    forms = {f.proto.form.form_id: f.proto.form.enter_to_submit for f in at.get("form")}
+    assert forms and not any(forms.values()), forms
+    at.text_input(key="experiments_machine").input("anthropic:claude-sonnet-4-6")
+    at.text_input(key="experiments_name").input("priced")
+    [start] = [b for b in at.get("form_submit_button") if "start" in str(b.label)]
+    ok(start.click().run())
+    with DB(engine) as db:
+        assert db.exec(select(Experiment)).all() == []  # one click: nothing created, nothing spent
+    [go] = [b for b in at.button if b.key == "experiments_confirm"]
+    assert go.label.startswith("Start and spend about $") and "estimated to cost" in texts(at)
+    [cancel] = [b for b in at.button if b.key == "experiments_cancel"]
+    ok(cancel.click().run())
+    assert not [b for b in at.button if b.key == "experiments_confirm"]
+    with DB(engine) as db:
+        assert db.exec(select(Experiment)).all() == []
+    [start] = [b for b in at.get("form_submit_button") if "start" in str(b.label)]
+    ok(start.click().run())
+    [go] = [b for b in at.button if b.key == "experiments_confirm"]
+    at = go.click().run()
+    with DB(engine) as db:
+        exp = db.exec(select(Experiment).where(Experiment.name == "priced")).one()
+    assert exp.config["estimate"]["usd"] > 0
+
+
+def test_no_form_of_the_app_submits_on_enter_but_the_game_answer() -> None:
+    """Every `st.form` of the app that creates, starts, imports or saves takes a click (enter_to_submit=False);
+    only the scorekeeping player's answer box sends on Enter, like a chat."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "pxp" / "app"
+    calls = [(p.name, m.group(0)) for p in root.rglob("*.py")
+             for m in re.finditer(r"st\.form\([^)]*\)", p.read_text())]
+    assert len(calls) >= 5
+    assert [c for c in calls if "enter_to_submit=False" not in c[1]] == [
+        ("play.py", 'st.form(key=f"sk_play_form_{p.step}", border=False, enter_to_submit=True)')]

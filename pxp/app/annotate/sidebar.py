@@ -164,7 +164,7 @@ def show_progress(slot: DeltaGenerator, eid: int) -> None:
 def new_experiment_form(dataset: str) -> None:
     eng = resources.engine()
     prefs = load_prefs(eng)
-    with st.form("annotate_new_exp", border=False):
+    with st.form("annotate_new_exp", border=False, enter_to_submit=False):
         name = st.text_input("Name (optional)", key="annotate_new_exp_name")
         c1, c2 = st.columns(2)
         n = c1.number_input("n: messages per session", 2, 50, prefs.n, key="annotate_new_exp_n")

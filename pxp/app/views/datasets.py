@@ -20,7 +20,7 @@ def import_panel() -> None:
     st.caption(k.help)
     options: dict[str, object] = {}
     attempt = int(S.get("datasets_attempt", 0))  # a new key clears the uploaders after a failed attempt
-    with st.form("datasets_import", clear_on_submit=False):
+    with st.form("datasets_import", clear_on_submit=False, enter_to_submit=False):
         main = st.file_uploader("File", type=list(k.main_types), key=f"datasets_main_{attempt}")
         extras = []
         if k.needs_images:

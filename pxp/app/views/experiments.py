@@ -13,7 +13,7 @@ from pxp.app.prefs import load_prefs
 from pxp.llm.models import run_warnings
 from pxp.running.pxp.checks import config_errors
 from pxp.running.pxp.config import RunConfig, RunError
-from pxp.running.pxp.controlled.estimate import dataset_facts, estimate, store_estimate
+from pxp.running.pxp.controlled.estimate import Estimate, dataset_facts, estimate, store_estimate
 from pxp.running.pxp.experiments import create_experiment
 from pxp.running.pxp.live.overlap import annotator_progress, overlap_summary
 from pxp.running.workers import pool as workers
@@ -46,7 +46,7 @@ def launch_form() -> str | None:
         S["experiments_split"] = "all"
     split = c3.selectbox("Split", splits, key="experiments_split",
                          format_func=lambda s: s if s == "all" else f"{s} ({(info.splits if info else {})[s]})")
-    with st.form("experiments_new"):
+    with st.form("experiments_new", enter_to_submit=False):  # Enter never starts a run: a click does
         c1, c2 = st.columns(2)
         machine = c1.text_input("Machine (generator)", prefs.generator, key="experiments_machine",
                                 help="simulated, or provider:model")
@@ -75,6 +75,7 @@ def launch_form() -> str | None:
             est_only = st.form_submit_button("Estimate cost", icon=":material/calculate:")
     if not ((go or est_only) and ds):
         return None
+    S.pop("experiments_pending", None)  # a new submission replaces a run waiting for confirmation
     m = machine.strip() or "simulated"
     cfg = RunConfig(
         dataset=ds, split=None if split == "all" else split, machine=m,
@@ -97,11 +98,20 @@ def launch_form() -> str | None:
     if est.usd is not None and est.usd > MAX_USD and not over:
         return (f"error:Not started, nothing stored: the estimated cost is ${est.usd:,.2f}, over ${MAX_USD:g}; "
                 "tick the box to allow it")
-    line = auth.refusal("create experiments", f"controlled experiment on {ds}")
+    if est.usd is not None and est.usd > 0:  # money is spent only on a second, explicit click
+        S["experiments_pending"] = (cfg, name.strip() or None, est)
+        return None
+    return start(cfg, name.strip() or None, est)
+
+
+def start(cfg: RunConfig, name: str | None, est: Estimate) -> str:
+    """Create and start the experiment; the outcome line ("ok:…" or "error:…")."""
+    eng = resources.engine()
+    line = auth.refusal("create experiments", f"controlled experiment on {cfg.dataset}")
     if line is not None:
         return f"error:Not started, nothing stored: {line}"
     try:
-        exp = create_experiment(eng, cfg, name=name.strip() or None)
+        exp = create_experiment(eng, cfg, name=name)
     except (RunError, ValueError) as err:
         return f"error:Not started, nothing stored: {err}"
     store_estimate(eng, exp.id or 0, est)
@@ -112,6 +122,27 @@ def launch_form() -> str | None:
         return f"error:Experiment {exp.name!r} was created but did not start: {err}"
     auth.audited("started", f"experiment {exp.name}")
     return "ok:" + ui.launch_summary(exp.name, exp.config)
+
+
+def confirm_spend() -> str | None:
+    """A run estimated above $0 waits here: its estimate beside the start button, and Cancel."""
+    pending = S.get("experiments_pending")
+    if not pending:
+        return None
+    cfg, name, est = pending
+    usd = est.usd or 0.0
+    st.warning(f"This run is estimated to cost **${usd:,.2f}** ({ui.escape_md(cfg.machine)}). It starts only "
+               "when you confirm.", icon=":material/payments:")
+    row = st.container(horizontal=True)
+    go = row.button(f"Start and spend about ${usd:,.2f}", type="primary", key="experiments_confirm",
+                    icon=":material/play_arrow:")
+    if row.button("Cancel", key="experiments_cancel"):
+        S.pop("experiments_pending", None)
+        st.rerun()
+    if not go:
+        return None
+    S.pop("experiments_pending", None)
+    return start(cfg, name, est)
 
 
 def show_estimate(est: dict[str, Any]) -> None:
@@ -229,6 +260,7 @@ def render() -> None:
     opened = not S.get("experiments_seen", False) or "experiments_task" in S
     with st.expander("New controlled experiment", expanded=opened):
         outcome = launch_form()
+        outcome = confirm_spend() or outcome
     S["experiments_seen"] = True
     if outcome is not None:
         S["experiments_outcome"] = outcome

@@ -29,7 +29,7 @@ def render() -> None:
     eng = resources.engine()
     st.title("Settings")
     prefs = load_prefs(eng)
-    with st.form("settings_form"):
+    with st.form("settings_form", enter_to_submit=False):
         st.subheader("Machine agent")
         gen = st.text_input(
             "Generator (answers the cases)", prefs.generator, key="settings_generator",
