@@ -21,6 +21,7 @@ audit row. Without login the app passes the local role (admin): everything is al
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,6 +33,7 @@ from sqlmodel import col, select
 
 from pxp.agents.base import Answer, Facts
 from pxp.protocols.errors import PxpError
+from pxp.protocols.text import char_name, clean_name, is_invisible
 from pxp.running.pxp.engine import Guard, StepRefused
 from pxp.running.pxp.live.assignment import create_live_experiment
 from pxp.running.pxp.live.turns import SubmitOutcome, submit_human
@@ -46,6 +48,7 @@ KINDS = ("email", "group")
 MAY = {"create experiments": "researcher", "start experiments": "researcher",
        "cancel experiments": "researcher", "import datasets": "admin", "save settings": "admin"}
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
+_MARKUP = re.compile(r"[\[\]<>{}`\\\"]")
 
 
 class AccessDenied(PxpError, PermissionError):
@@ -68,17 +71,39 @@ class Member:
 
 
 def _key(name: str, kind: str) -> str:
-    """The stored form: emails lower-case and checked, group names trimmed."""
+    """The stored form: a real identity under the text rule (docs/development.md "The text rule"):
+    no control, zero-width or bidi character, no markup; emails lower-case with one @ and no mailto:."""
     if kind not in KINDS:
         raise TeamError(f"unknown kind {kind!r}: use one of {', '.join(KINDS)}")
-    name = name.strip()
+    what = "an email address" if kind == "email" else "a group name"
+    hidden = next((ch for ch in name if is_invisible(ch) or unicodedata.category(ch) == "Cc"), None)
+    if hidden is not None:
+        raise TeamError(f"{what} may not contain {char_name(hidden)}, which no login can match; type it again")
+    name = clean_name(name, what)
+    markup = _MARKUP.search(name)
+    if markup:
+        raise TeamError(f"{name!r} contains markup or brackets ({markup.group(0)}), which {what} cannot have")
     if kind == "email":
         name = name.lower()
-        if not _EMAIL.match(name) or len(name) > 320:
-            raise TeamError(f"{name!r} is not an email address")
+        if name.startswith("mailto:"):
+            raise TeamError(f"{name!r}: give the address without mailto:")
+        if name.count("@") != 1 or not _EMAIL.match(name) or len(name) > 320:
+            raise TeamError(f"{name!r} is not an email address (one @, no spaces)")
     elif not name or len(name) > 320:
         raise TeamError("a group name must have 1 to 320 characters")
     return name
+
+
+def _admins_left(db: DB, leaving: TeamMember) -> int:
+    """How many admin entries stay if `leaving` goes (or stops being admin)."""
+    rows = db.exec(select(TeamMember).where(TeamMember.role == "admin")).all()
+    return sum(1 for r in rows if r.id != leaving.id)
+
+
+def _keep_an_admin(db: DB, row: TeamMember, new_role: str | None) -> None:
+    if row.role == "admin" and new_role != "admin" and _admins_left(db, row) == 0:
+        raise TeamError(f"{row.name} is the last admin: add another admin first "
+                        "(pxp users add EMAIL --role admin)")
 
 
 def _role(role: str) -> str:
@@ -95,6 +120,7 @@ def add_member(engine: Engine, name: str, role: str, *, kind: str = "email", add
         with db_session(engine) as db:
             row = db.exec(select(TeamMember).where(TeamMember.kind == kind, TeamMember.name == key)).first()
             if row is not None:
+                _keep_an_admin(db, row, role)
                 row.role = role
                 db.add(row)
                 return False
@@ -114,6 +140,7 @@ def remove_member(engine: Engine, name: str, *, kind: str = "email") -> bool:
         row = db.exec(select(TeamMember).where(TeamMember.kind == kind, TeamMember.name == key)).first()
         if row is None:
             return False
+        _keep_an_admin(db, row, None)
         db.delete(row)
     return True
 

@@ -47,7 +47,17 @@ def test_first_admin_then_roles_then_list(url: str) -> None:
 
 
 @pytest.mark.parametrize(("args", "line"), [
-    (("users", "add", "nobody", "--role", "admin"), "error: 'nobody' is not an email address"),
+    (("users", "add", "nobody", "--role", "admin"), "error: 'nobody' is not an email address (one @, no spaces)"),
+    (("users", "add", "ann\u200b@example.org"),
+     "error: an email address may not contain U+200B (ZERO WIDTH SPACE), which no login can match; type it again"),
+    (("users", "add", "mailto:ann@example.org"), "error: 'mailto:ann@example.org': give the address without mailto:"),
+    (("users", "add", "[bold]ann@example.org"),
+     "error: '[bold]ann@example.org' contains markup or brackets ([), which an email address cannot have"),
+    (("users", "add", "a@b@example.org"), "error: 'a@b@example.org' is not an email address (one @, no spaces)"),
+    (("users", "add", "radi\u202eology", "--group"),
+     "error: a group name may not contain U+202E (RIGHT-TO-LEFT OVERRIDE), which no login can match; type it again"),
+    (("users", "add", "ann\x07@example.org"),
+     "error: an email address may not contain U+0007 (control character), which no login can match; type it again"),
     (("users", "add", "a@b.c", "--role", "king"),
      "error: unknown role 'king': use one of annotator, researcher, admin"),
     (("users", "remove", "gone@b.c"), "error: 'gone@b.c' is not on the team"),
@@ -57,3 +67,19 @@ def test_bad_input_is_one_line(db_url: str, args: tuple[str, ...], line: str) ->
     r = runner.invoke(app, ["--db", db_url, *args])
     assert r.exit_code == 1
     assert r.output.strip().splitlines()[-1] == line, r.output
+
+
+def test_the_last_admin_can_neither_be_removed_nor_demoted(url: str) -> None:
+    engine = get_engine(url)
+    assert pxp(url, "users", "add", "boss@example.org", "--role", "admin").exit_code == 0  # type: ignore[attr-defined]
+    for args in (("users", "remove", "boss@example.org"), ("users", "add", "boss@example.org", "--role", "annotator")):
+        r = runner.invoke(app, ["--db", url, *args])
+        assert r.exit_code == 1
+        assert r.output.strip().splitlines() == [
+            "error: boss@example.org is the last admin: add another admin first (pxp users add EMAIL --role admin)"]
+        assert role_for(engine, "boss@example.org") == "admin"
+    assert pxp(url, "users", "add", "admins", "--group", "--role", "admin").exit_code == 0  # type: ignore[attr-defined]
+    assert pxp(url, "users", "remove", "boss@example.org").exit_code == 0  # type: ignore[attr-defined]
+    assert role_for(engine, "boss@example.org") is None
+    r = runner.invoke(app, ["--db", url, "users", "remove", "admins", "--group"])
+    assert r.exit_code == 1 and "admins is the last admin" in r.output
