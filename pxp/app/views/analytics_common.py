@@ -17,6 +17,7 @@ from pxp.analysis.tables import (
     table1_by,
 )
 from pxp.app import resources, ui
+from pxp.app.download import download
 from pxp.app.selection import format_ids, initial_experiments
 from pxp.protocols.pxp.intelligibility import Table1
 
@@ -37,8 +38,8 @@ def csv_text(df: pd.DataFrame) -> str:
 
 
 def download_csv(label: str, df: pd.DataFrame, file_name: str, key: str) -> None:
-    st.download_button(label, csv_text(df), file_name=file_name, mime="text/csv", key=key, on_click="ignore",
-                       icon=":material/download:")
+    """A CSV download that reaches only this session (pxp.app.download)."""
+    download(label, csv_text(df), file_name=file_name, mime="text/csv", key=key)
 
 
 def filters(opts: Options) -> tuple[Selection, str | None, list[str]]:

@@ -19,6 +19,7 @@ from pxp.analysis.tables import (
     transition_matrix,
 )
 from pxp.app import resources
+from pxp.app.download import download
 from pxp.app.views.analytics_common import (
     FIG1_DEFAULT,
     download_csv,
@@ -46,16 +47,14 @@ def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
     reports = [t.as_json(name) for name, t in tables.items()]
     c = st.columns(4)
     with c[0]:
-        st.download_button("Table (CSV)", render_many(reports, "csv"), file_name="table1.csv", mime="text/csv",
-                           key="analytics_dl_table_csv", on_click="ignore", icon=":material/download:")
+        download("Table (CSV)", render_many(reports, "csv"), file_name="table1.csv", mime="text/csv",
+                 key="analytics_dl_table_csv")
     with c[1]:
-        st.download_button("Table (Markdown)", render_many(reports, "markdown"), file_name="table1.md",
-                           mime="text/markdown", key="analytics_dl_table_md", on_click="ignore",
-                           icon=":material/download:")
+        download("Table (Markdown)", render_many(reports, "markdown"), file_name="table1.md",
+                 mime="text/markdown", key="analytics_dl_table_md")
     with c[2]:
-        st.download_button("Table (JSON)", render_many(reports, "json"), file_name="table1.json",
-                           mime="application/json", key="analytics_dl_table_json", on_click="ignore",
-                           icon=":material/download:")
+        download("Table (JSON)", render_many(reports, "json"), file_name="table1.json",
+                 mime="application/json", key="analytics_dl_table_json")
     reproduce_line(sel, by, names)
     if st.toggle("Counts per repetition (what the medians are of)", key="analytics_reps"):
         reps = repetition_frame(resources.engine(), sel, by)

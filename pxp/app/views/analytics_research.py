@@ -19,6 +19,7 @@ from pxp.analysis.tables import (
     to_parquet,
 )
 from pxp.app import resources, ui
+from pxp.app.download import download
 from pxp.app.views.analytics_common import csv_text, download_csv, pin_first
 
 
@@ -126,14 +127,12 @@ def view_sessions(sel: Selection) -> None:
     st.dataframe(df.head(1000), hide_index=True, key="analytics_sessions", column_config=pin_first(df))
     c = st.columns(2)
     with c[0]:
-        st.download_button("Per-session flags (CSV)", lambda: csv_text(session_frame(engine, sel)),
-                           file_name="session_flags.csv", mime="text/csv", key="analytics_dl_flags_csv",
-                           on_click="ignore", icon=":material/download:")
+        download("Per-session flags (CSV)", lambda: csv_text(session_frame(engine, sel)),
+                 file_name="session_flags.csv", mime="text/csv", key="analytics_dl_flags_csv")
     with c[1]:
-        st.download_button("Per-session flags (Parquet)",
-                           lambda: to_parquet(session_frame(engine, sel)),
-                           file_name="session_flags.parquet", mime="application/vnd.apache.parquet",
-                           key="analytics_dl_flags_parquet", on_click="ignore", icon=":material/download:")
+        download("Per-session flags (Parquet)", lambda: to_parquet(session_frame(engine, sel)),
+                 file_name="session_flags.parquet", mime="application/vnd.apache.parquet",
+                 key="analytics_dl_flags_parquet")
 
 
 def view_common_ground(sel: Selection, opts: Options) -> None:
