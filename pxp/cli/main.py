@@ -15,10 +15,33 @@ from pxp.cli import app as app_command  # noqa: F401  (`pxp app`)
 from pxp.cli import worker as worker_command  # noqa: F401  (`pxp worker`)
 from pxp.cli.common import app, err
 from pxp.errors import user_message
+from pxp.storage.faults import is_database_error
+
+
+def quiet_drivers() -> None:
+    """No driver's own warnings on stderr: psycopg and SQLAlchemy log a lost connection's object reprs
+    (with Python's last-resort handler), and a connection collected after a fault reports through
+    the unraisable hook; the fault reaches the user as one line of pxp's instead."""
+    import logging
+
+    for name in ("psycopg", "psycopg.pool", "sqlalchemy"):
+        logger = logging.getLogger(name)
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+    default = sys.unraisablehook
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        if unraisable.exc_value is not None and is_database_error(unraisable.exc_value):
+            return
+        default(unraisable)
+
+    sys.unraisablehook = hook
 
 
 def main() -> None:
     """Entry point: run the app; any unexpected error becomes one line (PXP_DEBUG=1 for a trace)."""
+    if not os.environ.get("PXP_DEBUG"):
+        quiet_drivers()
     try:
         app()
     except SystemExit:

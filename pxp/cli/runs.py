@@ -333,17 +333,23 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
     from pxp.cli.held import run_held
     from pxp.running.pxp.controlled.progress import render_usage
     from pxp.running.pxp.controlled.runner import usage_summary
+    from pxp.storage.faults import is_database_error
 
     engine = state.engine()
     hint = f"resume with `pxp run --resume {name}`"
     outcome = run_held(engine, experiment_id, name, show_progress=show_progress, concurrency=concurrency,
                        distributed=distributed)
-    # csv and json carry the whole performance series; table and markdown a summary unless --full
-    typer.echo(render(report_json(engine, name), fmt, full=full or fmt == "csv"))
-    summary = render_usage(usage_summary(engine, experiment_id), outcome.seconds)
+    try:
+        # csv and json carry the whole performance series; table and markdown a summary unless --full
+        typer.echo(render(report_json(engine, name), fmt, full=full or fmt == "csv"))
+        summary = render_usage(usage_summary(engine, experiment_id), outcome.seconds)
+    except Exception as exc:  # the database went away with the run: its pause lines still say what to do
+        if not (outcome.paused and is_database_error(exc)):
+            raise
+        summary = []
     if fmt in ("table", "markdown"):
         typer.echo("\n".join(summary))
-    else:
+    elif summary:
         err.print("\n".join(summary), highlight=False, markup=False, soft_wrap=True)
     if outcome.paused:
         for rep, note in sorted(outcome.paused.items()):

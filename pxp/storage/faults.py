@@ -10,6 +10,7 @@ which faults a run may wait out (a lost connection, a locked or full database) b
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pxp.protocols.errors import PxpError
 
@@ -92,3 +93,11 @@ def is_database_error(err: BaseException) -> bool:
         if module.startswith(("sqlalchemy", "sqlite3", "psycopg", "psycopg_pool", "procrastinate")):
             return True
     return False
+
+
+def shown_database(engine: Any) -> str:
+    """The database as an error names it: a SQLite file's path, else the URL without its password."""
+    url = engine.url
+    if url.get_backend_name() == "sqlite" and url.database:
+        return str(url.database)
+    return str(url.render_as_string(hide_password=True))

@@ -13,6 +13,7 @@ from alembic.config import Config
 from sqlalchemy import Engine
 
 from pxp.protocols.errors import PxpError
+from pxp.storage.faults import shown_database
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -56,10 +57,8 @@ def schema_state(engine: Engine) -> tuple[str, str | None]:
 
 
 def _shown(engine: Engine) -> str:
-    """The database as an error names it: a SQLite file's path, else the URL without its password."""
-    if engine.url.get_backend_name() == "sqlite" and engine.url.database:
-        return engine.url.database
-    return engine.url.render_as_string(hide_password=True)
+    """The database as an error names it (pxp.storage.faults.shown_database)."""
+    return shown_database(engine)
 
 
 def check_schema(engine: Engine, *, migrate: bool, init: bool = False) -> None:

@@ -8,11 +8,13 @@ database alone; the usage queries here feed the progress display and the CLI's s
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine, func, update
@@ -20,11 +22,13 @@ from sqlalchemy import select as sa_select
 from sqlmodel import col
 
 from pxp.agents.base import Agent
+from pxp.errors import user_message
 from pxp.llm.limits import set_call_limit
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.config import RunConfig, RunError
 from pxp.running.pxp.controlled.repetition import Observer, run_repetition, set_run_status
 from pxp.running.pxp.factory import make_agents
+from pxp.storage.faults import DatabaseFault, describe, is_database_error, is_transient, shown_database
 from pxp.storage.store import db_session, experiment_runs, find_experiment, run_sessions
 from pxp.storage.tables import Experiment, LLMCall, Run
 
@@ -89,8 +93,15 @@ def run_experiment(
     stop = stop or threading.Event()
     statuses: dict[int, tuple[str, str | None]] = {r.repetition: (r.status, r.note) for r in runs}
     if todo:
-        _set_experiment_status(engine, experiment_id, "running", unless="cancelled")
+        try:
+            _set_experiment_status(engine, experiment_id, "running", unless="cancelled")
+        except Exception as fault:
+            if not is_database_error(fault):
+                raise
+            raise DatabaseFault(f"the database {shown_database(engine)} failed: {describe(fault)}; nothing was "
+                                "run") from None
         interrupted = False
+        faults: dict[int, float] = {}  # run id -> when its database fault began
         with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="pxp-rep") as pool:
             futures: dict[Future[str], Run] = {
                 pool.submit(run_repetition, engine, exp, r, agents[r.id], observer=observer, stop=stop): r for r in todo
@@ -98,29 +109,87 @@ def run_experiment(
             pending: set[Future[str]] = set(futures)
             while pending:
                 try:
-                    _, pending = wait(pending, timeout=0.25)
+                    done, pending = wait(pending, timeout=0.25)
                 except KeyboardInterrupt:
                     stop.set()
                     interrupted = True
+                    continue
+                for f in done:  # a database fault is waited out: the repetition resumes from what is stored
+                    r, exc = futures[f], f.exception()
+                    if exc is None or not is_transient(exc) or stop.is_set():
+                        continue
+                    began = faults.setdefault(r.id or 0, time.monotonic())
+                    if time.monotonic() - began < db_retry_seconds():
+                        time.sleep(DB_RETRY_WAIT)
+                        del futures[f]
+                        again = pool.submit(run_repetition, engine, exp, r, agents[r.id], observer=observer, stop=stop)
+                        futures[again] = r
+                        pending.add(again)
             errors = [f for f in futures if f.exception() is not None]
-        with db_session(engine) as db:
-            statuses = {r.repetition: (r.status, r.note) for r in experiment_runs(db, experiment_id=experiment_id)}
-        for f in errors:  # an unexpected error: that repetition stays resumable
-            r = futures[f]
-            set_run_status(engine, r.id or 0, "failed", f"{type(f.exception()).__name__}: {f.exception()}")
-            statuses[r.repetition] = ("failed", str(f.exception()))
+        statuses = _final_statuses(engine, experiment_id, statuses, [(futures[f], f.exception()) for f in errors])
         status = "finished" if all(st == "finished" for st, _ in statuses.values()) else "paused"
-        _set_experiment_status(engine, experiment_id, status)
+        _quietly(lambda: _set_experiment_status(engine, experiment_id, status))
         if interrupted:
             raise KeyboardInterrupt
-        if errors:
-            first = errors[0].exception()
+        unexpected = [f.exception() for f in errors if not is_database_error(f.exception() or Exception())]
+        if unexpected:
+            first = unexpected[0]
             assert first is not None  # `errors` holds only futures that raised
             raise first
     else:
         status = "finished"
         _set_experiment_status(engine, experiment_id, status)
     return RunOutcome(exp.name, status, statuses, time.perf_counter() - t0)
+
+
+#: how long a run waits out a lost database (a cut connection, a locked or full file) before it pauses;
+#: PXP_DB_RETRY_S sets it (docs/operations.md, Troubleshooting)
+DB_RETRY_S = 60.0
+DB_RETRY_WAIT = 1.0
+
+
+def db_retry_seconds() -> float:
+    try:
+        return max(0.0, float(os.environ.get("PXP_DB_RETRY_S", DB_RETRY_S)))
+    except ValueError:
+        return DB_RETRY_S
+
+
+def _quietly(write: Callable[[], None], tries: int = 3) -> bool:
+    """A status write while the database may be away: a few tries, then give up (the run stays resumable)."""
+    for i in range(tries):
+        try:
+            write()
+            return True
+        except Exception as exc:
+            if not is_database_error(exc):
+                raise
+            time.sleep(DB_RETRY_WAIT * (i + 1))
+    return False
+
+
+def _final_statuses(engine: Engine, experiment_id: int, known: dict[int, tuple[str, str | None]],
+                    errors: list[tuple[Run, BaseException | None]]) -> dict[int, tuple[str, str | None]]:
+    """Each repetition's status after the run: as stored, and a repetition that raised is paused with
+    one line (a database fault named by pxp.storage.faults, never the driver's text)."""
+    statuses = dict(known)
+    try:
+        with db_session(engine) as db:
+            statuses = {r.repetition: (r.status, r.note) for r in experiment_runs(db, experiment_id=experiment_id)}
+    except Exception as away:
+        if not is_database_error(away):
+            raise
+    where = shown_database(engine)
+    for r, exc in errors:
+        if exc is None:
+            continue
+        if is_database_error(exc):
+            status, note = "paused", f"the database {where} failed: {describe(exc)}"
+        else:
+            status, note = "failed", user_message(exc)
+        _quietly(partial(set_run_status, engine, r.id or 0, status, note))
+        statuses[r.repetition] = (status, note)
+    return statuses
 
 
 def resume_target(engine: Engine, name_or_id: str) -> Experiment:
