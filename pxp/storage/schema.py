@@ -28,10 +28,11 @@ class ForeignDatabase(StoreError):
 
 
 def schema_state(engine: Engine) -> tuple[str, str | None]:
-    """("empty" | "pxp" | "old" | "foreign" | "unknown", its Alembic revision) of a database.
+    """("empty" | "pxp" | "old" | "foreign" | "unknown" | "unfinished", its Alembic revision) of a database.
 
     "foreign": tables but no pxp schema (no alembic_version); "unknown": a revision none of
-    pxp's migrations know (another application's, or a newer pxp's); "old": pxp's, before head.
+    pxp's migrations know (another application's, or a newer pxp's); "old": pxp's, before head;
+    "unfinished": pxp's own first creation stopped part-way (only pxp's tables, all empty, no revision).
     """
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
@@ -40,13 +41,13 @@ def schema_state(engine: Engine) -> tuple[str, str | None]:
     tables = set(inspect(engine).get_table_names())
     if not tables:
         return "empty", None
-    if "alembic_version" not in tables:
-        return "foreign", None
     with engine.connect() as conn:
-        current = MigrationContext.configure(conn).get_current_revision()
-    script = ScriptDirectory.from_config(alembic_config())
+        current = MigrationContext.configure(conn).get_current_revision() if "alembic_version" in tables else None
     if current is None:
-        return ("empty" if tables == {"alembic_version"} else "foreign"), None
+        if tables == {"alembic_version"}:
+            return "empty", None
+        return ("unfinished" if _unfinished(engine, tables) else "foreign"), None
+    script = ScriptDirectory.from_config(alembic_config())
     try:
         known = script.get_revision(current) is not None
     except Exception:  # alembic's own errors for a revision it cannot resolve
@@ -54,6 +55,32 @@ def schema_state(engine: Engine) -> tuple[str, str | None]:
     if not known:
         return "unknown", current
     return ("pxp" if current == script.get_current_head() else "old"), current
+
+
+def _unfinished(engine: Engine, tables: set[str]) -> bool:
+    """pxp's own database whose first creation stopped part-way (a full disk): only tables of pxp's
+    schema, every one empty, and no schema revision recorded."""
+    from sqlalchemy import func, select, table
+    from sqlmodel import SQLModel
+
+    import pxp.storage.scorekeeping
+    import pxp.storage.tables  # noqa: F401  (their tables are SQLModel's metadata)
+
+    ours = set(SQLModel.metadata.tables) | {"alembic_version"}
+    if not tables <= ours:
+        return False
+    with engine.connect() as conn:
+        return all(conn.execute(select(func.count()).select_from(table(name))).scalar() == 0 for name in tables)
+
+
+def _start_over(engine: Engine) -> None:
+    """Remove the tables of an unfinished first creation (all empty), so it can be made again."""
+    from sqlalchemy import MetaData
+
+    meta = MetaData()
+    meta.reflect(bind=engine)
+    with engine.begin() as conn:
+        meta.drop_all(conn)
 
 
 def _shown(engine: Engine) -> str:
@@ -77,6 +104,8 @@ def check_schema(engine: Engine, *, migrate: bool, init: bool = False) -> None:
                               "application's database: use an empty one, or `pxp db init` to add pxp's tables")
     if state == "pxp":
         return
+    if state == "unfinished" and migrate:  # pxp's own, left part-made by a failed first start: made again
+        _start_over(engine)
     if not migrate:
         if state == "old":
             raise StoreError(f"{where} has an older pxp schema ({current}); a reading command changes nothing: "

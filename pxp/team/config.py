@@ -144,21 +144,14 @@ def has_bom(files: Iterable[str | Path]) -> bool:
 def check_database(url: str) -> None:
     """The database URL pxp would serve with: a URL, of a driver pxp knows, reachable, and empty or
     pxp's (a SQLite file not yet made is fine: pxp makes it); `ConfigError` otherwise."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
     from pxp.storage.faults import describe
     from pxp.storage.schema import StoreError, schema_state
-    from pxp.storage.store import make_engine, sqlite_file
+    from pxp.storage.store import make_engine, sqlite_file, supported_url
 
     try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        raise ConfigError(f"the database URL {shown_url(url)!r} is not a URL (e.g. sqlite:///pxp.db or "
-                          "postgresql+psycopg://user@host/db); fix --db, PXP_DATABASE_URL or database_url") from None
-    backend = parsed.get_backend_name()
-    if backend not in ("sqlite", "postgresql"):
-        raise ConfigError(f"the database URL names {backend!r}, which pxp does not use: sqlite or postgresql")
+        supported_url(url)
+    except StoreError as err:
+        raise ConfigError(f"{err}; fix --db, PXP_DATABASE_URL or database_url") from None
     path = sqlite_file(url)
     if path is not None and not path.exists():
         if not path.parent.is_dir():

@@ -67,7 +67,7 @@ def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("url", "line"), [
     ("not a url", "is not a URL"),
-    ("mysql://u@h/d", "names 'mysql', which pxp does not use"),
+    ("mysql://u@h/d", "in SQLite or PostgreSQL, not 'mysql'"),
     ("postgresql+psycopg://postgres@127.0.0.1:1/test", "the database server cannot be reached"),
     ("sqlite:////no/such/folder/pxp.db", "does not exist"),
 ])
