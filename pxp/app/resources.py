@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import streamlit as st
@@ -18,11 +20,12 @@ from sqlalchemy import Engine
 from pxp.agents.base import Agent
 from pxp.app.heap import bound_native_heap
 from pxp.app.prefs import KEY_NAMES
+from pxp.app.ui import escape_md
 from pxp.errors import one_line
 from pxp.llm.bytecache import MB, byte_cached
 from pxp.llm.keys import add_key_source
 from pxp.protocols.errors import PxpError
-from pxp.storage.faults import describe
+from pxp.storage.faults import describe, is_database_error
 from pxp.storage.settings import get_settings
 from pxp.storage.store import get_engine, is_empty
 from pxp.team.config import ConfigError, Secrets, has_bom, read_secrets
@@ -169,6 +172,23 @@ def start() -> Started:
 
 def engine() -> Engine:
     return start().engine
+
+
+#: what the expert reads when the database stops answering mid-page
+AWAY_LINE = ("The database is not answering ({fault}). Nothing is lost: what you typed stays in the form; "
+             "press Send again once it is back.")
+
+
+@contextmanager
+def database_away() -> Iterator[None]:
+    """A page (or fragment) whose database stops answering: one line, never the driver's text, and
+    the run ends; the reply form's fields are kept by the page (pxp.app.annotate.drafts)."""
+    try:
+        yield
+    except Exception as exc:
+        if not is_database_error(exc):
+            raise
+        st.error(escape_md(AWAY_LINE.format(fault=describe(exc))), icon=":material/cloud_off:")
 
 
 #: an agent's memory (its SDK client, connection pool) cannot be sized cheaply: each counts as

@@ -90,7 +90,8 @@ def route() -> None:
     if notice and not st.session_state.get("app_notice_shown"):
         st.session_state["app_notice_shown"] = True
         st.toast(ui.escape_md(notice))
-    page.run()
+    with resources.database_away():
+        page.run()
 
 
 def guard_session_param(role: str) -> None:

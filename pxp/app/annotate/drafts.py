@@ -23,24 +23,28 @@ def _fields(key: str) -> dict[str, Any]:
     return out
 
 
+def _put(key: str, f: str, v: Any) -> None:
+    if f == "tag":
+        v = Tag(v) if v in {t.value for t in Tag} else None
+    elif f in ("match", "agree"):
+        v = bool(v)
+    else:
+        v = str(v)
+    S[f"{key}_{f}"] = v
+
+
 def restore_draft(s: LiveSession, key: str) -> None:
-    """Put the stored draft of this message back into the form, once, before its widgets are made
-    (a fresh page: a reload, a new tab or a restarted server)."""
+    """Put the draft of this message back into the form before its widgets are made: this page's own
+    copy (fields a run that failed before drawing the form, e.g. the database away, dropped), else
+    once the stored draft (a fresh page: a reload, a new tab or a restarted server)."""
     me = S.get("annotate_me")
-    if me is None or f"{key}_saved" in S:
+    if me is None:
         return
-    draft = drafts.load_draft(resources.engine(), annotator_id=int(me), session_id=s.id, j=s.j)
-    for f, v in (draft or {}).items():
-        if f not in FIELDS or v is None or f"{key}_{f}" in S:
-            continue
-        if f == "tag":
-            v = Tag(v) if v in {t.value for t in Tag} else None
-        elif f in ("match", "agree"):
-            v = bool(v)
-        else:
-            v = str(v)
-        S[f"{key}_{f}"] = v
-    S[f"{key}_saved"] = draft
+    if f"{key}_saved" not in S:
+        S[f"{key}_saved"] = drafts.load_draft(resources.engine(), annotator_id=int(me), session_id=s.id, j=s.j)
+    for f, v in (S[f"{key}_saved"] or {}).items():
+        if f in FIELDS and v is not None and f"{key}_{f}" not in S:
+            _put(key, f, v)
 
 
 def save_draft(s: LiveSession, key: str) -> None:
@@ -53,6 +57,7 @@ def save_draft(s: LiveSession, key: str) -> None:
     if saved is None and not any(now[f] for f in ("pred", "match", "agree", "tag")):
         saved = now  # untouched beyond the defaults: nothing to keep yet
     if now != saved:
+        S[f"{key}_saved"] = now  # kept on the page first: a failing store below loses nothing
         drafts.save_draft(resources.engine(), annotator_id=int(me), session_id=s.id, j=s.j, content=now)
     S[f"{key}_saved"] = now
 

@@ -98,6 +98,11 @@ def annotate(eid: int, annotator_id: int) -> None:
 def _conversation(sid: int, eid: int, annotator_id: int) -> None:
     """The conversation and the reply form: a Send reruns only this part (a fragment), not the case
     pane beside it; a finished case reruns the page for the next one (README "Annotate")."""
+    with resources.database_away():
+        _reply(sid, eid, annotator_id)
+
+
+def _reply(sid: int, eid: int, annotator_id: int) -> None:
     if not may_open(resources.engine(), sid, annotator_id):  # taken over or closed meanwhile
         stale_send(sid, annotator_id)  # a Send pressed for it is refused in words, not lost
         st.rerun(scope="app")
