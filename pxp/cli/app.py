@@ -79,3 +79,107 @@ def app_cmd(
         sys.stdout.flush()
         os.execve(sys.executable, cmd, env)
     raise typer.Exit(subprocess.call(cmd, env=env))
+
+
+# --- pxp doctor ----------------------------------------------------------------------------------
+
+#: a SQLite database with less free disk than this beside it is reported (a run stores as it goes)
+MIN_FREE_BYTES = 200 * 1024 * 1024
+
+
+def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str]) -> list[tuple[bool, str]]:
+    """(ok, line) for each check of `pxp doctor` (docs/operations.md, Troubleshooting)."""
+    import shutil
+    import urllib.request
+    from importlib.metadata import version
+
+    from pxp.storage.faults import describe
+    from pxp.storage.schema import schema_state
+    from pxp.storage.store import make_engine, sqlite_file
+    from pxp.team.config import Secrets, check_database, read_secrets, serving_url, shown_url
+
+    out: list[tuple[bool, str]] = []
+    try:
+        secrets = read_secrets(files)
+        shown = ", ".join(str(f) for f in secrets.files) or "none (no secrets file)"
+        out.append((True, f"configuration: {shown}"))
+    except ConfigError as problem:
+        secrets = Secrets((), {})
+        out.append((False, f"configuration: {problem}"))
+    url = serving_url(explicit, environ, secrets)
+    try:
+        check_database(url)
+        path = sqlite_file(url)
+        if path is not None and not path.exists():
+            out.append((True, f"database: {path} does not exist yet; pxp makes it on first start (`pxp demo`)"))
+        else:
+            engine = make_engine(url)
+            try:
+                state, revision = schema_state(engine)
+            finally:
+                engine.dispose()
+            ok = state in ("pxp", "empty")
+            what = {"pxp": f"pxp schema {revision} (the latest)",
+                    "empty": "empty; pxp makes its tables on first start",
+                    "old": f"an older pxp schema ({revision}): run `pxp db init` to upgrade it",
+                    "unfinished": "a first start that did not finish: run `pxp demo` or `pxp db init`",
+                    }.get(state, state)
+            out.append((ok, f"database: {shown_url(url)}: {what}"))
+        if path is not None:
+            free = shutil.disk_usage(path.parent if path.parent.exists() else Path.cwd()).free
+            out.append((free >= MIN_FREE_BYTES, f"disk: {free / 2**30:.1f} GiB free beside {path}" +
+                        ("" if free >= MIN_FREE_BYTES else "; free some space before a run")))
+        else:
+            out.append((True, "workers: " + _workers_line(url)))
+    except ConfigError as problem:
+        out.append((False, f"database: {problem}"))
+    except Exception as exc:
+        out.append((False, f"database: {shown_url(url)}: {describe(exc)}"))
+    auth = secrets.values.get("auth")
+    if not auth:
+        out.append((True, "login: off (no [auth]): every page is open to whoever reaches the server; "
+                          "fine for a demo, configure [auth] for a team"))
+    else:
+        metas = [str(t.get("server_metadata_url")) for t in [auth, *auth.values()]
+                 if isinstance(t, dict) and t.get("server_metadata_url")]
+        for meta in metas:
+            try:
+                with urllib.request.urlopen(meta, timeout=5) as r:
+                    ok = r.status == 200 and b"authorization_endpoint" in r.read(1_000_000)
+                out.append((ok, f"login: {meta} " + ("answers" if ok else "is not an OpenID provider's metadata")))
+            except (OSError, ValueError) as exc:
+                out.append((False, f"login: the provider's metadata {meta} cannot be reached "
+                                   f"({type(exc).__name__}); check server_metadata_url and the network"))
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        where = "environment" if environ.get(name) else "Streamlit secrets" if secrets.values.get(name) else None
+        out.append((True, f"{name}: " + (f"set (in the {where})" if where else
+                                         "not set (only the simulated machine and local servers)")))
+    out.append((True, f"versions: pxp {version('pxp')}, Streamlit {version('streamlit')}"))
+    return out
+
+
+def _workers_line(url: str) -> str:
+    """PostgreSQL's `pxp worker`s seen in the last STALLED_SECONDS."""
+    from pxp.running.workers.queue_schema import STALLED_SECONDS, live_workers
+    from pxp.storage.store import make_engine
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            n = live_workers(conn)
+    finally:
+        engine.dispose()
+    return f"{n} `pxp worker` seen in the last {STALLED_SECONDS:g} s" if n else \
+        "no `pxp worker` seen lately (needed only for `pxp run --distributed`)"
+
+
+@app.command("doctor")
+def doctor_cmd(
+    db: Annotated[str | None, typer.Option("--db", help="Database URL to check.")] = None,
+) -> None:
+    """Check what the app and the runs need, one line each (✓ or ✗ with what to do); exit 1 on any ✗."""
+    checks = doctor_checks(secrets_files([]), db or state.db, dict(os.environ))
+    for ok, line in checks:
+        typer.echo(f"{'✓' if ok else '✗'} {line}")
+    if not all(ok for ok, _ in checks):
+        raise typer.Exit(1)

@@ -77,7 +77,8 @@ def test_downloads_reach_only_the_logged_in_session(tmp_path: Path, provider: st
             try:
                 context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
                 page = context.new_page()
-                page.on("request", lambda r: media.append(r.url) if "/media/" in r.url and "/static/" not in r.url else None)
+                page.on("request", lambda r: media.append(r.url) if "/media/" in r.url and "/static/" not in r.url
+                        else None)
                 _log_in(page, base, RITA[0])
                 page.goto(f"{base}/analytics")
                 _idle(page)

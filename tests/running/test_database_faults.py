@@ -62,11 +62,11 @@ def test_cut_connections_pause_in_one_line_or_are_waited_out(pg_url: str, tmp_pa
     cutter.start()
     try:
         if retry == "0":  # no waiting: the run pauses at the first cut
-            out, errs = proc.communicate(timeout=120)
+            _out, errs = proc.communicate(timeout=120)
         else:  # cut three times, then the database stays: the run waits it out and finishes
             time.sleep(8)
             stop.set()
-            out, errs = proc.communicate(timeout=180)
+            _out, errs = proc.communicate(timeout=180)
     finally:
         stop.set()
         cutter.join()
