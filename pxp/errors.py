@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from pxp.protocols.errors import PxpError
-from pxp.storage.faults import describe, is_database_error
+from pxp.storage.faults import describe, is_database_error, shown_database
 
 _DRIVER_TAIL = re.compile(r"\s*(\\?\[SQL:|\\?\[parameters:|\(Background on this error at:|<psycopg\.|<sqlite3\.).*",
                           re.DOTALL)
@@ -32,3 +32,11 @@ def user_message(exc: BaseException) -> str:
     return one_line(
         text if isinstance(exc, (ValueError, LookupError, RuntimeError, OSError)) else f"{type(exc).__name__}: {text}"
     )
+
+
+def fault_note(exc: BaseException, engine: object) -> str:
+    """The one line stored on a repetition an error stopped: a database fault names the database and
+    the fault (pxp.storage.faults), anything else is `user_message`; never a driver's text."""
+    if is_database_error(exc):
+        return f"the database {shown_database(engine)} failed: {describe(exc)}"
+    return user_message(exc)

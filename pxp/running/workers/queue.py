@@ -33,6 +33,7 @@ from procrastinate.exceptions import AlreadyEnqueued
 from sqlalchemy import Engine, text, update
 from sqlmodel import col
 
+from pxp.errors import fault_note
 from pxp.llm.limits import call_limit, set_call_limit
 from pxp.llm.redact import redact_any
 from pxp.running.pxp.config import RunConfig
@@ -106,8 +107,9 @@ def run_job(engine: Engine, experiment_id: int, run_id: int, *,
     watcher.start()
     try:
         status = run_repetition(engine, exp, run, default_agents(engine, exp, run), stop=stop)
-    except Exception as e:  # stored and resumable; the job fails with it
-        _set_run(engine, run_id, "failed", f"{type(e).__name__}: {e}")
+    except Exception as e:  # stored (one line, never the driver's text) and resumable; the job fails with it
+        with contextlib.suppress(Exception):  # the database may be what failed: the job's retry resumes it
+            _set_run(engine, run_id, "failed", fault_note(e, engine))
         raise
     finally:
         done.set()

@@ -22,7 +22,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import col
 
 from pxp.agents.base import Agent
-from pxp.errors import user_message
+from pxp.errors import fault_note
 from pxp.llm.limits import set_call_limit
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.config import RunConfig, RunError
@@ -179,14 +179,10 @@ def _final_statuses(engine: Engine, experiment_id: int, known: dict[int, tuple[s
     except Exception as away:
         if not is_database_error(away):
             raise
-    where = shown_database(engine)
     for r, exc in errors:
         if exc is None:
             continue
-        if is_database_error(exc):
-            status, note = "paused", f"the database {where} failed: {describe(exc)}"
-        else:
-            status, note = "failed", user_message(exc)
+        status, note = ("paused" if is_database_error(exc) else "failed"), fault_note(exc, engine)
         _quietly(partial(set_run_status, engine, r.id or 0, status, note))
         statuses[r.repetition] = (status, note)
     return statuses
