@@ -27,12 +27,13 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.errors import PxpError
+from pxp.protocols.text import clean_name, strip_bom
 from pxp.tasks.base import DEFAULT_AGREE_THRESHOLD, normalise_label
 from pxp.tasks.spec import FewShot, TaskSpec
 
@@ -45,8 +46,22 @@ class TaskConfigError(PxpError, ValueError):
     """A task config that cannot be used; the message names the problem."""
 
 
+#: typed as declared: a string is never read as a boolean or a number ("yes" is not true)
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+def _filled(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return clean_name(value, "this field")
+
+
+Filled = Annotated[str, AfterValidator(_filled)]
+Name = Annotated[str, AfterValidator(lambda v: clean_name(v, "this value"))]
+
+
 class _Prompts(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
     system: str = "You are an expert. Adhere to the following output format strictly, no extra text:\n{format}"
     instance: str = "{payload}"
     instance_short: str | None = None
@@ -57,15 +72,15 @@ class _Prompts(BaseModel):
 
 
 class _Fields(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    prediction: str = "Prediction"
+    model_config = _STRICT
+    prediction: Filled = "Prediction"
     prediction_hint: str | None = None
-    explanation: str = "Explanation"
+    explanation: Filled = "Explanation"
     explanation_hint: str = "<your explanation>"
 
 
 class _Shot(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
     input: str
     prediction: str
     explanation: str = ""
@@ -74,12 +89,12 @@ class _Shot(BaseModel):
 class TaskConfig(BaseModel):
     """The schema of a task config file."""
 
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=64)
+    model_config = _STRICT
+    name: Filled = Field(min_length=1, max_length=64)
     description: str = ""
     match: Literal["label", "smiles", "text"] = "text"
     agree: Literal["lexical", "llm"] = "llm"
-    labels: list[str] = Field(default_factory=list)
+    labels: list[Name] = Field(default_factory=list)
     image: bool = False
     max_tokens: int = Field(default=300, ge=1, le=32000)
     agree_threshold: float = Field(default=DEFAULT_AGREE_THRESHOLD, ge=0.0, le=1.0)
@@ -92,7 +107,7 @@ class TaskConfig(BaseModel):
     def _labels_for_label_match(self) -> TaskConfig:
         if self.match == "label" and not self.labels:
             raise ValueError("match = 'label' needs a non-empty labels list")
-        if len({x.strip().lower() for x in self.labels}) != len(self.labels):
+        if len({normalise_label(x) for x in self.labels}) != len(self.labels):
             raise ValueError("labels must be distinct")
         return self
 
@@ -122,10 +137,28 @@ class TaskConfig(BaseModel):
         )
 
 
-def _first_error(e: ValidationError) -> str:
+def _first_error(e: ValidationError, text: str = "") -> str:
+    """The first problem, with the setting's line in the file's `text` when it can be found."""
     err = e.errors()[0]
-    where = ".".join(str(x) for x in err.get("loc", ())) or "config"
-    return f"{where}: {err.get('msg', 'invalid')}"
+    loc = [str(x) for x in err.get("loc", ())]
+    where = ".".join(loc) or "config"
+    line = _line_of(text, [x for x in loc if not x.isdigit()]) if text else None
+    return f"{'' if line is None else f'line {line}: '}{where}: {err.get('msg', 'invalid')}"
+
+
+def _line_of(text: str, loc: list[str]) -> int | None:
+    """The line of a setting (`fields.prediction`) in a TOML or JSON text: its key after its table's."""
+    lines = text.splitlines()
+    start = 0
+    for table in loc[:-1]:
+        at = next((i for i in range(start, len(lines))
+                   if re.match(rf'\s*(\[\[?\s*{re.escape(table)}\s*\]|"{re.escape(table)}"\s*:)', lines[i])), None)
+        if at is not None:
+            start = at
+    key = re.escape(loc[-1]) if loc else ""
+    found = next((i for i in range(start, len(lines))
+                  if key and re.match(rf'\s*("{key}"\s*:|{key}\s*=)', lines[i])), None)
+    return None if found is None else found + 1
 
 
 #: the placeholders each template may use (pxp.tasks.spec.TaskSpec fills them in)
@@ -202,12 +235,12 @@ def dataset_fit(cfg: TaskConfig, dataset: str, task: str, references: Sequence[t
     return None
 
 
-def task_config(data: Mapping[str, Any]) -> TaskConfig:
-    """Validate a config mapping (from a file or the dataset)."""
+def task_config(data: Mapping[str, Any], text: str = "") -> TaskConfig:
+    """Validate a config mapping (from a file, whose `text` gives the lines, or the dataset)."""
     try:
         cfg = TaskConfig.model_validate(dict(data))
     except ValidationError as e:
-        raise TaskConfigError(f"task config: {_first_error(e)}") from None
+        raise TaskConfigError(f"task config: {_first_error(e, text)}") from None
     problems = config_problems(cfg)
     if problems:
         raise TaskConfigError(f"task config: {problems[0]}")
@@ -225,12 +258,16 @@ def load_task_config(path: str | Path) -> TaskConfig:
     except OSError as e:
         raise TaskConfigError(f"cannot read {p}: {e.strerror or e}") from None
     try:
-        data = json.loads(raw) if p.suffix.lower() == ".json" else tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        text = strip_bom(raw.decode("utf-8"))  # a byte-order mark (Windows editors) is accepted
+        data = json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise TaskConfigError(f"{p.name}: line {line}: not UTF-8 text; save it as UTF-8") from None
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
         raise TaskConfigError(f"{p.name}: not valid {p.suffix.lstrip('.') or 'TOML'}: {e}") from None
     if not isinstance(data, dict):
         raise TaskConfigError(f"{p.name}: the top level must be a table/object")
     try:
-        return task_config(data)
+        return task_config(data, text)
     except TaskConfigError as e:
         raise TaskConfigError(f"{p.name}: {e}") from None

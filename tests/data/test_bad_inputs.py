@@ -234,6 +234,11 @@ def test_a_zip_without_dicom_names_the_zip(db_url: str, tmp_path: Path) -> None:
      "prompts.system: unknown placeholder {payload}; this template may use {labels}, {format}"),
     ("t.toml", 'name = "t"\n[prompts]\ninstance = "What is it?"\n', "no {payload}, so the case is never sent"),
     ("t.toml", 'name = "t"\nmatch = "label"\nlabels = ["a", " "]\n', "labels: label 2 is empty"),
+    # typed as declared (docs/research.md, Task configs): a string is not a boolean nor a number
+    ("t.toml", 'name = "t"\nimage = "yes"\n', "t.toml: task config: line 2: image: Input should be a valid boolean"),
+    ("t.json", '{"name": "t",\n "max_tokens": "30"}', "t.json: task config: line 2: max_tokens: Input should be a valid"),
+    ("t.toml", 'name = "t"\n[fields]\nprediction = ""\n', "line 3: fields.prediction: Value error, must not be empty"),
+    ("t.toml", 'name = "t"\nmatch = "label"\nlabels = ["Pneumonia", "Pneu\u200bmonia"]\n', "labels must be distinct"),
     ("t.toml", 'name = "RAD"\n', "name: 'RAD' is a built-in task; choose another name"),
     ("t.toml", 'name = "t"\nmatch = "label"\nlabels = ["a", "b"]\n[[few_shot]]\ninput = "x"\nprediction = "c"\n',
      "few_shot[1].prediction: 'c' is not one of the labels (a, b)"),
@@ -246,6 +251,12 @@ def test_bad_task_configs_are_one_line(db_url: str, tmp_path: Path, name: str, c
     assert res.exit_code == 1
     lines = errors(res)
     assert len(lines) == 1 and why in lines[0], res.output
+
+
+def test_a_task_config_with_a_byte_order_mark_is_read(db_url: str, tmp_path: Path) -> None:
+    f = tmp_path / "t.toml"
+    f.write_bytes(b'\xef\xbb\xbfname = "t"\nmatch = "label"\nlabels = ["a", "b"]\n')
+    assert pxp("--db", db_url, "task", "check", str(f)).exit_code == 0
 
 
 def test_a_label_task_is_not_attached_to_a_smiles_dataset(db_url: str, tmp_path: Path) -> None:
