@@ -52,6 +52,13 @@ def hoist_db(args: list[str], commands: dict[str, Any]) -> list[str]:
     return (["--db", urls[0]] if urls else []) + head
 
 
+def named_path(value: str | Path) -> Path:
+    """An --out value: a file or folder name, never empty (an empty one would mean the current folder)."""
+    if not str(value).strip():
+        raise typer.BadParameter("must name a file or folder (it was empty)")
+    return Path(value)
+
+
 class DbGroup(TyperGroup):
     """pxp's command group: `--db URL` before or after any command, and a usage error (a bad
     option value, an unknown option, --db twice) as one line, like every other error."""

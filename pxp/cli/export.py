@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pxp.cli.common import app, fail, out, state
+from pxp.cli.common import app, fail, named_path, out, state
 
 _EXPORT_HELP = (
     "Export an experiment's D, M and C tables, evaluations, calls and probes into directory --out."
@@ -21,7 +21,7 @@ _EXPORT_HELP = (
 @app.command("export", help=_EXPORT_HELP)
 def export_cmd(
     experiment: Annotated[str, typer.Option("--experiment", help="Experiment name or id.")],
-    out_dir: Annotated[Path, typer.Option("--out", help="Directory to write the tables into.")],
+    out_dir: Annotated[Path, typer.Option("--out", parser=named_path, help="Directory to write the tables into.")],
     fmt: Annotated[str, typer.Option("--format", help="jsonl, csv or parquet.")] = "jsonl",
 ) -> None:
     """Export an experiment's D, M and C tables, evaluations, calls and probes into directory --out.

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from pxp.cli.common import app, err, fail, state
+from pxp.cli.common import app, err, fail, named_path, state
 
 if TYPE_CHECKING:
     from pxp.protocols.scorekeeping.instances import Instance
@@ -35,7 +35,8 @@ def instances_cmd(
         "--domain", help="travel-booking or job-interview; repeat it (default: both).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the generator (default 2026).")] = None,
     n: Annotated[int, typer.Option("--n", min=1, help="Instances per domain.")] = 10,
-    out_file: Annotated[Path | None, typer.Option("--out", help="Write instances.json here (default: stdout).")] = None,
+    out_file: Annotated[Path | None, typer.Option(
+        "--out", parser=named_path, help="Write instances.json here (default: stdout).")] = None,
 ) -> None:
     """Generate game instances as clembench's instances.json (experiments → game_instances)."""
     from pxp.protocols.scorekeeping.instances import DEFAULT_SEED, DOMAINS, InstanceError, generate_experiments
@@ -149,7 +150,7 @@ def import_cmd(
 @sk_app.command("export")
 def export_cmd(
     name: Annotated[str, typer.Option("--name", help="The game to export.")],
-    out_dir: Annotated[Path, typer.Option("--out", help="The results folder to write.")],
+    out_dir: Annotated[Path, typer.Option("--out", parser=named_path, help="The results folder to write.")],
 ) -> None:
     """Write the game's episodes as clembench does (interactions.json, scores.json, instance.json)."""
     from pxp.running.scorekeeping.games import GameError, export_game

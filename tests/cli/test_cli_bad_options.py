@@ -53,6 +53,9 @@ def url(db_url: str) -> str:
     (["run", "--dataset", "toy-rad", "--max-usd", "-1"], "Invalid value for '--max-usd'"),
     (["run", "--dataset", "toy-rad", "--bogus"], "No such option: --bogus"),
     (["nope"], "No such command 'nope'"),
+    (["export", "--experiment", "x", "--out", ""], "'--out': must name a file or folder (it was empty)"),
+    (["scorekeeping", "export", "--name", "x", "--out", " "], "'--out': must name a file or folder"),
+    (["scorekeeping", "instances", "--out", ""], "'--out': must name a file or folder"),
 ])
 def test_usage_errors_are_one_line(url: str, args: list[str], why: str) -> None:
     before = counts(url)
