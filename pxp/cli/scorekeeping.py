@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from pxp.cli.common import app, err, fail, named_path, state
+from pxp.protocols.text import strip_bom
 
 if TYPE_CHECKING:
     from pxp.protocols.scorekeeping.instances import Instance
@@ -64,7 +65,7 @@ def _load_instances(path: Path) -> list[Instance]:
     from pxp.protocols.scorekeeping.instances import InstanceError, parse_instances
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(strip_bom(path.read_text(encoding="utf-8")))
     except OSError as e:
         fail(f"{path}: cannot read: {e.strerror or e}")
     except json.JSONDecodeError as e:
@@ -127,20 +128,27 @@ def import_cmd(
     folder: Annotated[Path, typer.Argument(help="A clembench results folder: a model pair, a clembench-runs version "
                                                "(v1.0/<pair>/privateshared/...) or the runs root.")],
     name: Annotated[str, typer.Option("--name", help="The game to import into.")],
+    keep_good: Annotated[bool, typer.Option(
+        "--keep-good", help="Store the good episodes even when some are refused (exit 1 all the same).")] = False,
 ) -> None:
-    """Read, validate and score every episode; a bad one is one error line (file and field) and is skipped."""
+    """Read, validate and score every episode; a bad one is one error line (file and field), and then
+    nothing is stored (all or nothing) unless --keep-good."""
     from pxp.running.scorekeeping.games import GameError, import_clembench
 
     try:
-        res = import_clembench(state.engine(), folder, name)
+        res = import_clembench(state.engine(), folder, name, keep_good=keep_good)
     except GameError as e:
         fail(str(e))
     for line in res.errors:
         err.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
     for line in res.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(line)}", highlight=False, soft_wrap=True)
-    typer.echo(f"game {name!r}: {res.stored} episodes imported, {res.skipped} already there, "
-               f"{len(res.errors)} skipped for errors")
+    if res.errors and not keep_good:
+        typer.echo(f"game {name!r}: nothing imported: {len(res.errors)} episode(s) refused (fix them, or "
+                   "--keep-good to store the others)")
+    else:
+        typer.echo(f"game {name!r}: {res.stored} episodes imported, {res.skipped} already there, "
+                   f"{len(res.errors)} refused")
     if res.errors:
         if res.stored or res.skipped:
             _keep_db()

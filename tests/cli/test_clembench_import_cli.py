@@ -40,7 +40,7 @@ def test_cli_import_runs_root_with_a_disagreeing_scores_file(db_url: str, tmp_pa
     res = runner.invoke(app, ["--db", db_url, "scorekeeping", "import-clembench", str(tmp_path), "--name", "runs"])
     assert res.exit_code == 0, res.stderr
     assert res.stdout.strip() == \
-        f"game 'runs': {len(FIXTURES)} episodes imported, 0 already there, 0 skipped for errors"
+        f"game 'runs': {len(FIXTURES)} episodes imported, 0 already there, 0 refused"
     lines = [ln for ln in res.stderr.strip().splitlines() if not ln.startswith("created database")]
     assert lines == [f"warning: {ep / 'scores.json'}: differs from pxp's re-scoring: 'Aborted' 0 there, 1 "
                      "re-scored; turn 4 'Accuracy' 0.5 there, 0.3 re-scored"]

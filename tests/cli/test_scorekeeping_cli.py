@@ -149,9 +149,18 @@ def test_import_bad_episodes_export_and_round_trip(db_url: str, tmp_path: Path) 
     assert probe["value"] in (0, 1)
     probe["answer"] = probe["answer"].replace("ASIDE:", "FOO:")
     tagged.write_text(json.dumps(d))
+    boms = exported / "simulated" / "privateshared" / "job-interview" / "episode_2" / "interactions.json"
+    boms.write_bytes(b"\xef\xbb\xbf" + boms.read_bytes())  # a byte-order mark is accepted
     code, out, err = run(db_url, "import-clembench", str(exported), "--name", "back")
+    assert code == 1  # all or nothing, like every importer
+    assert out.strip() == ("game 'back': nothing imported: 3 episode(s) refused (fix them, or --keep-good to "
+                           "store the others)")
+    assert len(err.strip().splitlines()) == 3
+    code, out, _ = run(db_url, "report", "--name", "back", "--format", "json")
     assert code == 1
-    assert out.strip() == "game 'back': 17 episodes imported, 0 already there, 3 skipped for errors"
+    code, out, err = run(db_url, "import-clembench", str(exported), "--name", "back", "--keep-good")
+    assert code == 1
+    assert out.strip() == "game 'back': 17 episodes imported, 0 already there, 3 refused"
     lines = err.strip().splitlines()
     assert len(lines) == 3 and all(ln.startswith("error: ") for ln in lines)
     assert f"{tagged}: probes[0][0].answer: reply " in lines[0]
@@ -166,12 +175,12 @@ def test_import_bad_episodes_export_and_round_trip(db_url: str, tmp_path: Path) 
     assert set(back["episodes"]) == set(sim["episodes"]) - bad_keys
     assert all(back["episodes"][k] == sim["episodes"][k] for k in back["episodes"])
     # re-import is idempotent; a clean export → import → export → import round trip keeps every score
-    code, out, _ = run(db_url, "import-clembench", str(exported), "--name", "back")
+    code, out, _ = run(db_url, "import-clembench", str(exported), "--name", "back", "--keep-good")
     assert "0 episodes imported, 17 already there" in out
     clean = tmp_path / "clean"
     run(db_url, "export", "--name", "sim", "--out", str(clean))
     code, out, _ = run(db_url, "import-clembench", str(clean), "--name", "rt1")
-    assert code == 0 and out.strip() == "game 'rt1': 20 episodes imported, 0 already there, 0 skipped for errors"
+    assert code == 0 and out.strip() == "game 'rt1': 20 episodes imported, 0 already there, 0 refused"
     again = tmp_path / "again"
     run(db_url, "export", "--name", "rt1", "--out", str(again))
     run(db_url, "import-clembench", str(again), "--name", "rt2")
@@ -218,3 +227,18 @@ def test_run_import_report_on_postgresql(pg_url: str, tmp_path: Path) -> None:
                            format_error_rate=0.03)
     same(a, want)
     same(b, want)
+
+
+def test_instances_with_a_byte_order_mark_are_read_and_a_bad_episode_file_is_named(db_url: str, tmp_path: Path) -> None:
+    code, _, _ = run(db_url, "instances", "--n", "2", "--out", str(tmp_path / "i.json"))
+    assert code == 0
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + (tmp_path / "i.json").read_bytes())
+    code, _, err = run(db_url, "run", "--answerer", "simulated", "--instances", str(bom), "--name", "b")
+    assert code == 0, err
+    code, _, _ = run(db_url, "export", "--name", "b", "--out", str(tmp_path / "x"))
+    bad = next((tmp_path / "x").rglob("interactions.json"))
+    bad.write_bytes(bad.read_bytes().replace(b"{", b"{\n\xf3", 1))
+    code, out, err = run(db_url, "import-clembench", str(tmp_path / "x"), "--name", "y")
+    assert code == 1 and out.startswith("game 'y': nothing imported: 1 episode(s) refused")
+    assert err.strip() == f"error: {bad}: line 2: not UTF-8 text (byte 0xf3)"

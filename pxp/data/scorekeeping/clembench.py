@@ -26,6 +26,7 @@ from pxp.protocols.errors import PxpError
 from pxp.protocols.scorekeeping.episode import EpisodeRecord, RecordError, from_interactions
 from pxp.protocols.scorekeeping.instances import Instance
 from pxp.protocols.scorekeeping.scores import score_interactions
+from pxp.protocols.text import strip_bom
 
 GAME = "privateshared"
 _EPISODE = re.compile(r"^episode_(\d+)$")
@@ -90,15 +91,16 @@ def _episode_dirs(root: Path) -> Iterable[tuple[str, str, int, Path]]:
 def read_episode(path: Path) -> tuple[EpisodeRecord, dict[str, Any]]:
     """Read and score one interactions.json; raises ValueError with `<file>: <field>: <problem>`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ClembenchError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        data = json.loads(text)
+        data = json.loads(strip_bom(raw.decode("utf-8")))
     except json.JSONDecodeError as exc:
         raise ClembenchError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except UnicodeDecodeError as exc:
-        raise ClembenchError(f"{path}: not UTF-8 text: {exc.reason}") from None
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ClembenchError(f"{path}: line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})") from None
     try:
         record = from_interactions(data)
     except RecordError as exc:

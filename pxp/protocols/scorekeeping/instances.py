@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pxp.protocols.scorekeeping import rules
+from pxp.protocols.text import TextRefused, clean_name
 
 
 class InstanceError(rules.ScorekeepingError):
@@ -307,10 +308,14 @@ def parse_instance(data: Mapping[str, Any], experiment: str, where: str = "game_
     if not isinstance(data, Mapping):
         raise InstanceError(f"{where}: expected an object")
     game_id = _need(data, "game_id", int, where)
-    slots = _need(data, "slots", dict, where)
+    slots = dict(_need(data, "slots", dict, where))
     for slot, value in slots.items():
-        if not isinstance(value, str) or not value:
+        if not isinstance(value, str) or not value.strip():
             raise InstanceError(f"{where}.slots.{slot}: expected a non-empty string")
+        try:
+            slots[slot] = clean_name(value, f"{where}.slots.{slot}")
+        except TextRefused as exc:
+            raise InstanceError(str(exc)) from None
     order = _need(data, "request_order", list, where)
     if sorted(order) != sorted(slots):
         raise InstanceError(f"{where}.request_order: must list each slot once, got {order}")
@@ -351,6 +356,12 @@ def parse_instances(data: Mapping[str, Any]) -> list[Instance]:
             raise InstanceError(f"{where}: expected an object")
         name = _need(exp, "name", str, where)
         games = _need(exp, "game_instances", list, where)
+        seen: dict[int, int] = {}
         for j, game in enumerate(games):
-            out.append(parse_instance(game, name, f"{where}.game_instances[{j}]"))
+            inst = parse_instance(game, name, f"{where}.game_instances[{j}]")
+            if inst.game_id in seen:
+                raise InstanceError(f"{where}.game_instances[{j}].game_id: {inst.game_id} is also "
+                                    f"game_instances[{seen[inst.game_id]}]'s; each game_id once per experiment")
+            seen[inst.game_id] = j
+            out.append(inst)
     return out

@@ -134,15 +134,16 @@ def _instance_beside(path: Path | None, experiment: str) -> Instance | None:
         return None
 
 
-def import_clembench(engine: Engine, root: Path | str, name: str) -> ImportResult:
+def import_clembench(engine: Engine, root: Path | str, name: str, *, keep_good: bool = False) -> ImportResult:
     """Read, validate and score every episode of a clembench results folder into game `name`.
 
-    A bad episode gives one error line (file and field) and is not stored; the others are stored in
-    one transaction; episodes already in the game are skipped.
+    All or nothing, like every importer: a bad episode gives one error line (file and field) and
+    nothing is stored, unless `keep_good`, when the good episodes are stored in one transaction;
+    episodes already in the game are skipped.
     """
     read = read_results(root)
     result = ImportResult(name, errors=list(read.errors), warnings=list(read.warnings))
-    if not read.episodes:
+    if not read.episodes or (read.errors and not keep_good):
         return result
     game = find_game(engine, name) or create_game(engine, name, source="clembench",
                                                   config={"folder": str(Path(root).resolve())})

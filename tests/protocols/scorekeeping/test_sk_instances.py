@@ -80,6 +80,11 @@ def _data() -> dict[str, Any]:
     (lambda d: d["experiments"][0]["game_instances"][0].__setitem__("request_order", ["from"]), "request_order"),
     (lambda d: d["experiments"][0]["game_instances"][0]["probes"].pop("5"), "probes.5"),
     (lambda d: d["experiments"][0]["game_instances"][0].__setitem__("game_id", "x"), "game_id: expected int"),
+    (lambda d: d["experiments"][0]["game_instances"][0].__setitem__("game_id", "1"), "game_id: expected int, got str"),
+    (lambda d: d["experiments"][0]["game_instances"].append(copy.deepcopy(d["experiments"][0]["game_instances"][0])),
+     "game_instances[1].game_id: 0 is also game_instances[0]'s; each game_id once per experiment"),
+    (lambda d: d["experiments"][0]["game_instances"][0]["slots"].update({"from": "Lis\x00bon"}),
+     "slots.from: contains the control character U+0000"),
     (lambda d: d["experiments"][0]["game_instances"][0]["slots"].update({"from": "Lisbon", "to": "Lisbon Oriente"}),
      "slots: value 'Lisbon' is contained in 'Lisbon Oriente'"),
 ])
