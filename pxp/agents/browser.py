@@ -21,6 +21,7 @@ from pxp.data.chem import InvalidSmiles
 from pxp.data.importers.limits import MAX_TEXT_CHARS
 from pxp.protocols.pxp.facts import ContentFacts, content_facts, content_refusal, same_answer
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, agent_tag, check_tag, implied_facts, tag_reason
+from pxp.protocols.text import TextRefused, clean_name, clean_text
 from pxp.tasks.base import (
     DEFAULT_AGREE_THRESHOLD,
     content_match,
@@ -84,6 +85,15 @@ class BrowserHuman(AgentBase):
             "tag_chosen": self._facts.tag.value if self._facts.tag is not None else None,
             **({"view": self.view} if self.view is not None else {}),
         }
+
+
+def clean_answer(prediction: str, explanation: str) -> tuple[Answer, str | None]:
+    """The expert's typed answer under the text rule (docs/development.md "The text rule"): the
+    prediction a short value, the explanation free text; with the one line why it cannot be sent."""
+    try:
+        return Answer(clean_name(prediction, "your prediction"), clean_text(explanation, "your explanation")), None
+    except TextRefused as err:
+        return Answer(prediction, explanation), str(err)
 
 
 def answer_changed(

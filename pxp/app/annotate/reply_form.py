@@ -9,8 +9,7 @@ from typing import Any
 
 import streamlit as st
 
-from pxp.agents.base import Answer
-from pxp.agents.browser import human_content, human_turn, label_options, prediction_noun
+from pxp.agents.browser import clean_answer, human_content, human_turn, label_options, prediction_noun
 from pxp.app import ui
 from pxp.app.annotate.drafts import restore_draft, save_draft
 from pxp.app.annotate.editor import draw_button, take_drawn
@@ -75,7 +74,8 @@ def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
     with c2:
         agree = _yes_no("Its explanation agrees with mine?", f"{key}_agree", AGREE_KEYS,
                         (f"{key}_expl", machine.explanation))
-    answer = Answer(prediction, explanation)
+    answer, refused = clean_answer(prediction, explanation)
+    invalid = invalid or refused
     content = human_content(s.messages, answer, match_kind=s.match_kind)
     noun = prediction_noun(s.match_kind)
     if content.match is not None and match is not None and content.match != match:
@@ -103,7 +103,8 @@ def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
             st.markdown(":blue[:material/touch_app:] Answer the questions above, or pick a "
                         "tag yourself.")
         elif invalid not in (None, NO_PREDICTION):
-            pass  # the SMILES field's own line says why: one line, not two
+            if invalid == refused:  # else the SMILES field's own line says why: one line, not two
+                st.error(f"Cannot send: {ui.escape_md(invalid)}", icon=":material/error:")
         elif invalid is not None and not (chosen is not None and turn.refused):
             st.error(f"Cannot send: {ui.escape_md(invalid)}", icon=":material/error:")
         elif turn.refused:

@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
+from pxp.protocols.text import TextRefused, optional_name
 from pxp.running.pxp.checks import check_config
 from pxp.running.pxp.config import RunConfig, RunError, rep_seed, sample_ids
 from pxp.running.pxp.factory import dataset_task
@@ -157,7 +158,10 @@ def create_experiment(
         raise RunError("overlap, case lists and preparation apply to live experiments only")
     if prepare is not None and not 0 <= prepare <= MAX_PREPARE:
         raise RunError(f"cases prepared ahead must be between 0 (off) and {MAX_PREPARE}, got {prepare}")
-    name = name or _default_name(engine, cfg, mode)
+    try:
+        name = optional_name(name, "the experiment's name") or _default_name(engine, cfg, mode)
+    except TextRefused as err:
+        raise RunError(str(err)) from None
     with db_session(engine) as db:
         ds = find_dataset(db, name=cfg.dataset)
         if ds is None or ds.id is None:
