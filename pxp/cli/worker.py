@@ -7,11 +7,14 @@ repetition each) from the queue in that database (pxp.running.workers.queue, pro
 from __future__ import annotations
 
 import logging
+import time
 from typing import Annotated
 
 import typer
 
 from pxp.cli.common import app, err, fail, state
+from pxp.errors import fault_note, one_line, user_message
+from pxp.storage.faults import is_database_error
 
 _HELP = (
     "Process repetitions queued by `pxp run --distributed` (PostgreSQL only) until stopped."
@@ -35,11 +38,39 @@ def worker_cmd(
     from pxp.running.workers.queue_worker import serve
 
     engine = state.engine(must_exist=True)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(message)s")
-    try:
-        ensure_schema(engine)
-        err.print(f"pxp worker{f' {name}' if name else ''}: concurrency {concurrency}, waiting for repetitions "
-                  "(Ctrl-C to stop)", highlight=False, markup=False, soft_wrap=True)
-        serve(engine, concurrency=concurrency, stalled_after=stalled_after, name=name, burst=burst)
-    except QueueError as e:
-        fail(str(e))
+    handler = logging.StreamHandler()
+    handler.setFormatter(OneLine("%(asctime)s %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
+    who = f"pxp worker{f' {name}' if name else ''}"
+    while True:
+        try:
+            ensure_schema(engine)
+            err.print(f"{who}: concurrency {concurrency}, waiting for repetitions (Ctrl-C to stop)",
+                      highlight=False, markup=False, soft_wrap=True)
+            serve(engine, concurrency=concurrency, stalled_after=stalled_after, name=name, burst=burst)
+            return
+        except QueueError as e:
+            fail(str(e))
+        except Exception as e:  # its database went away: say so in one line and keep trying
+            if burst or not is_database_error(e):
+                raise
+            err.print(f"{who}: {fault_note(e, engine)}; trying again in {RETRY_S:g} s", highlight=False,
+                      markup=False, soft_wrap=True)
+            time.sleep(RETRY_S)
+
+
+#: seconds a worker whose database went away waits before it tries again
+RETRY_S = 5.0
+
+
+class OneLine(logging.Formatter):
+    """A worker's log lines (procrastinate's included): one line each, a failure by pxp's one line
+    (pxp.errors.user_message), never a trace, SQL or parameters."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = one_line(record.getMessage())
+        if record.exc_info and record.exc_info[1] is not None:
+            message = f"{message}: {user_message(record.exc_info[1])}"
+        record = logging.makeLogRecord({**record.__dict__, "msg": message, "args": None, "exc_info": None,
+                                        "exc_text": None, "stack_info": None})
+        return super().format(record)

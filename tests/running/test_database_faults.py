@@ -127,3 +127,55 @@ def test_a_full_or_read_only_sqlite_file_pauses_then_resumes(tmp_path: Path, fau
     assert run_experiment(again, exp.id or 0).status == "finished"
     assert _tables(again, "X") == reference[1]
     again.dispose()
+
+
+@pytest.mark.postgres
+def test_a_worker_whose_connections_are_cut_says_so_and_keeps_going(pg_url: str, tmp_path: Path,
+                                                                    reference: tuple[str, Any]) -> None:  # noqa: F811
+    """`pxp worker` and a distributed run while the database's connections are cut: one line per loss (no
+    driver text, no empty error), and the run, resumed if it paused, ends with the in-process run's tables."""
+    e = make_engine(pg_url)
+    upgrade(e)
+    make_rad(e, per_label=4)
+    admin = make_engine(pg_url.rsplit("/", 1)[0] + "/postgres")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PXP_DB_RETRY_S": "5"}
+    worker = subprocess.Popen([*PXP, "--db", pg_url, "worker", "--stalled-after", "2", "--name", "w"], env=env,
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    run_args = [*PXP, "--db", pg_url, "run", "--dataset", "toy-rad", "--split", "train", "--reps", "2", "--seed", "2",
+                "--learn", "--eval-at-start", "--sim-accuracy", "0.4", "--sim-adopt", "0.2", "--sim-mislead", "0.3",
+                "--sim-latency", "0.2", "--name", "X", "--no-progress", "--distributed"]
+    stop = threading.Event()
+    errs = ""
+    try:
+        run = subprocess.Popen(run_args, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _count_messages(e) < 5:  # the repetitions are under way
+            time.sleep(0.1)
+        cutter = threading.Thread(target=_cutter, args=(admin, e.url.database, stop, 1.0))
+        cutter.start()
+        time.sleep(4)
+        stop.set()
+        cutter.join()
+        _, run_errs = run.communicate(timeout=300)
+        assert run.returncode in (0, 2), run_errs
+        assert not [ln for ln in run_errs.splitlines() if any(leak in ln for leak in LEAKS[:5])], run_errs
+        if run.returncode == 2:
+            again = subprocess.run([*PXP, "--db", pg_url, "run", "--resume", "X", "--no-progress", "--distributed"],
+                                   env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+            assert again.returncode == 0, again.stderr
+    finally:
+        stop.set()
+        worker.terminate()
+        _, errs = worker.communicate(timeout=60)
+    lines = [ln for ln in errs.strip().splitlines() if ln.strip()]
+    assert not [ln for ln in lines if any(leak in ln for leak in LEAKS[:5])], errs
+    assert all(not ln.rstrip().endswith(":") for ln in lines), errs
+    assert _tables(e, "X") == reference[1]
+    e.dispose()
+    admin.dispose()
+
+
+def _count_messages(engine: Engine) -> int:
+    with DB(engine) as s:
+        return len(s.exec(select(Message.id)).all())
