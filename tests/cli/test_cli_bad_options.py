@@ -184,26 +184,27 @@ def test_a_reading_command_never_migrates(url: str) -> None:
     con.close()
 
 
+def _sqlite(path: Path, *statements: str) -> Path:
+    con = sqlite3.connect(path)
+    for sql in statements:
+        con.execute(sql)
+    con.commit()
+    con.close()
+    return path
+
+
 @pytest.mark.parametrize("how", ["demo", "init"])
 def test_a_database_pxp_began_to_create_is_finished_by_the_next_demo(tmp_path: Path, how: str) -> None:
     """A first start stopped part-way (a full disk) leaves some of pxp's tables, empty, and no schema
     revision: it is pxp's own, and the next `pxp demo` / `pxp db init` makes it again; a pxp table that
     holds a row is someone's data and is never touched."""
-    db = tmp_path / "half.db"
-    con = sqlite3.connect(db)
-    con.execute("create table dataset (id integer primary key, name text)")
-    con.execute("create table instance (id integer primary key, dataset_id integer)")
-    con.commit()
-    con.close()
+    db = _sqlite(tmp_path / "half.db", "create table dataset (id integer primary key, name text)",
+                 "create table instance (id integer primary key, dataset_id integer)")
     res = pxp("--db", f"sqlite:///{db}", *(["demo"] if how == "demo" else ["db", "init"]))
     assert res.exit_code == 0, res.output
     assert "message" in _tables(db) and "alembic_version" in _tables(db)
-    kept = tmp_path / "kept.db"
-    con = sqlite3.connect(kept)
-    con.execute("create table dataset (id integer primary key, name text)")
-    con.execute("insert into dataset (name) values ('keep me')")
-    con.commit()
-    con.close()
+    kept = _sqlite(tmp_path / "kept.db", "create table dataset (id integer primary key, name text)",
+                   "insert into dataset (name) values ('keep me')")
     res = pxp("--db", f"sqlite:///{kept}", "demo")
     assert res.exit_code == 1 and "has tables but no pxp schema" in one_line(res)
     assert _tables(kept) == ["dataset"]
