@@ -110,3 +110,26 @@ def test_under_streamlit_run_a_broken_secrets_file_serves_only_its_line(tmp_path
             assert not at.exception and not at.button and not at.text_input and not at.markdown
     finally:
         config.set_option("secrets.files", before)
+
+
+def test_a_byte_order_mark_reaches_streamlits_login_too(tmp_path: Path) -> None:
+    """Streamlit's own reader refuses a file with a byte-order mark; the app hands it what pxp read, so login
+    (st.login reads st.secrets["auth"]) sees the same [auth] the check saw."""
+    import streamlit as st
+    from streamlit import config
+
+    from pxp.app import resources
+
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_bytes(b"\xef\xbb\xbf" + GOOD_AUTH)
+    before = config.get_option("secrets.files")
+    config.set_option("secrets.files", [str(secrets)])
+    st.secrets._reset()
+    try:
+        assert not st.secrets.load_if_toml_exists()  # Streamlit alone: not loaded
+        assert resources.auth_configured()
+        assert st.secrets["auth"]["client_id"] == "pxp"
+    finally:
+        config.set_option("secrets.files", before)
+        st.secrets._programmatic_secrets = None  # what the app handed over stays out of other tests
+        st.secrets._reset()
