@@ -43,6 +43,7 @@ def accounted_call(
     record.tokens_in, record.tokens_out = out.tokens_in, out.tokens_out
     record.cache_read, record.cache_write = out.cache_read, out.cache_write
     record.latency_ms, record.cost_usd = out.latency_ms, out.cost_usd
+    record.thinking = out.thinking
     return record, out
 
 

@@ -31,6 +31,10 @@ class LLMError(PxpError, RuntimeError):
         self.status = status
 
 
+class ContextExceeded(LLMError):
+    """The prompt does not fit the model's context window (each engine's wording, pxp.llm.local)."""
+
+
 class LLMConfigError(PxpError, ValueError):
     """A provider spec or setting that cannot work (unknown provider, missing key)."""
 
@@ -130,13 +134,16 @@ class Completion:
 
     text: str
     data: dict[str, Any] | None = None
-    tokens_in: int = 0
-    tokens_out: int = 0
+    #: None when the server sent no usage (unknown, never zero)
+    tokens_in: int | None = 0
+    tokens_out: int | None = 0
     cache_read: int = 0
     cache_write: int = 0
     latency_ms: float = 0.0
     cost_usd: float | None = None
     stop_reason: str | None = None
+    #: the model's reasoning beside its answer (pxp.llm.local), bounded; never parsed as the answer
+    thinking: str | None = None
 
 
 #: the smallest bound on a reply's size; DESIGN §1 "Format failures"

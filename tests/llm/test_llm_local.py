@@ -1,0 +1,134 @@
+"""Local models a hospital would run (docs/research.md, Local models): the local server answers as reasoning
+models served by Ollama, vLLM, llama.cpp and LM Studio do (tests/llm_server.py MODES), through the real SDKs.
+
+A run against each mode ends with the same Table 1 as against a plain server, streamed or not; the thinking is
+kept on the call, never read as the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+from sqlmodel import col, select
+
+from pxp.analysis.queries import Selection
+from pxp.analysis.tables import table1
+from pxp.llm.base import Prompt, ProviderOptions, Schema, TextPart, Turn, streaming
+from pxp.llm.local import split_thinking
+from pxp.llm.registry import make_provider
+from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.controlled.repetition import run_repetition
+from pxp.running.pxp.controlled.runner import run_experiment
+from pxp.running.pxp.experiments import create_experiment
+from pxp.running.pxp.factory import make_agents
+from pxp.storage.store import db_session
+from pxp.storage.tables import Experiment, LLMCall, Run
+from tests.factories import make_text
+from tests.llm_server import THINKING, FakeLLM, adopting_model, answer, serve_both_apis
+
+SCHEMA = Schema("answer", "d", {"type": "object", "properties": {"prediction": {"type": "string"},
+                                                                 "explanation": {"type": "string"}}})
+OPENAI_THINKING = ("think-inline", "thinking-inline", "think-close-only", "reasoning_content", "reasoning")
+EXPLANATION = "patchy airspace consolidation in the left lower zone with air bronchograms"
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
+    yield from serve_both_apis(monkeypatch, retries="0")
+
+
+def test_split_thinking_reads_the_answer_after_the_thinking() -> None:
+    assert split_thinking('<think>\n{"prediction": "A"}\n</think>\n\n{"prediction": "B"}') == (
+        '{"prediction": "B"}', '{"prediction": "A"}')
+    assert split_thinking("  <THINKING>Effusion?</THINKING>Prediction: B") == ("Prediction: B", "Effusion?")
+    assert split_thinking("the template opened it\n</think>\nPrediction: B") == ("Prediction: B",
+                                                                                 "the template opened it")
+    assert split_thinking("<think>cut off at the token limit") == ("", "cut off at the token limit")
+    assert split_thinking("Prediction: B\nExplanation: a <think> tag in prose") == (
+        "Prediction: B\nExplanation: a <think> tag in prose", "")
+
+
+@pytest.mark.parametrize("mode", [*OPENAI_THINKING, "anthropic-thinking"])
+@pytest.mark.parametrize("structured", [True, False])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_thinking_is_kept_apart_from_the_answer(server: FakeLLM, mode: str, structured: bool, streamed: bool) -> None:
+    api = "anthropic" if mode == "anthropic-thinking" else "openai"
+    spec = "anthropic:claude-sonnet-4-6" if api == "anthropic" else "openai:qwen3:8b"
+    server.handler = lambda req: answer("Pneumonia", EXPLANATION, structured=structured)
+    provider = make_provider(spec, ProviderOptions(max_retries=0))
+    prompt = Prompt(system="s", turns=[Turn("user", [TextPart("Case 1.")])])
+    schema = SCHEMA if structured else None
+    plain = provider.complete(prompt, max_tokens=300, schema=schema)
+    server.mode = mode
+    shown: list[str] = []
+    out = provider.complete(prompt, max_tokens=300, schema=schema, **({"on_text": shown.append} if streamed else {}))
+    assert (out.text, out.data, out.stop_reason) == (plain.text, plain.data, plain.stop_reason)
+    assert plain.thinking is None and out.thinking == THINKING
+    assert (out.tokens_in, out.tokens_out) == (plain.tokens_in, plain.tokens_out)
+    if streamed:  # what the page shows as it comes is the answer, never the thinking ...
+        told = shown if mode != "think-close-only" else shown[-1:]  # ... once a closing tag says it was thinking
+        assert shown and not any("Okay, the user" in s or "<think" in s for s in told)
+
+
+def _experiment(engine: Engine, name: str, machine: str) -> Experiment:
+    return create_experiment(engine, RunConfig(dataset="toy-text", machine=machine, checker="lexical", reps=1,
+                                               seed=3), name=name)
+
+
+def _table1(engine: Engine, exp: Experiment) -> dict[str, Any]:
+    return table1(engine, Selection(experiments=(exp.id or 0,)), n=6).as_json("x")
+
+
+def _run(engine: Engine, name: str, machine: str, streamed: bool) -> Experiment:
+    """A controlled run; streamed, its one repetition runs in this thread with the machine's answers streamed
+    (as the Annotate page shows them)."""
+    exp = _experiment(engine, name, machine)
+    if not streamed:
+        assert run_experiment(engine, exp.id or 0).status == "finished"
+        return exp
+    with db_session(engine) as db:
+        run = db.exec(select(Run).where(Run.experiment_id == exp.id)).one()
+    shown: list[str] = []
+    with streaming(shown.append):
+        assert run_repetition(engine, exp, run, make_agents(engine, exp, run)) == "finished"
+    assert shown and "Okay, the user" not in shown[-1]
+    return exp
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_run_against_each_reasoning_mode_gives_the_plain_servers_table1(
+    engine: Engine, server: FakeLLM, streamed: bool,
+) -> None:
+    make_text(engine)
+    server.handler = adopting_model(lambda req: answer("Pneumonia", EXPLANATION))
+    plain = _table1(engine, _run(engine, "plain", "openai:qwen3:8b", streamed))
+    for mode in [*OPENAI_THINKING, "anthropic-thinking"]:
+        server.mode = mode
+        machine = "anthropic:claude-sonnet-4-6" if mode == "anthropic-thinking" else "openai:qwen3:8b"
+        exp = _run(engine, mode, machine, streamed)
+        assert _table1(engine, exp) == plain, mode
+        with db_session(engine) as db:
+            calls = db.exec(select(LLMCall).where(LLMCall.experiment_id == exp.id).order_by(col(LLMCall.id))).all()
+        asked = [c for c in calls if c.purpose in ("ask", "eval")]
+        assert asked and all(c.error is None and c.thinking == THINKING for c in asked), mode
+
+
+def test_the_pause_line_shows_a_cut_reply_as_it_is(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from pxp.cli.main import app
+    from pxp.storage.store import get_engine
+    from tests.llm_server import Reply
+
+    make_text(get_engine(db_url))
+    with FakeLLM(lambda req: Reply(text="I am not sure " * 40)) as server:
+        monkeypatch.setenv("PXP_LLM_MAX_RETRIES", "0")
+        res = CliRunner().invoke(app, ["--db", db_url, "run", "--dataset", "toy-text", "--machine", "openai:qwen3:8b",
+                                       "--base-url", server.openai_url, "--reps", "1", "--no-progress"],
+                                 catch_exceptions=False)
+    assert res.exit_code == 2, res.output
+    line = next(x for x in res.stderr.splitlines() if x.startswith("paused:"))
+    assert "… [truncated]" in line and "\\[" not in line
