@@ -89,9 +89,13 @@ def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) ->
     def cost(v: float | None) -> str:
         return "—" if v is None else f"{v:.4f}"
 
+    def tokens(r: dict[str, Any], key: str) -> str:  # "—" when no call of the row had usage
+        none = r.get("no_usage", 0)
+        return "—" if none and none >= r["calls"] - r.get("errors", 0) else str(r[key])
+
     for r in rows:
         t.add_row(str(r["repetition"]), escape(f"{r['provider']}:{r['model']}"), escape(r["purpose"]),
-                  str(r["calls"]), str(r["errors"]), str(r["tokens_in"]), str(r["tokens_out"]),
+                  str(r["calls"]), str(r["errors"]), tokens(r, "tokens_in"), tokens(r, "tokens_out"),
                   str(r["cache_read"]), str(r["cache_write"]), cost(r["cost_usd"]),
                   f"{r['latency_ms']:.0f}")
     t.add_row("all", "", "", str(total["calls"]), str(total["errors"]), str(total["tokens_in"]),
@@ -99,6 +103,9 @@ def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) ->
               cost(total["cost_usd"]), "")
     # the table is wider than 80 columns: print it whole rather than fold model names
     Console(width=max(out.width, 140), force_terminal=out.is_terminal, emoji=False).print(t)
+    if total.get("no_usage"):
+        out.print(f"{total['no_usage']} of {total['calls']} call(s) had no usage: the server sent no token counts, "
+                  "so their tokens and cost are unknown (—), not zero", highlight=False, markup=False)
     if total.get("unknown"):
         out.print(f"{total['unknown']} call(s) were in flight when a process stopped: outcome unknown, "
                   "counted in calls, tokens and cost not known (list them: pxp calls --unknown)",

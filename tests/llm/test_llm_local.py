@@ -98,23 +98,55 @@ def _run(engine: Engine, name: str, machine: str, streamed: bool) -> Experiment:
     return exp
 
 
+#: each mode of the local server a run is tried against, and the model it is run with
+RUN_MODES = [*((m, "openai:qwen3:8b") for m in OPENAI_THINKING), ("anthropic-thinking", "anthropic:claude-sonnet-4-6"),
+             ("no-usage", "openai:llama3.1:8b"), ("reasoning+no-usage", "openai:qwen3:8b")]
+
+
+def _calls(engine: Engine, exp: Experiment) -> list[LLMCall]:
+    with db_session(engine) as db:
+        return list(db.exec(select(LLMCall).where(LLMCall.experiment_id == exp.id).order_by(col(LLMCall.id))).all())
+
+
 @pytest.mark.parametrize("streamed", [False, True])
-def test_a_run_against_each_reasoning_mode_gives_the_plain_servers_table1(
-    engine: Engine, server: FakeLLM, streamed: bool,
-) -> None:
+def test_a_run_against_each_mode_gives_the_plain_servers_table1(engine: Engine, server: FakeLLM, streamed: bool) -> None:
     make_text(engine)
     server.handler = adopting_model(lambda req: answer("Pneumonia", EXPLANATION))
     plain = _table1(engine, _run(engine, "plain", "openai:qwen3:8b", streamed))
-    for mode in [*OPENAI_THINKING, "anthropic-thinking"]:
+    for mode, machine in RUN_MODES:
         server.mode = mode
-        machine = "anthropic:claude-sonnet-4-6" if mode == "anthropic-thinking" else "openai:qwen3:8b"
         exp = _run(engine, mode, machine, streamed)
         assert _table1(engine, exp) == plain, mode
-        with db_session(engine) as db:
-            calls = db.exec(select(LLMCall).where(LLMCall.experiment_id == exp.id).order_by(col(LLMCall.id))).all()
-        asked = [c for c in calls if c.purpose in ("ask", "eval")]
-        assert asked and all(c.error is None and c.thinking == THINKING for c in asked), mode
+        asked = [c for c in _calls(engine, exp) if c.purpose in ("ask", "eval")]
+        assert asked and all(c.error is None for c in asked), mode
+        thinks = any(m in mode for m in ("think", "reason"))
+        assert all(c.thinking == (THINKING if thinks else None) for c in asked), mode
+        if "no-usage" in mode:  # unknown, never zero; no price
+            assert all(c.tokens_in is None and c.tokens_out is None and c.cost_usd is None for c in asked), mode
+        else:
+            assert all(c.tokens_in and c.tokens_out for c in asked), mode
 
+
+def test_calls_without_usage_are_counted_as_such(engine: Engine, db_url: str, server: FakeLLM) -> None:
+    from typer.testing import CliRunner
+
+    from pxp.cli.main import app
+    from pxp.running.pxp.controlled.progress import render_usage
+    from pxp.running.pxp.controlled.runner import usage_summary
+
+    make_text(engine)
+    server.handler = adopting_model(lambda req: answer("Pneumonia", EXPLANATION))
+    server.mode = "no-usage"
+    exp = _run(engine, "ollama", "openai:llama3.1:8b", False)
+    n = len(_calls(engine, exp))
+    res = CliRunner().invoke(app, ["--db", db_url, "calls", "--experiment", "ollama"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert f"{n} of {n} call(s) had no usage" in " ".join(res.stdout.split()) and "—" in res.stdout
+    lines = render_usage(usage_summary(engine, exp.id or 0))
+    assert any(f"{n} call(s) had no usage" in x for x in lines) and not any(" 0/0 " in x for x in lines)
+    res = CliRunner().invoke(app, ["--db", db_url, "calls", "--experiment", "ollama", "--format", "json"],
+                             catch_exceptions=False)
+    assert '"no_usage": ' + str(n) in res.stdout.replace("\n", " ")
 
 def test_the_pause_line_shows_a_cut_reply_as_it_is(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
