@@ -41,6 +41,11 @@ class AgentUnavailable(AgentError):
     """
 
 
+class ContextTooLong(AgentUnavailable):
+    """The prompt does not fit the model's context window (docs/research.md, Local models): a controlled
+    run pauses; a live session's machine first shortens its context."""
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """(y, e): an agent's current prediction and explanation."""

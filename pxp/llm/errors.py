@@ -33,7 +33,8 @@ def api_error(provider: str, model: str, e: Exception, options: Any, asked: int 
     status = getattr(e, "status_code", None)
     if status is not None and is_context_exceeded(status, f"{e} {getattr(e, 'body', '')}"):
         tail = "; nothing was stored and the session can be resumed"
-        return ContextExceeded(redact(context_line(f"{provider}:{model}", _server_message(e) or str(e), asked))
+        return ContextExceeded(redact(context_line(f"{provider}:{model}", _server_message(e) or str(e), asked,
+                                                            getattr(e, "body", None)))
                                + tail, status=status)
     return LLMError(describe_error(provider, model, e, options), status=status)
 

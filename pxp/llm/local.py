@@ -86,7 +86,6 @@ _CONTEXT = re.compile(
     r"too many tokens|input length .* exceeds|n_ctx",
     re.I,
 )
-_NUMBERS = re.compile(r"\d[\d,]*")
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:
@@ -121,9 +120,14 @@ def is_context_exceeded(status: int | None, message: str) -> bool:
     return status in (400, 413, 422, 500, None) and _CONTEXT.search(message) is not None
 
 
-def context_line(who: str, message: str, asked: int | None) -> str:
-    """One line naming the model, the size asked and the server's own numbers."""
+def context_line(who: str, message: str, asked: int | None, body: Any = None) -> str:
+    """One line naming the model, the size asked (pxp's rough count) and the server's own words (with
+    llama.cpp's `n_prompt_tokens` and `n_ctx` beside them)."""
     size = f"a prompt of about {asked:,} tokens" if asked else "the prompt"
-    numbers = ", ".join(_NUMBERS.findall(message)[:3])
-    said = f" (the server: {numbers})" if numbers else ""
+    said = " ".join(message.split())
+    said = said if len(said) <= 200 else said[:200] + "…"
+    err = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(err, dict) and isinstance(err.get("n_ctx"), int):
+        said += f" ({err.get('n_prompt_tokens', '?')} tokens asked, context {err['n_ctx']})"
+    said = f" (the server: {said})" if said else ""
     return f"{who}: {size} exceeds the model's context window{said}"

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import col, select
 
+from pxp.agents.base import ContextTooLong
 from pxp.analysis.queries import Selection
 from pxp.analysis.tables import table1
 from pxp.llm.base import Prompt, ProviderOptions, Schema, TextPart, Turn, streaming
@@ -27,7 +28,7 @@ from pxp.running.pxp.factory import make_agents
 from pxp.storage.store import db_session
 from pxp.storage.tables import Experiment, LLMCall, Run
 from tests.factories import make_text
-from tests.llm_server import THINKING, FakeLLM, adopting_model, answer, serve_both_apis
+from tests.llm_server import THINKING, FakeLLM, adopting_model, answer, request_tokens, serve_both_apis
 
 SCHEMA = Schema("answer", "d", {"type": "object", "properties": {"prediction": {"type": "string"},
                                                                  "explanation": {"type": "string"}}})
@@ -109,7 +110,8 @@ def _calls(engine: Engine, exp: Experiment) -> list[LLMCall]:
 
 
 @pytest.mark.parametrize("streamed", [False, True])
-def test_a_run_against_each_mode_gives_the_plain_servers_table1(engine: Engine, server: FakeLLM, streamed: bool) -> None:
+def test_a_run_against_each_mode_gives_the_plain_servers_table1(engine: Engine, server: FakeLLM,
+                                                                streamed: bool) -> None:
     make_text(engine)
     server.handler = adopting_model(lambda req: answer("Pneumonia", EXPLANATION))
     plain = _table1(engine, _run(engine, "plain", "openai:qwen3:8b", streamed))
@@ -164,3 +166,77 @@ def test_the_pause_line_shows_a_cut_reply_as_it_is(db_url: str, monkeypatch: pyt
     assert res.exit_code == 2, res.output
     line = next(x for x in res.stderr.splitlines() if x.startswith("paused:"))
     assert "… [truncated]" in line and "\\[" not in line
+
+
+# --- context windows ----------------------------------------------------------------------------------------------
+
+ENGINES = [("openai", "openai:gpt-4o"), ("vllm", "openai:qwen3:8b"), ("llama.cpp", "openai:qwen3:8b"),
+           ("ollama", "openai:llama3.1:8b"), ("lmstudio", "openai:qwen3:8b"),
+           ("anthropic", "anthropic:claude-sonnet-4-6")]
+
+
+@pytest.mark.parametrize(("wording", "machine"), ENGINES)
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_prompt_over_the_context_window_pauses_a_controlled_run_with_one_line(
+    engine: Engine, server: FakeLLM, wording: str, machine: str, streamed: bool,
+) -> None:
+    make_text(engine)
+    server.handler = adopting_model(lambda req: answer("Pneumonia", EXPLANATION))
+    server.mode, server.engine, server.context_tokens = "context", wording, 40
+    exp = _experiment(engine, wording, machine)
+    with db_session(engine) as db:
+        run = db.exec(select(Run).where(Run.experiment_id == exp.id)).one()
+    if streamed:
+        with streaming(lambda text: None):
+            status = run_repetition(engine, exp, run, make_agents(engine, exp, run))
+    else:
+        status = run_experiment(engine, exp.id or 0).runs[1][0]
+    assert status == "paused"
+    with db_session(engine) as db:
+        note = str(db.get(Run, run.id).note)  # type: ignore[union-attr]
+    assert "\n" not in note and machine in note and "exceeds the model's context window" in note, note
+    assert "a prompt of about" in note and "(the server: " in note, note  # the size asked, the server's words
+    calls = _calls(engine, exp)
+    failed = [c for c in calls if c.error]  # asked once: a controlled run does not re-ask a prompt of a fixed size
+    assert len(failed) == 1 and failed[0].id == calls[-1].id and "context window" in str(failed[0].error)
+
+
+def test_a_live_session_shortens_its_context_oldest_exchanges_first(engine: Engine, server: FakeLLM) -> None:
+    from pxp.agents.proxy import HumanProxy
+    from pxp.protocols.pxp.rules import Sender
+    from pxp.running.pxp.engine import step
+    from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+    from pxp.running.pxp.live.turns import machine_for
+    from pxp.storage.tables import Context, Message
+
+    make_text(engine)
+    # the machine disagrees with every message, so the session grows until the window is reached
+    server.handler = lambda req: answer("Effusion" if len(req.body["messages"]) % 4 else "Atelectasis", EXPLANATION)
+    eid = create_live_experiment(engine, dataset="toy-text", machine="openai:qwen3:8b", n=9)
+    sid = claim_next(engine, experiment_id=eid, annotator_id=ensure_annotator(engine, name="r"))
+    assert sid is not None
+    agents = {Sender.MACHINE: machine_for(engine, eid), Sender.HUMAN: HumanProxy()}
+    for _ in range(4):  # messages 1-4 at full length
+        step(engine, sid, agents)  # type: ignore[arg-type]
+    server.mode, server.engine = "context", "llama.cpp"
+    server.context_tokens = request_tokens(server.requests[-1]) + 10  # message 3's prompt fits, message 5's not
+    assert step(engine, sid, agents).message.j == 5  # type: ignore[arg-type]
+    over, fitted = server.requests[-2], server.requests[-1]
+    assert len(over.body["messages"]) == 6 and len(fitted.body["messages"]) == 4  # system, case, message 3 and 4
+    assert fitted.body["messages"][1] == over.body["messages"][1]  # the case is kept
+    assert fitted.body["messages"][2:] == over.body["messages"][4:]  # ... and the current exchange
+    calls = _calls(engine, Experiment(id=eid))
+    assert "context window" in str(calls[-2].error) and calls[-1].error is None
+    assert calls[-1].detail == {"context_shortened": {"carried_sessions": 0, "messages": 2}}
+    with db_session(engine) as db:
+        ctx = db.exec(select(Context).where(Context.session_id == sid, Context.j == 5)).one()
+        assert len(ctx.content["prompt"]["turns"]) == 3  # the stored context is what was sent
+        assert db.exec(select(Message).where(Message.session_id == sid, Message.j == 5)).one()
+    assert step(engine, sid, agents).message.j == 6  # type: ignore[arg-type]
+    server.context_tokens = 10  # nothing left to drop: one line, and the step can be taken later
+    with pytest.raises(ContextTooLong, match=r"qwen3:8b: a prompt of about \d+ tokens exceeds the model's context "
+                                             r"window \(the server: .*\) \(even shortened to the case and the current "
+                                             r"exchange\); nothing was stored"):
+        step(engine, sid, agents)  # type: ignore[arg-type]
+    server.mode = "plain"
+    assert step(engine, sid, agents).message.j == 7  # type: ignore[arg-type]
