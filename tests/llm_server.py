@@ -277,12 +277,12 @@ class FakeLLM:
         #: local servers' behaviours (MODES, several joined by "+"), applied to every reply the handler gives
         self.mode = "plain"
         #: slow-first: seconds the first request waits (the model loading) before any answer
-        self.slow_first = 0.5
+        self.slow_first = 1.2
         #: context: the window in tokens (request_tokens) and the engine whose wording answers a larger request
         self.context_tokens = 2_000
         self.engine = "vllm"
         self._lock = threading.Lock()
-        self._loaded = False
+        self._ready_at = 0.0
         outer = self
 
         class _H(BaseHTTPRequestHandler):
@@ -385,10 +385,10 @@ class FakeLLM:
         unknown = modes - set(MODES)
         if unknown:
             raise ValueError(f"unknown server modes {sorted(unknown)}")
-        if "slow-first" in modes:
+        if "slow-first" in modes:  # every request waits until the model is loaded, `slow_first` after the first
             with self._lock:
-                wait, self._loaded = (0.0 if self._loaded else self.slow_first), True
-            time.sleep(wait)
+                self._ready_at = self._ready_at or time.monotonic() + self.slow_first
+            time.sleep(max(0.0, self._ready_at - time.monotonic()))
         if "context" in modes and r.status == 200 and (n := request_tokens(req)) > self.context_tokens:
             engine = "anthropic" if req.api == "anthropic" else self.engine
             status, body = CONTEXT_ERRORS[engine]

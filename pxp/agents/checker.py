@@ -27,6 +27,7 @@ from pxp.llm.base import (
     reply_size,
 )
 from pxp.llm.limits import call_slot
+from pxp.llm.local import watch
 from pxp.tasks.spec import FormatProblem, TaskSpec, parse_yes_no
 
 MAX_ATTEMPTS = 5
@@ -48,8 +49,12 @@ def accounted_call(
                         detail=detail)
     calls.append(record)
     record.pending_id = journal.sent(provider.name, provider.model, purpose, attempt)
+    local = bool(getattr(provider, "local", False))  # a local server: a slow call is the model loading
     try:
-        with call_slot():
+        with call_slot(), watch(f"{provider.name}:{provider.model}", local=local) as seen:
+            if kwargs.get("on_text") is not None:  # a streamed answer's first piece: the model is loaded
+                show = kwargs["on_text"]
+                kwargs["on_text"] = lambda text: (seen(), show(text))[-1]
             out = provider.complete(prompt, **kwargs)
     except LLMError as e:
         record.error = str(e)

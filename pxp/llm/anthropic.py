@@ -146,7 +146,7 @@ class AnthropicProvider:
                             if shown:  # nothing is shown while the model is still thinking
                                 on_text(redact(shown))
                 msg = stream.get_final_message()
-        except anthropic.APIStatusError as e:
+        except (anthropic.APIStatusError, anthropic.APITimeoutError) as e:  # a timeout is said as one, not a cut
             raise api_error(self.name, self.model, e, self.options, prompt_tokens(body)) from None
         except (anthropic.AnthropicError, httpx.HTTPError, ValueError, TypeError, AttributeError, KeyError) as e:
             raise LLMError(cut_off(self.name, self.model, f"{type(e).__name__}: {e}")) from None

@@ -5,12 +5,20 @@ the content (Qwen3, DeepSeek-R1 through Ollama, vLLM, llama.cpp, LM Studio), a c
 opening one the chat template already sent, or a separate `reasoning_content` / `reasoning` field
 is thinking; the answer is what follows the last closing tag. The thinking is kept, bounded and under
 the text rule, on the call's record. A "context length exceeded" error is recognised in each
-engine's wording.
+engine's wording. A call still unanswered after `slow_after()` seconds (a local server loading
+the model) is shown as waiting for the model to load; local servers' calls time out after
+LOCAL_TIMEOUT seconds unless a timeout is set.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from typing import Any
 
 from pxp.protocols.text import TextRefused, clean_text
@@ -131,3 +139,80 @@ def context_line(who: str, message: str, asked: int | None, body: Any = None) ->
         said += f" ({err.get('n_prompt_tokens', '?')} tokens asked, context {err['n_ctx']})"
     said = f" (the server: {said})" if said else ""
     return f"{who}: {size} exceeds the model's context window{said}"
+
+
+# -- slow first loads ----------------------------------------------------------------------------------
+
+#: a local server's per-call timeout when none is set (PXP_LLM_TIMEOUT / a run's `timeout`): the first call may
+#: wait 30-90 s while the server loads the model; apart from the retries (PXP_LLM_MAX_RETRIES)
+LOCAL_TIMEOUT = 180.0
+#: seconds before an unanswered call is shown as waiting for the model to load (PXP_LLM_SLOW_AFTER)
+SLOW_AFTER = 10.0
+Waiting = Callable[[str], None]
+_LISTENERS: list[Waiting] = []
+_LOCK = threading.Lock()
+_SAID: dict[str, float] = {}
+_SHOWN: ContextVar[Waiting | None] = ContextVar("pxp_waiting_shown", default=None)
+
+
+def slow_after() -> float:
+    """SLOW_AFTER, or PXP_LLM_SLOW_AFTER when set (tests use a fraction of a second)."""
+    try:
+        return float(os.environ.get("PXP_LLM_SLOW_AFTER") or SLOW_AFTER)
+    except ValueError:
+        return SLOW_AFTER
+
+
+@contextmanager
+def listening(show: Waiting) -> Iterator[None]:
+    """Within this block, every slow call of the process (any thread) is told to `show` (the CLI progress)."""
+    with _LOCK:
+        _LISTENERS.append(show)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _LISTENERS.remove(show)
+
+
+@contextmanager
+def waiting_shown(show: Waiting) -> Iterator[None]:
+    """Within this block, this thread's slow calls are told to `show` (the Annotate page's spinner)."""
+    token = _SHOWN.set(show)
+    try:
+        yield
+    finally:
+        _SHOWN.reset(token)
+
+
+@contextmanager
+def watch(who: str, *, local: bool) -> Iterator[Callable[[], None]]:
+    """Around one call: after `slow_after()` seconds without an answer, one line to every listener (from a
+    timer thread). Yields a function that ends the watch early (a streamed answer's first piece)."""
+    with _LOCK:
+        targets = [*_LISTENERS]
+    if (shown := _SHOWN.get()) is not None:
+        targets.append(shown)
+    if not targets:
+        yield lambda: None
+        return
+    after = slow_after()
+    what = "waiting for the model to load" if local else "waiting for the API to answer"
+    line = f"{who}: {what} (no answer after {after:g} s)"
+
+    def fire() -> None:
+        with _LOCK:  # calls waiting together (a model loading) are said once
+            if _SAID.get(line, -after) > time.monotonic() - after:
+                return
+            _SAID[line] = time.monotonic()
+        for show in targets:
+            with suppress(Exception):  # a display that cannot show it never fails the call
+                show(line)
+
+    timer = threading.Timer(after, fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield timer.cancel
+    finally:
+        timer.cancel()

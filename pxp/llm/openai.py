@@ -13,6 +13,7 @@ pauses anything.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import time
@@ -37,7 +38,7 @@ from pxp.llm.base import (
 from pxp.llm.errors import api_error, bad_reply
 from pxp.llm.keys import api_key
 from pxp.llm.limits import is_rate_limited, provider_limit
-from pxp.llm.local import answer_so_far, kept_thinking, prompt_tokens, reasoning_field, split_thinking
+from pxp.llm.local import LOCAL_TIMEOUT, answer_so_far, kept_thinking, prompt_tokens, reasoning_field, split_thinking
 from pxp.llm.pricing import cost_usd
 from pxp.llm.redact import redact, redact_data
 
@@ -55,6 +56,8 @@ class OpenAIProvider:
         self.options = options or ProviderOptions()
         base_url = self.options.base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.local = base_url is not None
+        if self.local and self.options.timeout is None:  # the first call may wait for the model to load
+            self.options = dataclasses.replace(self.options, timeout=LOCAL_TIMEOUT)
         self.structured = True
         key = api_key("OPENAI_API_KEY")
         if not key:
@@ -156,7 +159,7 @@ class OpenAIProvider:
                     if getattr(choice.delta, "refusal", None):
                         refusal.append(choice.delta.refusal)
                     stop = choice.finish_reason or stop
-        except openai.APIStatusError as e:
+        except (openai.APIStatusError, openai.APITimeoutError) as e:  # a timeout is said as one, not as a cut
             raise api_error(self.name, self.model, e, self.options, prompt_tokens(body)) from None
         except (openai.OpenAIError, httpx.HTTPError, ValueError, TypeError, AttributeError, KeyError) as e:
             raise LLMError(cut_off(self.name, self.model, f"{type(e).__name__}: {e}")) from None

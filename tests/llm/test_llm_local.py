@@ -18,7 +18,7 @@ from pxp.agents.base import ContextTooLong
 from pxp.analysis.queries import Selection
 from pxp.analysis.tables import table1
 from pxp.llm.base import Prompt, ProviderOptions, Schema, TextPart, Turn, streaming
-from pxp.llm.local import split_thinking
+from pxp.llm.local import LOCAL_TIMEOUT, listening, split_thinking
 from pxp.llm.registry import make_provider
 from pxp.running.pxp.config import RunConfig
 from pxp.running.pxp.controlled.repetition import run_repetition
@@ -38,6 +38,7 @@ EXPLANATION = "patchy airspace consolidation in the left lower zone with air bro
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
+    monkeypatch.setenv("PXP_LLM_SLOW_AFTER", "0.5")  # the slow-first mode's first call waits 1.2 s
     yield from serve_both_apis(monkeypatch, retries="0")
 
 
@@ -101,7 +102,8 @@ def _run(engine: Engine, name: str, machine: str, streamed: bool) -> Experiment:
 
 #: each mode of the local server a run is tried against, and the model it is run with
 RUN_MODES = [*((m, "openai:qwen3:8b") for m in OPENAI_THINKING), ("anthropic-thinking", "anthropic:claude-sonnet-4-6"),
-             ("no-usage", "openai:llama3.1:8b"), ("reasoning+no-usage", "openai:qwen3:8b")]
+             ("no-usage", "openai:llama3.1:8b"), ("reasoning+no-usage", "openai:qwen3:8b"),
+             ("slow-first", "openai:llama3.1:8b")]
 
 
 def _calls(engine: Engine, exp: Experiment) -> list[LLMCall]:
@@ -117,8 +119,12 @@ def test_a_run_against_each_mode_gives_the_plain_servers_table1(engine: Engine, 
     plain = _table1(engine, _run(engine, "plain", "openai:qwen3:8b", streamed))
     for mode, machine in RUN_MODES:
         server.mode = mode
-        exp = _run(engine, mode, machine, streamed)
+        said: list[str] = []
+        with listening(said.append):
+            exp = _run(engine, mode, machine, streamed)
         assert _table1(engine, exp) == plain, mode
+        if mode == "slow-first":  # said once, for the calls waiting together (other modes: no check, a loaded CI
+            assert said == [f"{machine}: waiting for the model to load (no answer after 0.5 s)"]  # may be slow too)
         asked = [c for c in _calls(engine, exp) if c.purpose in ("ask", "eval")]
         assert asked and all(c.error is None for c in asked), mode
         thinks = any(m in mode for m in ("think", "reason"))
@@ -240,3 +246,47 @@ def test_a_live_session_shortens_its_context_oldest_exchanges_first(engine: Engi
         step(engine, sid, agents)  # type: ignore[arg-type]
     server.mode = "plain"
     assert step(engine, sid, agents).message.j == 7  # type: ignore[arg-type]
+
+
+# --- slow first loads -----------------------------------------------------------------------------------------------
+
+
+def test_a_local_server_gets_a_long_timeout_unless_one_is_set(server: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    provider: Any = make_provider("openai:qwen3:8b", ProviderOptions())
+    assert provider.local and provider.options.timeout == LOCAL_TIMEOUT == 180.0
+    assert provider.client.timeout == 180.0 and provider.client.max_retries == 2  # retries stay the SDK's own
+    assert make_provider("openai:qwen3:8b", ProviderOptions(timeout=5)).client.timeout == 5  # type: ignore[attr-defined]
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert make_provider("openai:gpt-4.1", ProviderOptions()).options.timeout is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_call_that_times_out_pauses_the_run_with_one_line(
+    db_url: str, server: FakeLLM, monkeypatch: pytest.MonkeyPatch, streamed: bool,
+) -> None:
+    from typer.testing import CliRunner
+
+    from pxp.cli.main import app
+    from pxp.storage.store import get_engine
+
+    engine = get_engine(db_url)
+    make_text(engine)
+    server.handler = adopting_model(lambda req: answer("Pneumonia", EXPLANATION))
+    server.mode, server.slow_first = "slow-first", 1.5
+    monkeypatch.setenv("PXP_LLM_TIMEOUT", "0.8")
+    if streamed:
+        exp = _experiment(engine, "slow", "openai:qwen3:8b")
+        with db_session(engine) as db:
+            run = db.exec(select(Run).where(Run.experiment_id == exp.id)).one()
+        with streaming(lambda text: None):
+            assert run_repetition(engine, exp, run, make_agents(engine, exp, run)) == "paused"
+        with db_session(engine) as db:
+            line = str(db.get(Run, run.id).note)  # type: ignore[union-attr]
+    else:
+        res = CliRunner().invoke(app, ["--db", db_url, "run", "--dataset", "toy-text", "--machine", "openai:qwen3:8b",
+                                       "--reps", "1", "--name", "slow"], catch_exceptions=False)
+        assert res.exit_code == 2, res.output
+        # the progress said what the wait was, then the pause line
+        assert "openai:qwen3:8b: waiting for the model to load (no answer after 0.5 s)" in res.stderr
+        line = next(x for x in res.stderr.splitlines() if x.startswith("paused:"))
+    assert "openai:qwen3:8b: the request timed out after 0.8s" in line and "resumed" in line, line
