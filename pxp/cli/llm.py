@@ -1,4 +1,5 @@
-"""CLI commands of the LLM area: `pxp calls` (accounting per run) and `pxp task` (custom tasks)."""
+"""CLI commands of the LLM area: `pxp calls` (accounting per run), `pxp models` (what a server offers) and
+`pxp task` (custom tasks)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,32 @@ from pxp.cli.common import app, dump, fail, out, state
 task_app = typer.Typer(help="Custom tasks: check a TOML/JSON task config, attach it to a dataset.",
                        no_args_is_help=True)
 app.add_typer(task_app, name="task")
+
+
+@app.command("models")
+def models_cmd(
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="An OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio), e.g. "
+                           "http://localhost:11434/v1; default OPENAI_BASE_URL, else the provider's API.")] = None,
+    provider: Annotated[str, typer.Option(
+        "--provider", help="openai (any compatible server) or anthropic.")] = "openai",
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Check that this model is among them (exit 1 with one line when not).")] = None,
+) -> None:
+    """The models a server offers (its /v1/models), one per line (docs/research.md, Local models)."""
+    from pxp.llm.base import LLMConfigError, LLMError
+    from pxp.llm.models import served_models
+
+    if provider not in ("openai", "anthropic"):
+        fail(f"unknown provider {provider!r} (openai or anthropic)")
+    try:
+        served = served_models(f"{provider}:{model or 'any'}", base_url)
+    except (LLMError, LLMConfigError) as e:
+        fail(str(e))
+    for m in served:
+        out.print(m, highlight=False, markup=False, soft_wrap=True)
+    if model is not None and model not in served:
+        fail(f"{provider}:{model}: the server does not list this model ({len(served)} listed)")
 
 
 @app.command("calls")

@@ -290,3 +290,26 @@ def test_a_call_that_times_out_pauses_the_run_with_one_line(
         assert "openai:qwen3:8b: waiting for the model to load (no answer after 0.5 s)" in res.stderr
         line = next(x for x in res.stderr.splitlines() if x.startswith("paused:"))
     assert "openai:qwen3:8b: the request timed out after 0.8s" in line and "resumed" in line, line
+
+
+# --- choosing a model ------------------------------------------------------------------------------------------------
+
+
+def test_pxp_models_lists_a_servers_models_and_checks_one(db_url: str) -> None:
+    from typer.testing import CliRunner
+
+    from pxp.cli.main import app
+
+    def pxp(*args: str) -> Any:
+        return CliRunner().invoke(app, ["--db", db_url, "models", *args], catch_exceptions=False)
+
+    with FakeLLM() as server:
+        server.models = ["qwen3:8b", "llama3.1:8b", "deepseek-r1:14b"]
+        res = pxp("--base-url", server.openai_url)
+        assert res.exit_code == 0 and res.stdout.split() == ["deepseek-r1:14b", "llama3.1:8b", "qwen3:8b"]
+        assert pxp("--base-url", server.openai_url, "--model", "qwen3:8b").exit_code == 0
+        res = pxp("--base-url", server.openai_url, "--model", "qwen3:32b")
+        assert res.exit_code == 1 and "openai:qwen3:32b: the server does not list this model (3 listed)" in res.stderr
+        url = server.openai_url
+    res = pxp("--base-url", url)  # the server is gone: one line
+    assert res.exit_code == 1 and "cannot connect to" in res.stderr and len(res.stderr.strip().splitlines()) == 1

@@ -113,11 +113,11 @@ def detail(sid: int) -> None:
             st.caption(f"{unknown} of {len(calls)} call(s) had no usage (unknown tokens, cost —).")
         thinking = calls.pop("thinking")
         st.dataframe(calls, hide_index=True)
-        for i, text in enumerate(thinking):
+        for j, purpose, attempt, text in zip(calls["message"], calls["purpose"], calls["attempt"], thinking,
+                                             strict=True):
             if text:  # the model's reasoning beside its answer: folded, never the answer
-                row = calls.iloc[i]
-                with st.expander(f"Thinking behind message {row['message']} ({row['purpose']}, attempt "
-                                 f"{row['attempt']})", expanded=False):
+                where = "the evaluation" if j != j or j is None else f"message {int(j)}"  # NaN: no message
+                with st.expander(f"Thinking behind {where} ({purpose}, attempt {attempt})", expanded=False):
                     st.text(text)
     else:
         st.caption("No calls recorded (imported transcript, or a human-only turn).")
