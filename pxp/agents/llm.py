@@ -30,6 +30,7 @@ from pxp.agents.base import (
 from pxp.agents.checker import MAX_ATTEMPTS, Checker, accounted_call
 from pxp.llm.base import (
     Completion,
+    ImagePart,
     Part,
     Prompt,
     Provider,
@@ -40,7 +41,7 @@ from pxp.llm.base import (
     reply_size,
     text_sink,
 )
-from pxp.llm.images import ImageError, cached_image, prepare_image
+from pxp.llm.images import ImageError, cached_image, image_detail, prepare_image
 from pxp.protocols.pxp.common_ground import question_text
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
 from pxp.protocols.scorekeeping.rules import MAX_PROBE_ATTEMPTS, parse_probe, probe_prompt
@@ -137,6 +138,8 @@ class LLMMachine(AgentBase):
         #: a live session shortens a context over the window (`shorter`); a controlled run pauses instead
         self.shorten = shorten
         self.label = f"{provider.name}:{provider.model}"
+        #: the largest image edge the model takes when configured (ProviderOptions.max_image_px)
+        self.max_image_px: int | None = getattr(getattr(provider, "options", None), "max_image_px", None)
         self._last: dict[tuple[int | None, int], dict[str, Any]] = {}
 
     # ASSEMBLE_PROMPT ---------------------------------------------------------------
@@ -152,11 +155,11 @@ class LLMMachine(AgentBase):
             first[-1] = dataclasses.replace(first[-1], cache=True)
         first.append(TextPart(spec.instance_text(x.payload)))
         if spec.image:
-            img = cached_image(x.asset_sha256, self.provider.name)
+            img = cached_image(x.asset_sha256, self.provider.name, self.max_image_px)
             data = x.load_image() if img is None else None
             if data is not None:
                 try:
-                    img = prepare_image(data, self.provider.name, sha256=x.asset_sha256)
+                    img = prepare_image(data, self.provider.name, sha256=x.asset_sha256, max_px=self.max_image_px)
                 except ImageError as e:
                     raise AgentUnavailable(f"instance {x.key}: {e}") from None
             if img is None:
@@ -198,6 +201,9 @@ class LLMMachine(AgentBase):
 
     def _ask(self, q: Query, detail: dict[str, Any] | None) -> Answer:
         prompt = self.assemble(q)
+        images = [p for t in prompt.turns for p in t.parts if isinstance(p, ImagePart)]
+        if images:  # the size sent, the size it was made from and the limit, on each call
+            detail = {**(detail or {}), "image": image_detail(images[0], self.provider.name, self.max_image_px)}
         purpose = "ask" if q.session_id is not None else "eval"
         schema = self.spec.schema() if self.structured else None
         problem = FormatProblem("no attempt was made")

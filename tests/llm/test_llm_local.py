@@ -26,7 +26,7 @@ from pxp.running.pxp.controlled.runner import run_experiment
 from pxp.running.pxp.experiments import create_experiment
 from pxp.running.pxp.factory import make_agents
 from pxp.storage.store import db_session
-from pxp.storage.tables import Experiment, LLMCall, Run
+from pxp.storage.tables import Experiment, LLMCall, Run, Session
 from tests.factories import make_text
 from tests.llm_server import THINKING, FakeLLM, adopting_model, answer, request_tokens, serve_both_apis
 
@@ -313,3 +313,47 @@ def test_pxp_models_lists_a_servers_models_and_checks_one(db_url: str) -> None:
         url = server.openai_url
     res = pxp("--base-url", url)  # the server is gone: one line
     assert res.exit_code == 1 and "cannot connect to" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+# --- images within the model's limit ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("machine", "max_px", "sent", "limit"), [
+    ("openai:llava:13b", "672", (672, 560), "max_image_px 672"),
+    ("openai:gpt-4.1", None, (921, 768), "openai 2048 px"),
+    ("anthropic:claude-sonnet-4-6", None, (1174, 978), "anthropic 1568 px"),  # Claude's 1.15 megapixels
+])
+def test_images_go_at_the_largest_size_allowed_downscaled_once(
+    engine: Engine, server: FakeLLM, monkeypatch: pytest.MonkeyPatch, machine: str, max_px: str | None,
+    sent: tuple[int, int], limit: str,
+) -> None:
+    import base64
+    import io
+
+    from PIL import Image
+
+    from pxp.llm.images import CACHE
+    from pxp.running.pxp.engine import step
+    from tests.factories import make_rad_images
+
+    if max_px is not None:
+        monkeypatch.setenv("PXP_MAX_IMAGE_PX", max_px)
+    make_rad_images(engine, "rad-img", size=(2400, 2000))
+    server.handler = adopting_model(lambda req: answer("Atelectasis", "volume loss of the right lower lobe"))
+    exp = create_experiment(engine, RunConfig(dataset="rad-img", machine=machine, checker="lexical", split=None,
+                                              test_split=None, val_split=None), name=f"img-{max_px}")
+    with db_session(engine) as db:
+        run = db.exec(select(Run).where(Run.experiment_id == exp.id)).one()
+        sid = db.exec(select(Session.id).where(Session.run_id == run.id).order_by(col(Session.ordinal))).first()
+    agents = make_agents(engine, exp, run)
+    CACHE.clear()
+    while step(engine, sid or 0, agents).stopped is None:  # type: ignore[arg-type]
+        pass
+    sent_images = [r.images() for r in server.generator_requests()]
+    assert len(sent_images) >= 2 and all(len(x) == 1 for x in sent_images)
+    assert len({x[0][1] for x in sent_images}) == 1  # the same bytes every time: downscaled once
+    img = Image.open(io.BytesIO(base64.b64decode(sent_images[0][0][1])))
+    assert img.size == sent  # the largest the limit allows, aspect kept
+    calls = [c for c in _calls(engine, exp) if c.purpose == "ask"]
+    assert calls and all(c.detail == {"image": {"sent": list(sent), "source": [2400, 2000], "limit": limit}}
+                         for c in calls)
