@@ -58,3 +58,13 @@ def test_sessions_shows_the_thinking_folded_and_the_calls_without_usage(
     assert at.expander and at.expander[0].label.startswith("Thinking behind message 1 (ask, attempt 1)")
     assert THINKING in [t.value for t in at.expander[0].text]
     assert "call(s) had no usage (unknown tokens, cost —)" in plain(texts(at))
+
+
+def test_what_was_done_to_fit_a_call_is_said_in_words() -> None:
+    from pxp.app.data import fitted
+
+    detail = {"image": {"sent": [672, 560], "source": [2400, 2000], "limit": "max_image_px 672"},
+              "context_shortened": {"carried_sessions": 1, "messages": 2}}
+    assert fitted(detail) == ("image 672×560 of 2400×2000 (max_image_px 672); context without 1 carried session(s) "
+                              "and 2 message(s)")
+    assert fitted(None) == fitted({"image": {"sent": [64, 64], "source": [64, 64], "limit": "openai 2048 px"}}) == ""
