@@ -9,6 +9,7 @@ manager. Anthropic clients use `server.url`, OpenAI clients `server.url + "/v1"`
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import threading
@@ -103,6 +104,13 @@ class Reply:
     #: seconds before a streamed reply's first piece, and between its pieces (benchmarks' latency)
     first_delay: float = 0.0
     piece_delay: float = 0.0
+    #: reasoning sent beside the answer, as `thinking_as` says (a MODES name); set by `FakeLLM.mode`
+    thinking: str | None = None
+    thinking_as: str = "think-inline"
+    #: no `usage` in the reply (Chat Completions only: the Messages API always counts)
+    no_usage: bool = False
+    #: an error body sent as is (each engine's own shape), with `status`
+    error_body: dict[str, Any] | None = None
 
 
 def answer(prediction: str, explanation: str, *, structured: bool = True) -> Reply:
@@ -113,6 +121,52 @@ def answer(prediction: str, explanation: str, *, structured: bool = True) -> Rep
 
 
 Handler = Callable[[Request], Reply]
+
+# --- local servers' behaviours (docs/research.md, Local models) ----------------------------------------------
+
+#: thinking that would mislead a parser reading it as the answer: a JSON fragment, labels in prose, a format line
+THINKING = ('Okay, the user wants a label. Maybe {"prediction": "Atelectasis", "explanation": "volume loss"}? '
+            "No: Effusion, or Pneumonia... Prediction: Effusion\nExplanation: blunted angle. Let me answer properly.")
+#: what `FakeLLM.mode` may name, several joined by "+": inline thinking blocks, thinking whose opening tag was in
+#: the prompt, reasoning in a field of its own (streamed as reasoning deltas), Anthropic extended-thinking blocks,
+#: no usage, a slow first call, and a context window (`context_tokens`) answered in one engine's wording
+MODES = ("plain", "think-inline", "thinking-inline", "think-close-only", "reasoning_content", "reasoning",
+         "anthropic-thinking", "no-usage", "slow-first", "context")
+#: each engine's documented answer to a prompt over its context window: (status, body); {n} the tokens asked
+CONTEXT_ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
+    "openai": (400, {"error": {"message": "This model's maximum context length is {ctx} tokens. However, your "
+                               "messages resulted in {n} tokens. Please reduce the length of the messages.",
+                               "type": "invalid_request_error", "param": "messages",
+                               "code": "context_length_exceeded"}}),
+    "vllm": (400, {"object": "error", "message": "This model's maximum context length is {ctx} tokens. However, you "
+                   "requested {n} tokens ({n} in the messages, 0 in the completion). Please reduce the length of "
+                   "the messages or completion.", "type": "BadRequestError", "param": None, "code": 400}),
+    "llama.cpp": (400, {"error": {"code": 400, "message": "the request exceeds the available context size, try "
+                                  "increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": "{n}",
+                                  "n_ctx": "{ctx}"}}),
+    "ollama": (400, {"error": {"message": "prompt too long; exceeded max context length by {over} tokens",
+                               "type": "api_error", "param": None, "code": None}}),
+    "lmstudio": (400, {"error": "Trying to keep the first {n} tokens when context the overflows. However, the model "
+                                "is loaded with context length of only {ctx} tokens, which is not enough. Try to load "
+                                "the model with a larger context length, or provide a shorter input"}),
+    "anthropic": (400, {"type": "error", "error": {"type": "invalid_request_error",
+                                                   "message": "prompt is too long: {n} tokens > {ctx} maximum"}}),
+}
+
+
+def request_tokens(req: Request) -> int:
+    """The server's rough count of a request's tokens (its JSON over 4; an image as 1,000)."""
+    body = json.dumps(req.body.get("messages", []))
+    return len(re.sub(r"[A-Za-z0-9+/=]{200,}", "", body)) // 4 + 1_000 * len(req.images())
+
+
+def _fill(obj: Any, **values: int) -> Any:
+    if isinstance(obj, str):
+        out = obj.format(**values)
+        return int(out) if out.isdigit() and obj.startswith("{") else out
+    if isinstance(obj, dict):
+        return {k: _fill(v, **values) for k, v in obj.items()}
+    return obj
 
 
 def _anthropic_body(req: Request, r: Reply) -> dict[str, Any]:
@@ -125,6 +179,8 @@ def _anthropic_body(req: Request, r: Reply) -> dict[str, Any]:
         text = r.text if r.text is not None else json.dumps(r.data)
         content.append({"type": "text", "text": text})
         stop = "end_turn"
+    if r.thinking is not None:
+        content.insert(0, {"type": "thinking", "thinking": r.thinking, "signature": "c2lnbmF0dXJl"})
     usage = {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 0,
              "cache_creation_input_tokens": 0, **r.usage}
     return {"id": "msg_test", "type": "message", "role": "assistant",
@@ -140,16 +196,25 @@ def _openai_body(req: Request, r: Reply) -> dict[str, Any]:
         text = f"Prediction: {r.data['prediction']}\nExplanation: {r.data['explanation']}"
     else:
         text = r.text or ""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if r.thinking is not None and r.thinking_as in ("reasoning_content", "reasoning"):
+        message[r.thinking_as] = r.thinking
+    elif r.thinking is not None:
+        tag = "thinking" if r.thinking_as == "thinking-inline" else "think"
+        opening = "" if r.thinking_as == "think-close-only" else f"<{tag}>\n"
+        message["content"] = f"{opening}{r.thinking}\n</{tag}>\n\n{text}"
     u = {"prompt_tokens": 100, "completion_tokens": 20, "cached_tokens": 0, **r.usage}
-    return {
+    body: dict[str, Any] = {
         "id": "chatcmpl-test", "object": "chat.completion", "created": 0,
         "model": req.body.get("model", "m"),
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                     "finish_reason": r.stop or "stop", "logprobs": None}],
+        "choices": [{"index": 0, "message": message, "finish_reason": r.stop or "stop", "logprobs": None}],
         "usage": {"prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
                   "total_tokens": u["prompt_tokens"] + u["completion_tokens"],
                   "prompt_tokens_details": {"cached_tokens": u["cached_tokens"]}},
     }
+    if r.no_usage:
+        del body["usage"]
+    return body
 
 
 def _chunks(text: str, size: int = 12) -> list[str]:
@@ -159,20 +224,24 @@ def _chunks(text: str, size: int = 12) -> list[str]:
 def _sse_anthropic(req: Request, r: Reply) -> list[str]:
     """The Messages API's server-sent events for a reply (text, or a tool call's JSON in pieces)."""
     whole = _anthropic_body(req, r)
-    block = whole["content"][0]
     start = {"type": "message_start", "message": {**whole, "content": [], "stop_reason": None,
                                                     "usage": {**whole["usage"], "output_tokens": 1}}}
-    if block["type"] == "tool_use":
-        first = {**block, "input": {}}
-        deltas = [{"type": "input_json_delta", "partial_json": p} for p in _chunks(json.dumps(block["input"]))]
-    else:
-        first = {"type": "text", "text": ""}
-        deltas = [{"type": "text_delta", "text": p} for p in _chunks(block["text"])]
-    events = [("message_start", start), ("content_block_start",
-                                         {"type": "content_block_start", "index": 0, "content_block": first})]
-    events += [("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": d}) for d in deltas]
-    events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
-               ("message_delta", {"type": "message_delta", "delta": {"stop_reason": whole["stop_reason"],
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", start)]
+    for i, block in enumerate(whole["content"]):
+        if block["type"] == "thinking":  # extended thinking: thinking deltas, then its signature
+            first = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in _chunks(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif block["type"] == "tool_use":
+            first = {**block, "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _chunks(json.dumps(block["input"]))]
+        else:
+            first = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": p} for p in _chunks(block["text"])]
+        events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": first}))
+        events += [("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}) for d in deltas]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events += [("message_delta", {"type": "message_delta", "delta": {"stop_reason": whole["stop_reason"],
                                                                      "stop_sequence": None},
                                   "usage": {"output_tokens": whole["usage"]["output_tokens"]}}),
                ("message_stop", {"type": "message_stop"})]
@@ -182,12 +251,18 @@ def _sse_anthropic(req: Request, r: Reply) -> list[str]:
 def _sse_openai(req: Request, r: Reply) -> list[str]:
     """Chat Completions' streamed chunks for a reply, the usage last (stream_options.include_usage)."""
     whole = _openai_body(req, r)
-    text = whole["choices"][0]["message"]["content"]
+    message = whole["choices"][0]["message"]
+    text = message["content"]
     base = {"id": whole["id"], "object": "chat.completion.chunk", "created": 0, "model": whole["model"]}
     out = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    for name in ("reasoning_content", "reasoning"):  # reasoning deltas first (content null meanwhile)
+        if name in message:
+            out += [{**base, "choices": [{"index": 0, "delta": {name: p, "content": None}, "finish_reason": None}]}
+                    for p in _chunks(message[name])]
     out += [{**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in _chunks(text)]
-    out += [{**base, "choices": [{"index": 0, "delta": {}, "finish_reason": whole["choices"][0]["finish_reason"]}]},
-            {**base, "choices": [], "usage": whole["usage"]}]
+    out += [{**base, "choices": [{"index": 0, "delta": {}, "finish_reason": whole["choices"][0]["finish_reason"]}]}]
+    if "usage" in whole:
+        out.append({**base, "choices": [], "usage": whole["usage"]})
     return [f"data: {json.dumps(c)}\n\n" for c in out] + ["data: [DONE]\n\n"]
 
 
@@ -199,7 +274,15 @@ class FakeLLM:
         self.requests: list[Request] = []
         #: what GET /v1/models lists
         self.models: list[str] = ["claude-sonnet-4-6", "claude-haiku-4-5", "gpt-4.1", "gpt-4.1-mini"]
+        #: local servers' behaviours (MODES, several joined by "+"), applied to every reply the handler gives
+        self.mode = "plain"
+        #: slow-first: seconds the first request waits (the model loading) before any answer
+        self.slow_first = 1.2
+        #: context: the window in tokens (request_tokens) and the engine whose wording answers a larger request
+        self.context_tokens = 2_000
+        self.engine = "vllm"
         self._lock = threading.Lock()
+        self._ready_at = 0.0
         outer = self
 
         class _H(BaseHTTPRequestHandler):
@@ -239,12 +322,14 @@ class FakeLLM:
                 with outer._lock:
                     outer.requests.append(req)
                 try:
-                    r = outer.handler(req)
+                    r = outer._moded(req, outer.handler(req))
                 except Exception as e:
                     r = Reply(status=500, error=f"handler failed: {e!r}")
-                if r.status != 200:
+                if r.error_body is not None:
+                    body: dict[str, Any] = r.error_body
+                elif r.status != 200:
                     if req.api == "anthropic":
-                        body: dict[str, Any] = {"type": "error",
+                        body = {"type": "error",
                                                 "error": {"type": "api_error", "message": r.error}}
                     else:
                         body = {"error": {"message": r.error, "type": "server_error", "code": None}}
@@ -293,6 +378,32 @@ class FakeLLM:
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
                                         daemon=True)
         self._thread.start()
+
+    def _moded(self, req: Request, r: Reply) -> Reply:
+        """The handler's reply as the server's modes change it (MODES)."""
+        modes = set(self.mode.split("+"))
+        unknown = modes - set(MODES)
+        if unknown:
+            raise ValueError(f"unknown server modes {sorted(unknown)}")
+        if "slow-first" in modes:  # every request waits until the model is loaded, `slow_first` after the first
+            with self._lock:
+                self._ready_at = self._ready_at or time.monotonic() + self.slow_first
+            time.sleep(max(0.0, self._ready_at - time.monotonic()))
+        if "context" in modes and r.status == 200 and (n := request_tokens(req)) > self.context_tokens:
+            engine = "anthropic" if req.api == "anthropic" else self.engine
+            status, body = CONTEXT_ERRORS[engine]
+            filled = _fill(body, n=n, ctx=self.context_tokens, over=n - self.context_tokens)
+            return Reply(status=status, error_body=filled)
+        if r.status != 200:
+            return r
+        thinking = [m for m in MODES[1:6] if m in modes]
+        if thinking and req.api == "openai":
+            r = dataclasses.replace(r, thinking=THINKING, thinking_as=thinking[0])
+        if "anthropic-thinking" in modes and req.api == "anthropic":
+            r = dataclasses.replace(r, thinking=THINKING)
+        if "no-usage" in modes:
+            r = dataclasses.replace(r, no_usage=True)
+        return r
 
     def close(self) -> None:
         self.httpd.shutdown()

@@ -41,6 +41,11 @@ class AgentUnavailable(AgentError):
     """
 
 
+class ContextTooLong(AgentUnavailable):
+    """The prompt does not fit the model's context window (docs/research.md, Local models): a controlled
+    run pauses; a live session's machine first shortens its context."""
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """(y, e): an agent's current prediction and explanation."""
@@ -68,6 +73,10 @@ class CallRecord(CallCost):
 
     #: its llmcall_pending row while it is not stored (pxp.running.pxp.journal)
     pending_id: int | None = None
+    #: the model's reasoning beside its answer (stored on the LLMCall row, not exported with the accounting)
+    thinking: str | None = None
+    #: what was done to fit the call: image size sent, context shortened (the LLMCall row's `detail`)
+    detail: dict[str, Any] | None = None
 
 
 #: The accounting fields a CallRecord shares with an LLMCall row (stored and exported alike).

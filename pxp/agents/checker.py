@@ -11,11 +11,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from pxp.agents.base import AgentUnavailable, CallRecord, FormatFailure, Query
+from pxp.agents.base import AgentUnavailable, CallRecord, ContextTooLong, FormatFailure, Query
 from pxp.agents.proxy import HumanProxy
 from pxp.llm import journal
-from pxp.llm.base import Completion, LLMError, Prompt, Provider, TextPart, Turn, excerpt, reply_bound, reply_size
+from pxp.llm.base import (
+    Completion,
+    ContextExceeded,
+    LLMError,
+    Prompt,
+    Provider,
+    TextPart,
+    Turn,
+    excerpt,
+    reply_bound,
+    reply_size,
+)
 from pxp.llm.limits import call_slot
+from pxp.llm.local import watch
 from pxp.tasks.spec import FormatProblem, TaskSpec, parse_yes_no
 
 MAX_ATTEMPTS = 5
@@ -25,24 +37,32 @@ CHECKER_MAX_TOKENS = 10
 
 def accounted_call(
     provider: Provider, prompt: Prompt, calls: list[CallRecord], *, purpose: str, attempt: int,
-    unavailable: str = "", **kwargs: Any,
+    unavailable: str = "", detail: dict[str, Any] | None = None, **kwargs: Any,
 ) -> tuple[CallRecord, Completion]:
-    """One LLM call in a slot of the shared limit, accounted as a CallRecord appended to `calls`.
+    """One LLM call in a slot of the shared limit, accounted as a CallRecord appended to `calls` (with
+    `detail`: what was done to fit the call).
 
-    An LLMError is recorded on the call and raised as AgentUnavailable (prefixed `unavailable`).
+    An LLMError is recorded on the call and raised as AgentUnavailable (prefixed `unavailable`), a prompt
+    over the context window as ContextTooLong.
     """
-    record = CallRecord(provider=provider.name, model=provider.model, purpose=purpose, attempt=attempt)
+    record = CallRecord(provider=provider.name, model=provider.model, purpose=purpose, attempt=attempt,
+                        detail=detail)
     calls.append(record)
     record.pending_id = journal.sent(provider.name, provider.model, purpose, attempt)
+    local = bool(getattr(provider, "local", False))  # a local server: a slow call is the model loading
     try:
-        with call_slot():
+        with call_slot(), watch(f"{provider.name}:{provider.model}", local=local) as seen:
+            if kwargs.get("on_text") is not None:  # a streamed answer's first piece: the model is loaded
+                show = kwargs["on_text"]
+                kwargs["on_text"] = lambda text: (seen(), show(text))[-1]
             out = provider.complete(prompt, **kwargs)
     except LLMError as e:
         record.error = str(e)
-        raise AgentUnavailable(f"{unavailable}{e}") from None
+        raise (ContextTooLong if isinstance(e, ContextExceeded) else AgentUnavailable)(f"{unavailable}{e}") from None
     record.tokens_in, record.tokens_out = out.tokens_in, out.tokens_out
     record.cache_read, record.cache_write = out.cache_read, out.cache_write
     record.latency_ms, record.cost_usd = out.latency_ms, out.cost_usd
+    record.thinking = out.thinking
     return record, out
 
 

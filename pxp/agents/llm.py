@@ -23,12 +23,14 @@ from pxp.agents.base import (
     AgentUnavailable,
     Answer,
     CarriedSession,
+    ContextTooLong,
     FormatFailure,
     Query,
 )
 from pxp.agents.checker import MAX_ATTEMPTS, Checker, accounted_call
 from pxp.llm.base import (
     Completion,
+    ImagePart,
     Part,
     Prompt,
     Provider,
@@ -39,7 +41,7 @@ from pxp.llm.base import (
     reply_size,
     text_sink,
 )
-from pxp.llm.images import ImageError, cached_image, prepare_image
+from pxp.llm.images import ImageError, cached_image, image_detail, prepare_image
 from pxp.protocols.pxp.common_ground import question_text
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
 from pxp.protocols.scorekeeping.rules import MAX_PROBE_ATTEMPTS, parse_probe, probe_prompt
@@ -92,6 +94,21 @@ def carried_text(n: int, c: CarriedSession, spec: TaskSpec) -> str:
 REPLY = "Reply with your current answer in the required format."
 
 
+def shorter(q: Query) -> tuple[Query, int, int] | None:
+    """The query with a shorter context, and how many carried sessions and messages it drops: the oldest
+    half of the carried sessions first, then the oldest half of this session's earlier exchanges (in
+    pairs, so turns keep alternating); the case and the current exchange (the last two messages) are
+    always kept (docs/research.md, Local models). None when nothing is left to drop."""
+    if q.carry:
+        drop = -(-len(q.carry) // 2)
+        return dataclasses.replace(q, carry=tuple(q.carry)[drop:]), drop, 0
+    pairs = max(0, len(q.history) - 2) // 2
+    if pairs == 0:
+        return None
+    drop = 2 * -(-pairs // 2)
+    return dataclasses.replace(q, history=tuple(q.history)[drop:]), 0, drop
+
+
 def _reply_text(out: Completion) -> str:
     """A reply as text, for the record: its text, else its structured answer as JSON."""
     if out.text.strip() or out.data is None:
@@ -109,7 +126,7 @@ class LLMMachine(AgentBase):
     def __init__(
         self, provider: Provider, spec: TaskSpec, *, temperature: float | None = None,
         max_tokens: int | None = None, checker: Checker | None = None,
-        structured: bool = True, max_attempts: int = MAX_ATTEMPTS,
+        structured: bool = True, max_attempts: int = MAX_ATTEMPTS, shorten: bool = False,
     ) -> None:
         self.provider = provider
         self.spec = spec
@@ -118,7 +135,11 @@ class LLMMachine(AgentBase):
         self.checker = checker
         self.structured = structured
         self.max_attempts = max_attempts
+        #: a live session shortens a context over the window (`shorter`); a controlled run pauses instead
+        self.shorten = shorten
         self.label = f"{provider.name}:{provider.model}"
+        #: the largest image edge the model takes when configured (ProviderOptions.max_image_px)
+        self.max_image_px: int | None = getattr(getattr(provider, "options", None), "max_image_px", None)
         self._last: dict[tuple[int | None, int], dict[str, Any]] = {}
 
     # ASSEMBLE_PROMPT ---------------------------------------------------------------
@@ -134,11 +155,11 @@ class LLMMachine(AgentBase):
             first[-1] = dataclasses.replace(first[-1], cache=True)
         first.append(TextPart(spec.instance_text(x.payload)))
         if spec.image:
-            img = cached_image(x.asset_sha256, self.provider.name)
+            img = cached_image(x.asset_sha256, self.provider.name, self.max_image_px)
             data = x.load_image() if img is None else None
             if data is not None:
                 try:
-                    img = prepare_image(data, self.provider.name, sha256=x.asset_sha256)
+                    img = prepare_image(data, self.provider.name, sha256=x.asset_sha256, max_px=self.max_image_px)
                 except ImageError as e:
                     raise AgentUnavailable(f"instance {x.key}: {e}") from None
             if img is None:
@@ -161,7 +182,28 @@ class LLMMachine(AgentBase):
 
     # ASK_AGENT -----------------------------------------------------------------------
     def ask(self, q: Query) -> Answer:
+        """ASK_AGENT; with `shorten`, a prompt over the model's context window is asked again shorter
+        (`shorter`), the shortening recorded on each call that follows."""
+        view, dropped = q, {"carried_sessions": 0, "messages": 0}
+        while True:
+            try:
+                return self._ask(view, {"context_shortened": dict(dropped)} if any(dropped.values()) else None)
+            except ContextTooLong as e:
+                smaller = shorter(view) if self.shorten else None
+                if smaller is None:
+                    if any(dropped.values()):
+                        raise ContextTooLong(str(e).replace("; nothing was stored", " (even shortened to the case and "
+                                                            "the current exchange); nothing was stored", 1)) from None
+                    raise
+                view, carried, messages = smaller
+                dropped["carried_sessions"] += carried
+                dropped["messages"] += messages
+
+    def _ask(self, q: Query, detail: dict[str, Any] | None) -> Answer:
         prompt = self.assemble(q)
+        images = [p for t in prompt.turns for p in t.parts if isinstance(p, ImagePart)]
+        if images:  # the size sent, the size it was made from and the limit, on each call
+            detail = {**(detail or {}), "image": image_detail(images[0], self.provider.name, self.max_image_px)}
         purpose = "ask" if q.session_id is not None else "eval"
         schema = self.spec.schema() if self.structured else None
         problem = FormatProblem("no attempt was made")
@@ -171,7 +213,7 @@ class LLMMachine(AgentBase):
         for attempt in range(1, self.max_attempts + 1):
             record, out = accounted_call(self.provider, prompt, q.calls, purpose=purpose, attempt=attempt,
                                          max_tokens=self.max_tokens, temperature=self.temperature,
-                                         schema=schema, **stream)
+                                         schema=schema, detail=detail, **stream)
             try:
                 prediction, explanation = self._read(out)
             except FormatProblem as e:

@@ -17,8 +17,9 @@ _P: Table = table_of(PendingCall)
 def call_totals(engine: Engine, experiment_id: int) -> list[dict[str, Any]]:
     """One row per (repetition, provider, model, purpose): calls, errors, tokens, cost, latency.
 
-    `cost_usd` is None when no call of the row has a known price. `unknown` counts the calls
-    sent and never stored (in flight when the process was killed): spent, cost not known;
+    `cost_usd` is None when no call of the row has a known price. `no_usage` counts the calls whose server
+    sent no token counts (their tokens are unknown, not zero: docs/research.md, Local models). `unknown` counts
+    the calls sent and never stored (in flight when the process was killed): spent, cost not known;
     they are included in `calls`.
     """
     c, r = _L.c, _R.c
@@ -28,6 +29,7 @@ def call_totals(engine: Engine, experiment_id: int) -> list[dict[str, Any]]:
             func.sum(case((c.error.is_not(None), 1), else_=0)),
             func.sum(c.tokens_in), func.sum(c.tokens_out), func.sum(c.cache_read),
             func.sum(c.cache_write), func.sum(c.cost_usd), func.avg(c.latency_ms),
+            func.sum(case((c.tokens_in.is_(None), 1), else_=0)),
         )
         .join(_R, r.id == c.run_id)
         .where(c.experiment_id == experiment_id)
@@ -51,7 +53,7 @@ def call_totals(engine: Engine, experiment_id: int) -> list[dict[str, Any]]:
             "tokens_in": int(row[6] or 0), "tokens_out": int(row[7] or 0),
             "cache_read": int(row[8] or 0), "cache_write": int(row[9] or 0),
             "cost_usd": None if row[10] is None else round(float(row[10]), 6),
-            "latency_ms": round(float(row[11] or 0.0), 1), "unknown": 0,
+            "latency_ms": round(float(row[11] or 0.0), 1), "unknown": 0, "no_usage": int(row[12] or 0),
         }
         for row in rows
     ]
@@ -61,7 +63,8 @@ def call_totals(engine: Engine, experiment_id: int) -> list[dict[str, Any]]:
         if row_ is None:
             row_ = by_key[key] = {"repetition": key[0], "provider": key[1], "model": key[2], "purpose": key[3],
                                   "calls": 0, "errors": 0, "tokens_in": 0, "tokens_out": 0, "cache_read": 0,
-                                  "cache_write": 0, "cost_usd": None, "latency_ms": 0.0, "unknown": 0}
+                                  "cache_write": 0, "cost_usd": None, "latency_ms": 0.0, "unknown": 0,
+                                  "no_usage": 0}
             out.append(row_)
         row_["unknown"] += n
         row_["calls"] += n
@@ -73,5 +76,6 @@ def grand_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
     costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
     return {
         key: sum(r[key] for r in rows)
-        for key in ("calls", "errors", "tokens_in", "tokens_out", "cache_read", "cache_write", "unknown")
+        for key in ("calls", "errors", "tokens_in", "tokens_out", "cache_read", "cache_write", "unknown",
+                    "no_usage")
     } | {"cost_usd": round(sum(costs), 6) if costs else None}

@@ -35,7 +35,8 @@ def llm_costs(engine: Engine, sel: Selection) -> pd.DataFrame:
 
 
 def llm_summary(engine: Engine, sel: Selection) -> pd.DataFrame:
-    """Totals per provider, model and purpose for the selection's experiments (all calls)."""
+    """Totals per provider, model and purpose for the selection's experiments (all calls); `no_usage`: the calls
+    whose server sent no token counts (unknown tokens, docs/research.md, Local models)."""
 
     def compute() -> pd.DataFrame:
         frm = LC.outerjoin(R, R.c.id == LC.c.run_id)
@@ -49,13 +50,14 @@ def llm_summary(engine: Engine, sel: Selection) -> pd.DataFrame:
             select(*keys, func.count(LC.c.id).label("calls"), func.sum(LC.c.tokens_in).label("tokens_in"),
                    func.sum(LC.c.tokens_out).label("tokens_out"), func.sum(LC.c.cost_usd).label("cost_usd"),
                    func.avg(LC.c.latency_ms).label("mean_latency_ms"),
-                   func.sum(case((LC.c.error.is_not(None), 1), else_=0)).label("errors"))
+                   func.sum(case((LC.c.error.is_not(None), 1), else_=0)).label("errors"),
+                   func.sum(case((LC.c.tokens_in.is_(None), 1), else_=0)).label("no_usage"))
             .select_from(frm).where(*conds).group_by(*keys).order_by(*keys)
         )
         with engine.connect() as c:
             return pd.DataFrame(c.execute(q).mappings().all(), columns=[
                 "provider", "model", "purpose", "calls", "tokens_in", "tokens_out", "cost_usd",
-                "mean_latency_ms", "errors"])
+                "mean_latency_ms", "errors", "no_usage"])
 
     return cached(engine, "llm_summary", sel, compute).copy()
 

@@ -277,7 +277,8 @@ def message_views(engine: Engine, session_id: int) -> dict[int, str]:
 
 
 def session_calls(engine: Engine, session_id: int) -> pd.DataFrame:
-    """The LLM (or simulated) calls behind a session: tokens, latency, cost, errors."""
+    """The LLM (or simulated) calls behind a session: tokens (None: the server sent no usage), latency, cost,
+    errors, and the model's thinking beside its answer (docs/research.md, Local models)."""
     with DB(engine) as db:
         rows = db.exec(select(LLMCall).where(LLMCall.session_id == session_id).order_by(col(LLMCall.id))).all()
         data = [
@@ -285,13 +286,27 @@ def session_calls(engine: Engine, session_id: int) -> pd.DataFrame:
                 "message": c.j, "provider": c.provider, "model": c.model, "purpose": c.purpose,
                 "attempt": c.attempt, "tokens in": c.tokens_in, "tokens out": c.tokens_out,
                 "cached": c.cache_read, "latency ms": round(c.latency_ms, 1),
-                "cost $": c.cost_usd, "error": c.error or "",
+                "cost $": c.cost_usd, "fitted": fitted(c.detail), "error": c.error or "",
+                "thinking": c.thinking or "",
             }
             for c in rows
         ]
     return pd.DataFrame(data, columns=["message", "provider", "model", "purpose", "attempt",
                                        "tokens in", "tokens out", "cached", "latency ms", "cost $",
-                                       "error"])
+                                       "fitted", "error", "thinking"])
+
+
+def fitted(detail: dict[str, Any] | None) -> str:
+    """What was done to fit a call, in words: the image size sent and the context shortened."""
+    detail = detail or {}
+    out = []
+    if isinstance(img := detail.get("image"), dict) and img.get("sent") != img.get("source"):
+        (w, h), (sw, sh) = img.get("sent", (0, 0)), img.get("source", (0, 0))
+        out.append(f"image {w}×{h} of {sw}×{sh} ({img.get('limit', '')})")
+    if isinstance(cut := detail.get("context_shortened"), dict):
+        out.append(f"context without {cut.get('carried_sessions', 0)} carried session(s) and "
+                   f"{cut.get('messages', 0)} message(s)")
+    return "; ".join(out)
 
 
 # --- the distributed queue of `pxp run --distributed` (docs/operations.md, Workers; pxp.running.workers.queue) --------

@@ -100,7 +100,7 @@ def _run_queued(engine: Any, study: str, exps: list[tuple[int, str]], progress: 
     for o in outcomes:
         for rep, note in sorted(o.paused.items()):
             why = escape(f"{o.experiment} repetition {rep}: {note or 'not finished'}")
-            err.print(f"[yellow]paused:[/yellow] {escape(why)}", highlight=False, soft_wrap=True)
+            err.print(f"[yellow]paused:[/yellow] {why}", highlight=False, soft_wrap=True)  # escaped once
     return [o.experiment for o in outcomes if o.paused]
 
 

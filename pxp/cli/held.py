@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from pxp.cli.common import err, fail
+from pxp.llm.local import listening
 from pxp.running.pxp.config import RunError
 from pxp.running.pxp.controlled.progress import StudyProgress, make_progress
 from pxp.running.pxp.controlled.repetition import NullObserver
@@ -53,8 +54,8 @@ def run_held(engine: Any, experiment_id: int, name: str, *, show_progress: bool,
     try:
         with held:
             run = runner(engine, distributed)
-            if show_progress:
-                with observer:
+            if show_progress:  # a slow call (a local server loading the model) is said on the progress display
+                with observer, listening(observer.note):
                     return run(engine, experiment_id, observer=observer, concurrency=concurrency, **extra)
             return run(engine, experiment_id, concurrency=concurrency, **extra)
     except WorkerError as e:

@@ -1,4 +1,5 @@
-"""CLI commands of the LLM area: `pxp calls` (accounting per run) and `pxp task` (custom tasks)."""
+"""CLI commands of the LLM area: `pxp calls` (accounting per run), `pxp models` (what a server offers) and
+`pxp task` (custom tasks)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,32 @@ from pxp.cli.common import app, dump, fail, out, state
 task_app = typer.Typer(help="Custom tasks: check a TOML/JSON task config, attach it to a dataset.",
                        no_args_is_help=True)
 app.add_typer(task_app, name="task")
+
+
+@app.command("models")
+def models_cmd(
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="An OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio), e.g. "
+                           "http://localhost:11434/v1; default OPENAI_BASE_URL, else the provider's API.")] = None,
+    provider: Annotated[str, typer.Option(
+        "--provider", help="openai (any compatible server) or anthropic.")] = "openai",
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Check that this model is among them (exit 1 with one line when not).")] = None,
+) -> None:
+    """The models a server offers (its /v1/models), one per line (docs/research.md, Local models)."""
+    from pxp.llm.base import LLMConfigError, LLMError
+    from pxp.llm.models import served_models
+
+    if provider not in ("openai", "anthropic"):
+        fail(f"unknown provider {provider!r} (openai or anthropic)")
+    try:
+        served = served_models(f"{provider}:{model or 'any'}", base_url)
+    except (LLMError, LLMConfigError) as e:
+        fail(str(e))
+    for m in served:
+        out.print(m, highlight=False, markup=False, soft_wrap=True)
+    if model is not None and model not in served:
+        fail(f"{provider}:{model}: the server does not list this model ({len(served)} listed)")
 
 
 @app.command("calls")
@@ -89,9 +116,13 @@ def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) ->
     def cost(v: float | None) -> str:
         return "—" if v is None else f"{v:.4f}"
 
+    def tokens(r: dict[str, Any], key: str) -> str:  # "—" when no call of the row had usage
+        none = r.get("no_usage", 0)
+        return "—" if none and none >= r["calls"] - r.get("errors", 0) else str(r[key])
+
     for r in rows:
         t.add_row(str(r["repetition"]), escape(f"{r['provider']}:{r['model']}"), escape(r["purpose"]),
-                  str(r["calls"]), str(r["errors"]), str(r["tokens_in"]), str(r["tokens_out"]),
+                  str(r["calls"]), str(r["errors"]), tokens(r, "tokens_in"), tokens(r, "tokens_out"),
                   str(r["cache_read"]), str(r["cache_write"]), cost(r["cost_usd"]),
                   f"{r['latency_ms']:.0f}")
     t.add_row("all", "", "", str(total["calls"]), str(total["errors"]), str(total["tokens_in"]),
@@ -99,6 +130,9 @@ def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) ->
               cost(total["cost_usd"]), "")
     # the table is wider than 80 columns: print it whole rather than fold model names
     Console(width=max(out.width, 140), force_terminal=out.is_terminal, emoji=False).print(t)
+    if total.get("no_usage"):
+        out.print(f"{total['no_usage']} of {total['calls']} call(s) had no usage: the server sent no token counts, "
+                  "so their tokens and cost are unknown (—), not zero", highlight=False, markup=False)
     if total.get("unknown"):
         out.print(f"{total['unknown']} call(s) were in flight when a process stopped: outcome unknown, "
                   "counted in calls, tokens and cost not known (list them: pxp calls --unknown)",

@@ -353,7 +353,7 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
         err.print("\n".join(summary), highlight=False, markup=False, soft_wrap=True)
     if outcome.paused:
         for rep, note in sorted(outcome.paused.items()):
-            why = escape(note or "not finished")
-            err.print(f"[yellow]paused:[/yellow] repetition {rep}: {escape(why)}", highlight=False, soft_wrap=True)
+            why = escape(note or "not finished")  # escaped once: the line shows the note as it is
+            err.print(f"[yellow]paused:[/yellow] repetition {rep}: {why}", highlight=False, soft_wrap=True)
         err.print(hint, highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2)

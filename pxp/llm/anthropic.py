@@ -31,9 +31,10 @@ from pxp.llm.base import (
     TextSink,
     cut_off,
 )
-from pxp.llm.errors import bad_reply, describe_error
+from pxp.llm.errors import api_error, bad_reply
 from pxp.llm.keys import api_key
 from pxp.llm.limits import is_rate_limited, provider_limit
+from pxp.llm.local import answer_so_far, kept_thinking, prompt_tokens, split_thinking
 from pxp.llm.pricing import cost_usd
 from pxp.llm.redact import redact, redact_data
 
@@ -120,9 +121,7 @@ class AnthropicProvider:
         try:
             raw = provider_limit(self.limit_key).call(send, is_rate_limited)
         except anthropic.AnthropicError as e:
-            status = getattr(e, "status_code", None)
-            raise LLMError(describe_error(self.name, self.model, e, self.options),
-                           status=status) from None
+            raise api_error(self.name, self.model, e, self.options, prompt_tokens(body)) from None
         try:
             msg = raw.parse()
             return self._completion(msg, schema, (time.perf_counter() - t0) * 1000)
@@ -143,11 +142,12 @@ class AnthropicProvider:
                         piece = getattr(event.delta, "text", None) or getattr(event.delta, "partial_json", None)
                         if piece:
                             so_far.append(piece)
-                            on_text(redact("".join(so_far)))
+                            shown = answer_so_far("".join(so_far))
+                            if shown:  # nothing is shown while the model is still thinking
+                                on_text(redact(shown))
                 msg = stream.get_final_message()
-        except anthropic.APIStatusError as e:
-            raise LLMError(describe_error(self.name, self.model, e, self.options),
-                           status=getattr(e, "status_code", None)) from None
+        except (anthropic.APIStatusError, anthropic.APITimeoutError) as e:  # a timeout is said as one, not a cut
+            raise api_error(self.name, self.model, e, self.options, prompt_tokens(body)) from None
         except (anthropic.AnthropicError, httpx.HTTPError, ValueError, TypeError, AttributeError, KeyError) as e:
             raise LLMError(cut_off(self.name, self.model, f"{type(e).__name__}: {e}")) from None
         if msg.stop_reason is None:
@@ -164,9 +164,14 @@ class AnthropicProvider:
         if not isinstance(msg.content, list | None) or msg.usage is None:
             raise TypeError("no list of content blocks, or no usage")
         text_parts: list[str] = []
+        thinking: list[str] = []
         data: dict[str, Any] | None = None
         for block in msg.content or ():  # null content is an empty answer (a format failure)
-            if block.type == "text":
+            if block.type == "thinking":  # extended thinking: kept apart, never the answer
+                thinking.append(redact(str(block.thinking or "")))
+            elif block.type == "redacted_thinking":
+                thinking.append("(redacted by the provider)")
+            elif block.type == "text":
                 if not isinstance(block.text, str):
                     raise TypeError("a text block without text")
                 text_parts.append(redact(block.text))
@@ -179,12 +184,13 @@ class AnthropicProvider:
         tokens_in, tokens_out = u.input_tokens or 0, u.output_tokens or 0
         cache_read = u.cache_read_input_tokens or 0
         cache_write = u.cache_creation_input_tokens or 0
+        text, inline = split_thinking("".join(text_parts))  # a compatible server's inline <think> block
         return Completion(
-            text="".join(text_parts), data=data, tokens_in=tokens_in, tokens_out=tokens_out,
+            text=text, data=data, tokens_in=tokens_in, tokens_out=tokens_out,
             cache_read=cache_read, cache_write=cache_write, latency_ms=latency,
             cost_usd=cost_usd(self.name, self.model, tokens_in=tokens_in, tokens_out=tokens_out,
                               cache_read=cache_read, cache_write=cache_write),
-            stop_reason=msg.stop_reason,
+            stop_reason=msg.stop_reason, thinking=kept_thinking(*thinking, inline),
         )
 
 

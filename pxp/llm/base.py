@@ -31,6 +31,10 @@ class LLMError(PxpError, RuntimeError):
         self.status = status
 
 
+class ContextExceeded(LLMError):
+    """The prompt does not fit the model's context window (each engine's wording, pxp.llm.local)."""
+
+
 class LLMConfigError(PxpError, ValueError):
     """A provider spec or setting that cannot work (unknown provider, missing key)."""
 
@@ -53,6 +57,8 @@ class ImagePart:
     width: int = 0
     height: int = 0
     cache: bool = False
+    #: the size of the image it was made from (width, height), when it was downscaled
+    source: tuple[int, int] | None = None
 
 
 Part = TextPart | ImagePart
@@ -130,13 +136,16 @@ class Completion:
 
     text: str
     data: dict[str, Any] | None = None
-    tokens_in: int = 0
-    tokens_out: int = 0
+    #: None when the server sent no usage (unknown, never zero)
+    tokens_in: int | None = 0
+    tokens_out: int | None = 0
     cache_read: int = 0
     cache_write: int = 0
     latency_ms: float = 0.0
     cost_usd: float | None = None
     stop_reason: str | None = None
+    #: the model's reasoning beside its answer (pxp.llm.local), bounded; never parsed as the answer
+    thinking: str | None = None
 
 
 #: the smallest bound on a reply's size; DESIGN §1 "Format failures"
@@ -173,11 +182,13 @@ def excerpt(text: str, limit: int = 120) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ProviderOptions:
-    """SDK settings: base URL, retries and timeout (None = the SDK's default)."""
+    """SDK settings: base URL, retries and timeout (None = the SDK's default), and the largest image edge the
+    model takes (`max_image_px`, None = the provider's own limit; docs/research.md, Local models)."""
 
     base_url: str | None = None
     max_retries: int | None = None
     timeout: float | None = None
+    max_image_px: int | None = None
 
     def client_kwargs(self) -> dict[str, Any]:
         """The SDK client arguments these options set (both SDKs take the same names)."""
@@ -192,7 +203,7 @@ class ProviderOptions:
 
     @classmethod
     def from_env(cls, base_url: str | None = None, extra: Mapping[str, Any] | None = None) -> ProviderOptions:
-        """From a run's `extra` settings, else PXP_LLM_MAX_RETRIES / PXP_LLM_TIMEOUT."""
+        """From a run's `extra` settings, else PXP_LLM_MAX_RETRIES / PXP_LLM_TIMEOUT / PXP_MAX_IMAGE_PX."""
         extra = extra or {}
 
         def pick(key: str, env: str) -> Any:
@@ -201,16 +212,21 @@ class ProviderOptions:
 
         retries = pick("max_retries", "PXP_LLM_MAX_RETRIES")
         timeout = pick("timeout", "PXP_LLM_TIMEOUT")
+        max_px = pick("max_image_px", "PXP_MAX_IMAGE_PX")
         try:
-            return cls(
+            out = cls(
                 base_url=base_url or None,
                 max_retries=int(retries) if retries not in (None, "") else None,
                 timeout=float(timeout) if timeout not in (None, "") else None,
+                max_image_px=int(max_px) if max_px not in (None, "") else None,
             )
         except ValueError:
             raise LLMConfigError(
-                f"max_retries/timeout must be numbers (got {retries!r}, {timeout!r})"
+                f"max_retries/timeout/max_image_px must be numbers (got {retries!r}, {timeout!r}, {max_px!r})"
             ) from None
+        if out.max_image_px is not None and out.max_image_px < 16:
+            raise LLMConfigError(f"max_image_px must be at least 16 pixels (got {out.max_image_px})")
+        return out
 
 
 class Provider(Protocol):

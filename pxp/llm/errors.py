@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pxp.llm.base import ContextExceeded, LLMError
+from pxp.llm.local import context_line, is_context_exceeded
 from pxp.llm.redact import redact
 
 _HINT = {
@@ -23,6 +25,18 @@ def _server_message(e: Any) -> str:
         if isinstance(err, dict) and isinstance(err.get("message"), str):
             return str(err["message"])
     return ""
+
+
+def api_error(provider: str, model: str, e: Exception, options: Any, asked: int | None = None) -> LLMError:
+    """The LLMError of an SDK error: a ContextExceeded naming the model and the size asked when the
+    server says the prompt does not fit its context window, else `describe_error`'s line."""
+    status = getattr(e, "status_code", None)
+    if status is not None and is_context_exceeded(status, f"{e} {getattr(e, 'body', '')}"):
+        tail = "; nothing was stored and the session can be resumed"
+        return ContextExceeded(redact(context_line(f"{provider}:{model}", _server_message(e) or str(e), asked,
+                                                            getattr(e, "body", None)))
+                               + tail, status=status)
+    return LLMError(describe_error(provider, model, e, options), status=status)
 
 
 def describe_error(provider: str, model: str, e: Exception, options: Any) -> str:

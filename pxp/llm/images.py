@@ -1,8 +1,10 @@
 """Images downscaled to a provider's limits before sending (DESIGN §5).
 
 Claude: long edge at most 1568 px (and about 1.15 megapixels), at most 5 MB per
-image. OpenAI vision: fits 2048 px, short side 768 px at high detail. An image
-already within the limits and in an accepted format is sent unchanged. Prepared images are
+image. OpenAI vision: fits 2048 px, short side 768 px at high detail. A configured `max_image_px`
+(a local model's own limit) bounds the long edge further. The image is sent at the largest size
+these allow, downscaled once (aspect kept); one already within them and in an accepted format is
+sent unchanged. Prepared images are
 cached within a byte budget (IMAGE_CACHE_BYTES, docs/development.md, Memory budgets).
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from PIL import Image
@@ -59,18 +61,20 @@ def _to_8bit(img: Image.Image) -> Image.Image:
     return img.convert("RGB")
 
 
-def _prepare(data: bytes, provider: str) -> tuple[bytes, str, int, int]:
+def _prepare(data: bytes, provider: str, max_px: int | None = None) -> Prepared:
     lim = LIMITS.get(provider, LIMITS["openai"])
+    if max_px is not None and max_px < lim.long_edge:
+        lim = replace(lim, long_edge=max_px, short_edge=None if lim.short_edge is None else min(lim.short_edge, max_px))
     try:
         img: Image.Image = Image.open(io.BytesIO(data))
         img.load()
     except Exception as e:
         raise ImageError(f"cannot read the image ({type(e).__name__})") from None
     fmt = img.format or ""
-    w, h = img.size
+    w, h = source = img.size
     s = _scale(w, h, lim)
     if s >= 1.0 and fmt in _ACCEPTED and len(data) <= lim.max_bytes:
-        return data, _ACCEPTED[fmt], w, h
+        return data, _ACCEPTED[fmt], w, h, source
     img = _to_8bit(img)
     if s < 1.0:
         w, h = max(1, int(w * s)), max(1, int(h * s))
@@ -78,10 +82,10 @@ def _prepare(data: bytes, provider: str) -> tuple[bytes, str, int, int]:
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     if buf.tell() <= lim.max_bytes:
-        return buf.getvalue(), "image/png", w, h
+        return buf.getvalue(), "image/png", w, h, source
     buf = io.BytesIO()
     img.convert("RGB").save(buf, format="JPEG", quality=90)
-    return buf.getvalue(), "image/jpeg", w, h
+    return buf.getvalue(), "image/jpeg", w, h, source
 
 
 #: byte budget of the prepared images (docs/development.md, Memory budgets). A prepared image is ~1.1 MB for a grey
@@ -91,27 +95,37 @@ def _prepare(data: bytes, provider: str) -> tuple[bytes, str, int, int]:
 #: (4 by default) many times over, and a miss costs ~0.1-0.3 s of re-encoding, not a call
 IMAGE_CACHE_BYTES = 32 * MB
 
-Prepared = tuple[bytes, str, int, int]
-#: the prepared images by (sha256, provider), least recently used evicted first
-CACHE: ByteLRU[tuple[str, str], Prepared] = ByteLRU(IMAGE_CACHE_BYTES, name="prepared LLM images")
+#: bytes, media type, the size sent, and the size of the image it was made from
+Prepared = tuple[bytes, str, int, int, tuple[int, int]]
+#: the prepared images by (sha256, provider, max_image_px), least recently used evicted first
+CACHE: ByteLRU[tuple[str, str, int | None], Prepared] = ByteLRU(IMAGE_CACHE_BYTES, name="prepared LLM images")
 
 
 def _part(hit: Prepared, sha: str) -> ImagePart:
-    out, mime, w, h = hit
-    return ImagePart(out, mime, sha256=sha, width=w, height=h)
+    out, mime, w, h, source = hit
+    return ImagePart(out, mime, sha256=sha, width=w, height=h, source=source if source != (w, h) else None)
 
 
-def prepare_image(data: bytes, provider: str, *, sha256: str | None = None) -> ImagePart:
-    """The image as an ImagePart within `provider`'s limits (the recent ones are cached by sha256
+def prepare_image(data: bytes, provider: str, *, sha256: str | None = None, max_px: int | None = None) -> ImagePart:
+    """The image as an ImagePart within `provider`'s limits and `max_px` (the recent ones are cached by sha256
     within IMAGE_CACHE_BYTES, so a session's later messages and repeated evaluations do not
     re-encode it)."""
     sha = sha256 or hashlib.sha256(data).hexdigest()
-    return _part(CACHE.get_or_make((sha, provider), lambda: _prepare(data, provider)), sha)
+    return _part(CACHE.get_or_make((sha, provider, max_px), lambda: _prepare(data, provider, max_px)), sha)
 
 
-def cached_image(sha256: str | None, provider: str) -> ImagePart | None:
+def cached_image(sha256: str | None, provider: str, max_px: int | None = None) -> ImagePart | None:
     """The prepared image for `provider` if it is still cached (saves loading the bytes)."""
     if sha256 is None:
         return None
-    hit: Prepared | None = CACHE.get((sha256, provider))
+    hit: Prepared | None = CACHE.get((sha256, provider, max_px))
     return None if hit is None else _part(hit, sha256)
+
+
+def image_detail(part: ImagePart, provider: str, max_px: int | None) -> dict[str, object]:
+    """What a call records of the image it sent: the size sent, the size it was made from, and the limit."""
+    lim = LIMITS.get(provider, LIMITS["openai"])
+    limit = f"max_image_px {max_px}" if max_px is not None and max_px < lim.long_edge else \
+        f"{provider} {lim.long_edge} px"
+    return {"sent": [part.width, part.height], "source": list(part.source or (part.width, part.height)),
+            "limit": limit}

@@ -13,6 +13,11 @@ from typing import Any, cast
 
 from pxp.llm.base import is_llm_spec, parse_spec
 
+# the rough token counts live in pxp.llm.local (its context-window errors use them); exported here too
+from pxp.llm.local import CHARS_PER_TOKEN as CHARS_PER_TOKEN
+from pxp.llm.local import IMAGE_TOKENS as IMAGE_TOKENS
+from pxp.llm.local import estimate_tokens as estimate_tokens
+
 #: the examples and suggestions pxp shows; current (not deprecated) models, checked 2026-11-23
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1"}
 DEFAULT_CHECKERS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4.1-mini"}
@@ -31,17 +36,6 @@ CONTEXT_WINDOWS: dict[tuple[str, str], int] = {
     ("openai", "gpt-4o"): 128_000,
     ("openai", "gpt-4o-mini"): 128_000,
 }
-#: a rough token count of one image (Anthropic: about width*height/750 for a 1092x1092 image)
-IMAGE_TOKENS = 1_600
-#: characters per token of the rough estimate (English text, both providers' tokenizers)
-CHARS_PER_TOKEN = 4
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count of `text` (characters / 4, rounded up): an estimate, not the tokenizer's."""
-    return -(-len(text) // CHARS_PER_TOKEN)
-
-
 def context_window(spec: str) -> int | None:
     """The context window of a provider:model spec (a date suffix allowed), or None when unknown."""
     if not is_llm_spec(spec):

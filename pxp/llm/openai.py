@@ -13,6 +13,7 @@ pauses anything.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import time
@@ -34,9 +35,10 @@ from pxp.llm.base import (
     TextSink,
     cut_off,
 )
-from pxp.llm.errors import bad_reply, describe_error
+from pxp.llm.errors import api_error, bad_reply
 from pxp.llm.keys import api_key
 from pxp.llm.limits import is_rate_limited, provider_limit
+from pxp.llm.local import LOCAL_TIMEOUT, answer_so_far, kept_thinking, prompt_tokens, reasoning_field, split_thinking
 from pxp.llm.pricing import cost_usd
 from pxp.llm.redact import redact, redact_data
 
@@ -54,6 +56,8 @@ class OpenAIProvider:
         self.options = options or ProviderOptions()
         base_url = self.options.base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.local = base_url is not None
+        if self.local and self.options.timeout is None:  # the first call may wait for the model to load
+            self.options = dataclasses.replace(self.options, timeout=LOCAL_TIMEOUT)
         self.structured = True
         key = api_key("OPENAI_API_KEY")
         if not key:
@@ -120,16 +124,15 @@ class OpenAIProvider:
                 body.pop("response_format")
                 resp = self._create(body)
         except openai.OpenAIError as e:
-            status = getattr(e, "status_code", None)
-            raise LLMError(describe_error(self.name, self.model, e, self.options),
-                           status=status) from None
+            raise api_error(self.name, self.model, e, self.options, prompt_tokens(body)) from None
         latency = (time.perf_counter() - t0) * 1000
-        text, refusal, stop = "", None, None
+        text, refusal, stop, reasoning = "", None, None, ""
         if resp.choices:
             choice = resp.choices[0]
             text, refusal, stop = choice.message.content or "", getattr(choice.message, "refusal", None), \
                 choice.finish_reason
-        return self._completion(body, text, refusal, stop, resp.usage, latency)
+            reasoning = reasoning_field(choice.message)
+        return self._completion(body, text, refusal, stop, resp.usage, latency, reasoning)
 
     def _streamed(self, body: dict[str, Any], on_text: TextSink) -> Completion:
         """The same call streamed (`stream=True` with the usage in the last chunk): `on_text` sees the
@@ -137,6 +140,7 @@ class OpenAIProvider:
         t0 = time.perf_counter()
         streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
         parts: list[str] = []
+        reasoning: list[str] = []
         refusal: list[str] = []
         stop: str | None = None
         usage: Any = None
@@ -146,25 +150,31 @@ class OpenAIProvider:
             for chunk in chunks:
                 usage = chunk.usage or usage
                 for choice in chunk.choices[:1]:
+                    reasoning.append(reasoning_field(choice.delta))
                     if choice.delta.content:
                         parts.append(choice.delta.content)
-                        on_text(redact("".join(parts)))
+                        shown = answer_so_far("".join(parts))
+                        if shown:  # nothing is shown while the model is still thinking
+                            on_text(redact(shown))
                     if getattr(choice.delta, "refusal", None):
                         refusal.append(choice.delta.refusal)
                     stop = choice.finish_reason or stop
-        except openai.APIStatusError as e:
-            raise LLMError(describe_error(self.name, self.model, e, self.options),
-                           status=getattr(e, "status_code", None)) from None
+        except (openai.APIStatusError, openai.APITimeoutError) as e:  # a timeout is said as one, not as a cut
+            raise api_error(self.name, self.model, e, self.options, prompt_tokens(body)) from None
         except (openai.OpenAIError, httpx.HTTPError, ValueError, TypeError, AttributeError, KeyError) as e:
             raise LLMError(cut_off(self.name, self.model, f"{type(e).__name__}: {e}")) from None
         if stop is None:
             raise LLMError(cut_off(self.name, self.model, "no finish reason"))
         latency = (time.perf_counter() - t0) * 1000
-        return self._completion(body, "".join(parts), "".join(refusal) or None, stop, usage, latency)
+        return self._completion(body, "".join(parts), "".join(refusal) or None, stop, usage, latency,
+                                "".join(reasoning))
 
     def _completion(self, body: dict[str, Any], content: str, refusal: str | None, finish: str | None,
-                    u: Any, latency: float) -> Completion:
-        """pxp's Completion of a reply's content, refusal, finish reason and usage (streamed or not)."""
+                    u: Any, latency: float, reasoning: str = "") -> Completion:
+        """pxp's Completion of a reply's content, refusal, finish reason and usage (streamed or not);
+        thinking, inline or in a field of its own, is kept apart from the answer (pxp.llm.local)."""
+        content, inline = split_thinking(content or "")
+        thinking = kept_thinking(redact(reasoning), redact(inline))
         text = redact(content or refusal or "")
         stop = "refusal" if refusal and not content else finish
         data = None
@@ -174,14 +184,16 @@ class OpenAIProvider:
                 data = redact_data(parsed) if isinstance(parsed, dict) else None
             except json.JSONDecodeError:
                 data = None
-        prompt_tokens = u.prompt_tokens if u else 0
-        tokens_out = u.completion_tokens if u else 0
-        details = u.prompt_tokens_details if u else None
+        if u is None:  # a server that counts no tokens: unknown, never zero (docs/research.md)
+            return Completion(text=text, data=data, tokens_in=None, tokens_out=None, latency_ms=latency,
+                              stop_reason=stop, thinking=thinking)
+        details = u.prompt_tokens_details
         cache_read = (details.cached_tokens or 0) if details else 0
-        tokens_in = max(0, prompt_tokens - cache_read)
+        tokens_in = max(0, (u.prompt_tokens or 0) - cache_read)
+        tokens_out = u.completion_tokens or 0
         return Completion(
             text=text, data=data, tokens_in=tokens_in, tokens_out=tokens_out,
-            cache_read=cache_read, latency_ms=latency, stop_reason=stop,
+            cache_read=cache_read, latency_ms=latency, stop_reason=stop, thinking=thinking,
             cost_usd=None if self.local else cost_usd(
                 self.name, self.model, tokens_in=tokens_in, tokens_out=tokens_out,
                 cache_read=cache_read),

@@ -168,8 +168,9 @@ class CallCost(CallId):
     """The accounting of one LLM (or simulated) call: the one declaration of the call-cost fields,
     shared by LLMCall rows and the agents' CallRecord (pxp.agents.base)."""
 
-    tokens_in: int = 0
-    tokens_out: int = 0
+    #: None when the server reported no usage: unknown, never zero (docs/research.md, Local models)
+    tokens_in: int | None = 0
+    tokens_out: int | None = 0
     cache_read: int = 0
     cache_write: int = 0
     latency_ms: float = 0.0
@@ -186,6 +187,10 @@ class LLMCall(CallCost, table=True):
     session_id: int | None = Field(default=None, foreign_key="session.id", index=True)
     j: int | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    #: the model's reasoning beside its answer, bounded (docs/research.md, Local models)
+    thinking: str | None = Field(default=None, sa_type=Text)
+    #: what was done to fit the call (image size sent, context shortened), as JSON
+    detail: dict[str, Any] | None = Field(default=None, sa_type=JSON)
 
 
 class PendingCall(CallId, table=True):

@@ -82,7 +82,7 @@ def test_least_recently_used_is_evicted_and_hits_are_the_prepared_image(
     for i in (0, 2, 3):
         hit = cached_image(shas[i], "anthropic")
         assert hit is not None
-        assert (hit.data, hit.media_type, hit.width, hit.height) == fresh[i]
+        assert (hit.data, hit.media_type, hit.width, hit.height) == fresh[i][:4]  # [4]: the source size
         assert hit.sha256 == shas[i]
     assert CACHE.nbytes <= CACHE.max_bytes
     # providers are cached apart: OpenAI's limits give another image of the same source

@@ -16,6 +16,7 @@ from pxp.app import resources, ui
 from pxp.app.annotate.keys import SUBMIT_KEY, S
 from pxp.app.refused import stale_send
 from pxp.llm.base import streaming
+from pxp.llm.local import waiting_shown
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.live.assignment import LiveError, claim_next
 from pxp.running.pxp.live.prepare import machine_step_once
@@ -53,7 +54,7 @@ def machine_turn(s: LiveSession) -> bool:
     what = "The simulated agent is answering…" if s.is_simulated else "The machine is answering…"
     box = st.empty()
     try:
-        with st.spinner(what), streaming(_live_text(box)):
+        with st.spinner(what), streaming(_live_text(box)), waiting_shown(_waiting(box)):
             machine_step_once(resources.engine(), s.id, resources.machine(s.experiment_id))
     except (AgentUnavailable, LiveError) as err:
         S[err_key] = " ".join(str(err).split()) or "the service did not answer"
@@ -61,6 +62,20 @@ def machine_turn(s: LiveSession) -> bool:
     finally:
         box.empty()  # the stored message is shown in its place
     return True
+
+
+def _waiting(box: Any) -> Callable[[str], None]:
+    """Say in the box that the machine is waiting for its model to load (a local server's first call); called
+    from a timer thread, which is given this page run's context first."""
+    from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+
+    def show(line: str) -> None:
+        add_script_run_ctx(ctx=ctx)
+        box.caption(line.partition(": ")[2].capitalize() + "…")
+
+    return show
 
 
 def _live_text(box: Any) -> Callable[[str], None]:

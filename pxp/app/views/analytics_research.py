@@ -112,6 +112,9 @@ def view_costs(sel: Selection) -> None:
         st.dataframe(df, hide_index=True)
         download_csv("Per session (CSV)", df, "llm_per_session.csv", "analytics_dl_costs")
     st.caption("All calls of the selected experiments by provider, model and purpose (including evaluations).")
+    if no_usage := int(summary["no_usage"].fillna(0).sum()) if not summary.empty else 0:
+        st.caption(f"{no_usage:,} of {int(summary['calls'].sum()):,} call(s) had no usage: the server sent no "
+                   "token counts, so their tokens and cost are unknown (—), not zero.")
     st.dataframe(summary, hide_index=True)
     download_csv("By model and purpose (CSV)", summary, "llm_summary.csv", "analytics_dl_cost_summary")
 

@@ -103,11 +103,22 @@ def detail(sid: int) -> None:
     calls = session_calls(eng, sid)
     if len(calls):
         c = st.columns(3)
-        c[0].metric("Tokens in / out", f"{int(calls['tokens in'].sum())} / {int(calls['tokens out'].sum())}")
+        unknown = int(calls["tokens in"].isna().sum())
+        c[0].metric("Tokens in / out", f"{int(calls['tokens in'].sum())} / {int(calls['tokens out'].sum())}",
+                    help=f"{unknown} call(s) without usage: the server sent no token counts" if unknown else None)
         c[1].metric("Latency (total)", f"{calls['latency ms'].sum() / 1000:.2f} s")
         cost = calls["cost $"].dropna()
         c[2].metric("Cost", f"${cost.sum():.4f}" if len(cost) else "—")
+        if unknown:
+            st.caption(f"{unknown} of {len(calls)} call(s) had no usage (unknown tokens, cost —).")
+        thinking = calls.pop("thinking")
         st.dataframe(calls, hide_index=True)
+        for j, purpose, attempt, text in zip(calls["message"], calls["purpose"], calls["attempt"], thinking,
+                                             strict=True):
+            if text:  # the model's reasoning beside its answer: folded, never the answer
+                where = "the evaluation" if j != j or j is None else f"message {int(j)}"  # NaN: no message
+                with st.expander(f"Thinking behind {where} ({purpose}, attempt {attempt})", expanded=False):
+                    st.text(text)
     else:
         st.caption("No calls recorded (imported transcript, or a human-only turn).")
 

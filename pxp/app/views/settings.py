@@ -25,6 +25,27 @@ def _missing_keys(models: list[str], own_server: bool) -> list[str]:
     return out
 
 
+def _server_models(base_url: str, generator: str) -> None:
+    """The models the saved OpenAI-compatible server offers (its /v1/models), on demand (docs/research.md,
+    Local models)."""
+    from pxp.llm.base import LLMConfigError, LLMError
+    from pxp.llm.models import served_models
+
+    if not st.button("List the server's models", key="settings_list_models"):
+        return
+    try:
+        served = served_models("openai:any", base_url)
+    except (LLMError, LLMConfigError) as err:
+        st.error(ui.escape_md(str(err)))
+        return
+    mine = generator.partition(":")[2] if generator.startswith("openai:") else None
+    st.dataframe({"model": served, "the generator": ["yes" if m == mine else "" for m in served]},
+                 hide_index=True, key="settings_models")
+    if mine and mine not in served:
+        st.warning(ui.escape_md(f"The generator {generator} is not among the {len(served)} model(s) this "
+                                "server lists."))
+
+
 def render() -> None:
     eng = resources.engine()
     st.title("Settings")
@@ -72,6 +93,8 @@ def render() -> None:
                 if missing:
                     st.warning(f"Not set: {', '.join(missing)}. The model cannot answer until the "
                                "key is in the environment or Streamlit secrets.")
+    if prefs.base_url:
+        _server_models(prefs.base_url, prefs.generator)
     st.subheader("API keys")
     st.caption("Keys are read from the environment or Streamlit secrets; pxp never stores or shows them.")
     for name, where in resources.key_status().items():

@@ -89,6 +89,8 @@ def call_rows(
             "session_id": session_id,
             "j": j,
             **call_fields(c),
+            "thinking": c.thinking,
+            "detail": c.detail,
             "created_at": now,
         }
         for c in calls

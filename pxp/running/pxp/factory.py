@@ -113,7 +113,7 @@ def make_agents(engine: Engine, exp: Experiment, run: Run) -> dict[Sender, Agent
         provider = make_provider(machine_spec, _options(machine_spec, machine_spec, cfg.base_url, extra))
         machine = LLMMachine(
             provider, spec, temperature=cfg.temperature, max_tokens=cfg.max_tokens, checker=checker,
-            structured=bool(extra.get("structured", True)),
+            structured=bool(extra.get("structured", True)), shorten=exp.mode == "live",
         )
     except LLMConfigError as e:
         raise AgentConfigError(str(e)) from None

@@ -225,7 +225,7 @@ def render_usage(rows: list[dict[str, Any]], seconds: float | None = None) -> li
             f"{r['provider']}:{r['model']}" if r["provider"] != r["model"] else r["provider"],
             str(r["calls"]),
             str(r["errors"]),
-            f"{r['tokens_in']}/{r['tokens_out']}",
+            "—" if r.get("no_usage") == r["calls"] else f"{r['tokens_in']}/{r['tokens_out']}",
             "-" if r["cost_usd"] is None else f"{r['cost_usd']:.4f}",
             f"{r['latency_mean_ms']:.0f}/{r['latency_p95_ms']:.0f}",
         )
@@ -238,6 +238,8 @@ def render_usage(rows: list[dict[str, Any]], seconds: float | None = None) -> li
         costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
         total = f"${sum(costs):.4f}" if costs else "no priced calls"
         lines.append(f"total: {sum(r['calls'] for r in rows)} calls, {total}")
+        if no_usage := sum(r.get("no_usage", 0) for r in rows):
+            lines.append(f"{no_usage} call(s) had no usage (the server sent no token counts): tokens and cost unknown")
     if seconds is not None:
         lines.append(f"wall time: {seconds:.1f} s")
     return lines

@@ -266,6 +266,7 @@ def usage_summary(engine: Engine, experiment_id: int) -> list[dict[str, Any]]:
             "tokens_in": sum(int(r[3] or 0) for r in rows),
             "tokens_out": sum(int(r[4] or 0) for r in rows),
             "cache_read": sum(int(r[5] or 0) for r in rows),
+            "no_usage": sum(1 for r in rows if r[3] is None),
             "cost_usd": round(sum(costs), 6) if costs else None,
             "latency_mean_ms": round(sum(lat) / len(lat), 1) if lat else 0.0,
             "latency_p95_ms": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 1) if lat else 0.0,
