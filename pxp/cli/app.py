@@ -11,9 +11,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from sqlalchemy import select
 
 from pxp.cli.common import app, err, state
 from pxp.team.config import ConfigError, check_serving
@@ -135,6 +136,7 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
         out.append((False, f"database: {problem}"))
     except Exception as exc:
         out.append((False, f"database: {shown_url(url)}: {describe(exc)}"))
+    out += _model_checks(url)
     auth = secrets.values.get("auth")
     if not auth:
         out.append((True, "login: off (no [auth]): every page is open to whoever reaches the server; "
@@ -156,6 +158,35 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
                                          "not set (only the simulated machine and local servers)")))
     out.append((True, f"versions: pxp {version('pxp')}, Streamlit {version('streamlit')}"))
     return out
+
+
+def _model_checks(url: str) -> list[tuple[bool, str]]:
+    """With a local server saved in Settings (a base URL): is the machine's model among those it lists?"""
+    from pxp.llm.base import LLMConfigError, LLMError, is_llm_spec
+    from pxp.llm.models import served_models
+    from pxp.storage.store import make_engine
+    from pxp.storage.tables import AppSetting
+
+    try:
+        engine = make_engine(url, must_exist=True)
+        with engine.connect() as conn:
+            rows: dict[str, Any] = {str(k): v for k, v in conn.execute(
+                select(AppSetting.__table__.c.key, AppSetting.__table__.c.value)).all()}  # type: ignore[attr-defined]
+        engine.dispose()
+    except Exception:  # no database yet, or not pxp's: said by the database line
+        return []
+    base, spec = rows.get("base_url") or "", rows.get("generator") or ""
+    if not base or not is_llm_spec(str(spec)):
+        return []
+    try:
+        served = served_models(str(spec), str(base))
+    except (LLMConfigError, LLMError) as err:
+        return [(False, f"model: {err}")]
+    model = str(spec).split(":", 1)[1]
+    if model in served:
+        return [(True, f"model: {spec} is served by {base}")]
+    return [(False, f"model: {spec} is not among the models {base} serves ({', '.join(served[:8]) or 'none'}); "
+                    "pick one in Settings (`pxp models --base-url URL` lists them)")]
 
 
 def _workers_line(url: str) -> str:

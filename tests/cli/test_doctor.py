@@ -83,3 +83,28 @@ def test_pxp_doctor_exits_1_on_a_cross(tmp_path: Path) -> None:
     done = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stdout.startswith("✗ configuration: "), done.stdout + done.stderr
     assert all(line[:2] in ("✓ ", "✗ ") for line in done.stdout.splitlines())
+
+
+def test_doctor_checks_the_saved_model_is_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a local server saved in Settings, `pxp doctor` says whether the machine's model is among those
+    its /v1/models lists (docs/research.md, Local models)."""
+    from pxp.storage.store import db_session
+    from pxp.storage.tables import AppSetting
+    from tests.llm_server import FakeLLM
+
+    url = f"sqlite:///{tmp_path / 'pxp.db'}"
+    engine = get_engine(url)
+    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    with FakeLLM() as server:
+        server.models = ["qwen3:8b", "llama3.1:8b"]
+        with db_session(engine) as db:
+            db.add(AppSetting(key="base_url", value=server.openai_url))
+            db.add(AppSetting(key="generator", value="openai:qwen3:8b"))
+        assert (True, f"model: openai:qwen3:8b is served by {server.openai_url}") in doctor_checks([], url, {})
+        with db_session(engine) as db:
+            row = db.get(AppSetting, "generator")
+            assert row is not None
+            row.value = "openai:qwen3:32b"
+            db.add(row)
+        [line] = [line for ok, line in doctor_checks([], url, {}) if not ok]
+        assert line.startswith("model: openai:qwen3:32b is not among the models") and "qwen3:8b" in line
