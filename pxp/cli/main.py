@@ -28,6 +28,9 @@ def quiet_drivers() -> None:
         logger = logging.getLogger(name)
         logger.addHandler(logging.NullHandler())
         logger.propagate = False
+    # a provider's in-flight limit halved after a 429 is for `pxp worker` and the server's log; a command's
+    # user reads its outcome lines (a pause names the 429 already)
+    logging.getLogger("pxp.llm.limits").setLevel(logging.ERROR)
     default = sys.unraisablehook
 
     def hook(unraisable: sys.UnraisableHookArgs) -> None:

@@ -41,6 +41,7 @@ def worker_cmd(
     handler = logging.StreamHandler()
     handler.setFormatter(OneLine("%(asctime)s %(message)s"))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
+    logging.getLogger("pxp.llm.limits").setLevel(logging.NOTSET)  # a worker's log says when a limit halves
     who = f"pxp worker{f' {name}' if name else ''}"
     while True:
         try:

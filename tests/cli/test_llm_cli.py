@@ -229,3 +229,20 @@ def test_pxp_console_script_subprocess(engine: Engine, db_url: str, server: Fake
     assert "Total sessions" in r.stdout
     assert "sk-test-not-a-key" not in r.stdout + r.stderr
     assert {q.body["model"] for q in server.requests} == {"claude-sonnet-4-6", "claude-haiku-4-5"}
+
+
+def test_a_provider_answering_429_for_ever_pauses_with_its_one_line(engine: Engine, db_url: str,
+                                                                     server: FakeLLM) -> None:
+    """HTTP 429 on every call: the run pauses like every provider fault, its stderr the pause line and the
+    resume line (the in-flight limit halving on the way is the server log's, not the user's)."""
+    make_drug(engine, "drug")
+    server.handler = lambda req: Reply(status=429, error="rate limited")
+    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-test-not-a-key", "ANTHROPIC_BASE_URL": server.url,
+           "PXP_LLM_MAX_RETRIES": "1"}
+    cmd = [sys.executable, "-c", "from pxp.cli.main import main; main()", "--db", db_url, "run", "--dataset",
+           "drug", "--machine", CLAUDE, "--name", "limited", "--no-progress", "--concurrency", "8"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.strip().splitlines() if not ln.startswith("note: ")]  # the dataset's own
+    assert len(lines) == 2 and lines[0].startswith("paused: repetition 1: ") and "API error 429" in lines[0], lines
+    assert lines[1] == "resume with `pxp run --resume limited`"
