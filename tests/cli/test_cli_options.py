@@ -282,7 +282,7 @@ def test_read_commands_work_on_a_read_only_archive(url: str, tmp_path: Path) -> 
         assert exp.returncode == 0 and (work / "x" / "sessions.jsonl").exists(), exp.stderr
         # writing is refused in one line; the archive is untouched
         run = _unprivileged(["--db", ro, "run", "--dataset", "toy-rad", "--name", "more", "--no-progress"], work)
-        assert run.returncode == 1 and "Traceback" not in run.stderr and "readonly" in run.stderr
+        assert run.returncode == 1 and "Traceback" not in run.stderr and "the database is read-only" in run.stderr
         assert sorted(p.name for p in db.parent.iterdir()) == ["study.db"]
     finally:
         _restore(db.parent)

@@ -120,6 +120,9 @@ def test_experiments_launch_warns_about_a_deprecated_model(
     next(b for b in at.get("form_submit_button") if "start" in str(b.label)).click().run()
     assert not at.exception
     assert any("claude-sonnet-4-5 is deprecated" in plain(w.value) for w in at.warning)
+    # a priced run waits for its second click, the warning beside it (docs/research.md, Cost estimate)
+    next(b for b in at.button if b.key == "experiments_confirm").click().run()
+    assert not at.exception
     from sqlmodel import select
 
     from pxp.running.workers import pool as workers

@@ -265,7 +265,7 @@ def render() -> None:
     if outcome is not None:
         S["experiments_outcome"] = outcome
     kind, _, line = str(S.get("experiments_outcome", "")).partition(":")
-    if outcome is not None:
+    if outcome is not None or S.get("experiments_pending"):  # with the outcome, or beside the confirmation
         for warning in S.get("experiments_warnings", []):
             st.warning(ui.escape_md(warning))  # names the model as typed: text, never markup
     if line:
