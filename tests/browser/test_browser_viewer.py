@@ -169,3 +169,90 @@ def test_the_case_is_drawn_while_the_machine_answers(slow_machine: tuple[str, th
             page.wait_for_selector('[class*="st-key-annotate_form_"]', timeout=90_000)
         finally:
             browser.close()
+
+
+FILM_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from pxp.app.viewer import radiograph_viewer
+radiograph_viewer(Path({p!r}).read_bytes(), key="film")
+"""
+#: click the viewer's preset button named `name` (in the component's shadow root)
+PRESET = "(name) => { " + VIEWERS.replace("'[data-pxp-viewer]'", "'.pxp-bar button'").replace(
+    "viewers", "buttons") + """
+  const b = buttons.find((e) => e.textContent === name); if (!b) return false; b.click(); return true; }"""
+#: the viewer's window (data-wl) and the grey level of canvas pixel (x, y), once drawn
+AT = "([x, y]) => { " + VIEWERS + """
+  const v = viewers[0]; if (!v || !v.dataset.drawn) return null;
+  return [v.dataset.wl, v.querySelector('canvas').getContext('2d').getImageData(x, y, 1, 1).data[0]]; }"""
+
+
+@pytest.fixture
+def film_page(tmp_path: Path, engine: Any) -> Iterator[tuple[str, np.ndarray]]:
+    """A page with a demo film as `pxp demo --films` imports it (12-bit DICOM, 2048 px), and its values."""
+    from sqlmodel import Session as DB
+    from sqlmodel import select
+
+    from pxp.data.importers.dicom import import_dicom
+    from pxp.data.pixels import instance_pixels
+    from pxp.storage.tables import Instance
+    from tests.data.test_demo_films import make_film
+
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            raise RuntimeError(f"{CHROMIUM} is required in CI (.ci/run installs it)")
+        pytest.skip(f"{CHROMIUM} is not installed")
+    make_film(tmp_path)
+    import_dicom(engine, tmp_path / "labels.csv", name="films")
+    with DB(engine) as db:
+        inst = db.exec(select(Instance)).one()
+    payload = instance_pixels(engine, inst.id or 0)
+    assert payload is not None
+    (tmp_path / "film.bin").write_bytes(payload)
+    script = tmp_path / "film.py"
+    script.write_text(FILM_SCRIPT.format(root=str(ROOT), p=str(tmp_path / "film.bin")))
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    proc, base, log = _start_streamlit(env, tmp_path, script=script)
+    try:
+        yield base, pixel_values(payload)
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def test_every_preset_and_a_right_drag_on_a_16_bit_demo_film(film_page: tuple[str, np.ndarray]) -> None:
+    """The Lung, Soft tissue and Bone presets of a 12-bit demo film window its stored values in the browser (a lung
+    pixel through each window gives the grey level the window maps it to); a right-drag moves the window in those
+    units."""
+    from playwright.sync_api import sync_playwright
+
+    base, values = film_page
+    x, y = 640, 960  # in the right lung field
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            page.goto(base)
+            page.wait_for_function(AT, arg=[x, y], timeout=60_000)
+            for name, center, width in (("Lung", 1500, 1400), ("Soft tissue", 3000, 1000), ("Bone", 3450, 700)):
+                assert page.evaluate(PRESET, name), f"no {name} preset"
+                wl = f"{center}|{width}|0"
+                shown = page.wait_for_function(AT.replace("return [v.dataset.wl", "if (v.dataset.wl !== "
+                                                          + repr(wl) + ") return null; return [v.dataset.wl"),
+                                               arg=[x, y], timeout=60_000).json_value()
+                want = np.clip((values[y, x] - (center - width / 2)) / width, 0, 1) * 255
+                assert abs(shown[1] - want) <= 1.5, (name, shown, want)
+            box = page.locator("[data-pxp-viewer]").bounding_box()
+            assert box is not None
+            page.mouse.move(box["x"] + 150, box["y"] + 150)
+            page.mouse.down(button="right")
+            for step in range(1, 6):
+                page.mouse.move(box["x"] + 150 + 12 * step, box["y"] + 150 - 6 * step)
+            page.mouse.up(button="right")
+            page.wait_for_function(AT.replace("return [v.dataset.wl", "if (v.dataset.wl.startsWith('3450|')) "
+                                              "return null; return [v.dataset.wl"), arg=[x, y], timeout=60_000)
+            center, width, _ = (float(p) for p in page.evaluate(AT, [x, y])[0].split("|"))
+            assert (center, width) != (3450, 700) and 0 < center < 4096 and 0 < width < 4096, (center, width)
+        finally:
+            browser.close()
