@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 
 from pxp.data.pixels import pixel_values, read_header, xray_pixels
-from tests.browser.test_browser_app import CHROMIUM, _start_streamlit, _stop, launch
+from tests.browser.test_browser_app import CHROMIUM, _start_streamlit, _stop, launch, server  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -254,5 +254,72 @@ def test_every_preset_and_a_right_drag_on_a_16_bit_demo_film(film_page: tuple[st
                                               "return null; return [v.dataset.wl"), arg=[x, y], timeout=60_000)
             center, width, _ = (float(p) for p in page.evaluate(AT, [x, y])[0].split("|"))
             assert (center, width) != (3450, 700) and 0 < center < 4096 and 0 < width < 4096, (center, width)
+        finally:
+            browser.close()
+
+
+#: the film's drawn size inside its box ([width, height] of what is visible), the box, the window and the zoom
+FILM = "() => { " + VIEWERS + """
+  const v = viewers[0]; if (!v || !v.dataset.drawn) return null;
+  const r = v.querySelector('canvas').getBoundingClientRect(), b = v.getBoundingClientRect();
+  const seen = (a0, a1, lo, hi) => Math.round(Math.max(0, Math.min(a1, hi) - Math.max(a0, lo)));
+  return { film: [seen(r.left, r.right, b.left, b.right), seen(r.top, r.bottom, b.top, b.bottom)],
+           box: [Math.round(b.width), Math.round(b.height)], wl: v.dataset.wl, zoom: window.pxpViewer().scale }; }"""
+
+
+def test_the_film_fills_the_screen_and_refits(server: tuple[str, str]) -> None:  # noqa: F811
+    """At 1280×720 the first case's film is drawn at least 460 px a side with the reply form's Send in view; it
+    refits when the sidebar folds and when the window is resized, keeping its zoom and window; F shows it over the
+    whole viewport and Esc returns (docs/annotating.md, Pages)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.test_browser_app import _annotate_as, _session
+
+    base, url = server
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            _annotate_as(page, base, "Dr Film", "demo-rad (rad)")
+            sid, _, _ = _session(url, "Dr Film", page)
+            send = f".st-key-annotate_{sid}_2_send"
+            page.wait_for_function(f"""() => {{ const r = document.querySelector('{send}').getBoundingClientRect();
+                                      return r.height > 0 && r.bottom <= innerHeight; }}""", timeout=60_000)
+            first = page.wait_for_function(FILM, timeout=60_000).json_value()
+            assert min(first["film"]) >= 460, first
+            box = page.locator("[data-pxp-viewer]").bounding_box()
+            assert box is not None
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.mouse.wheel(0, -400)  # zoom in, then a window of its own
+            page.mouse.down(button="right")
+            page.mouse.move(box["x"] + box["width"] / 2 + 40, box["y"] + box["height"] / 2 - 20)
+            page.mouse.up(button="right")
+            page.wait_for_function(FILM.replace("return {", "if (window.pxpViewer().scale < 1.5 || v.dataset.wl === "
+                                                + repr(first["wl"]) + ") return null; return {"), timeout=60_000)
+            zoomed = page.evaluate(FILM)
+            # full screen by F, back by Esc (the focus on the film, not in a text field)
+            page.mouse.click(box["x"] + 20, box["y"] + 20)
+            page.keyboard.press("f")
+            full = page.wait_for_function(FILM.replace("return {", "if (b.width < 1200) return null; return {"),
+                                          timeout=10_000).json_value()
+            assert full["box"][0] >= 1200 and full["box"][1] >= 600 and full["wl"] == zoomed["wl"], full
+            page.keyboard.press("Escape")
+            back = page.wait_for_function(FILM.replace("return {", "if (b.width > 1000) return null; return {"),
+                                          timeout=10_000).json_value()
+            assert back["box"] == zoomed["box"] and back["wl"] == zoomed["wl"], (back, zoomed)
+            assert abs(back["zoom"] - zoomed["zoom"]) < 1e-6
+            # the sidebar folded: a wider box, the film refitted at once, its zoom and window kept
+            page.mouse.move(100, 300)
+            page.locator('[data-testid="stSidebarCollapseButton"] button').click(force=True)
+            wide = page.wait_for_function(FILM.replace("return {", "if (b.width < " + str(back["box"][0] + 100)
+                                                       + " || b.height < b.width * 0.9) return null; return {"),
+                                          timeout=10_000).json_value()  # (the sidebar folds in an animation)
+            assert wide["wl"] == zoomed["wl"] and abs(wide["zoom"] - zoomed["zoom"]) < 1e-6, wide
+            assert min(wide["box"]) > min(back["box"]), (wide, back)  # the film's box, larger both ways
+            # a smaller window: a smaller box, refitted, the zoom and window kept
+            page.set_viewport_size({"width": 1024, "height": 700})
+            small = page.wait_for_function(FILM.replace("return {", "if (b.width >= " + str(wide["box"][0])
+                                                        + ") return null; return {"), timeout=10_000).json_value()
+            assert small["wl"] == zoomed["wl"] and abs(small["zoom"] - zoomed["zoom"]) < 1e-6, small
         finally:
             browser.close()
