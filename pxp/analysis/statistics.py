@@ -29,6 +29,7 @@ from pxp.analysis.tables import session_frame
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS
 from pxp.storage.store import db_session, find_experiment
+from pxp.storage.tables import Experiment
 
 COMPARED: tuple[str, ...] = ("one_way_human", "one_way_machine", "two_way")
 RESAMPLES = 10_000
@@ -125,26 +126,68 @@ def compare_experiments(
                                 lambda: _compare(engine, first, second, resamples, seed)))
 
 
+def setup(exp: Experiment) -> dict[str, str]:
+    """What Compare names when two experiments differ: dataset, split, n, k, machine, checker, repetitions, seed,
+    LEARN (as text; "—" where the experiment does not say, e.g. imported transcripts)."""
+    c = exp.config or {}
+    machine = str(c.get("machine") or "—")
+    sim = c.get("simulated") if machine == "simulated" else None
+    if sim:
+        machine += " (" + ", ".join(f"{k} {v:g}" for k, v in sorted(sim.items())) + ")"
+    split = c.get("split") or ("all" if c.get("dataset") else None)
+
+    def text(v: Any) -> str:
+        return "—" if v is None else ("on" if v is True else "off" if v is False else str(v))
+
+    return {"dataset": text(c.get("dataset")), "split": text(split), "n": text(exp.n), "k": text(exp.k),
+            "machine": machine, "checker": text(c.get("checker")), "repetitions": text(c.get("reps")),
+            "seed": text(c.get("seed")), "LEARN": text(c.get("learn"))}
+
+
+def differences(a: Experiment, b: Experiment) -> list[str]:
+    """Each setting two experiments differ in, as "split train vs all" (empty: the same setup)."""
+    sa, sb = setup(a), setup(b)
+    return [f"{k} {sa[k]} vs {sb[k]}" for k in sa if sa[k] != sb[k]]
+
+
+def difference_line(cmp: dict[str, Any]) -> str:
+    """One line: every difference between A and B, and how many of their sessions were paired."""
+    diff = cmp.get("differences") or []
+    what = (f"A and B differ in {'; '.join(diff)}" if diff else
+            "A and B have the same dataset, split, n, k, machine, checker, repetitions, seed and LEARN")
+    if "pairs" not in cmp:
+        return what + "."
+    s = cmp["sessions"]
+    return (f"{what}. Paired {cmp['pairs']} sessions (same repetition and instance, {cmp['instances']} instances) "
+            f"of A's {s[cmp['a']]} and B's {s[cmp['b']]}.")
+
+
+def _experiment(engine: Engine, name: str) -> Experiment:
+    with db_session(engine) as db:
+        exp = find_experiment(db, name_or_id=name)
+    if exp is None or exp.id is None:
+        raise ComparisonError(f"no experiment named {name!r}")
+    return exp
+
+
 def _compare(engine: Engine, first: str, second: str, resamples: int, seed: int) -> dict[str, Any]:
-    frames, names = [], []
-    for name in (first, second):
-        with db_session(engine) as db:
-            exp = find_experiment(db, name_or_id=name)
-        if exp is None or exp.id is None:
-            raise ComparisonError(f"no experiment named {name!r}")
-        names.append(exp.name)
-        frames.append(session_frame(engine, Selection(experiments=(exp.id,))))
+    exps = [_experiment(engine, name) for name in (first, second)]
+    names = [e.name for e in exps]
+    frames = [session_frame(engine, Selection(experiments=(e.id or 0,))) for e in exps]
+    diff = differences(exps[0], exps[1])
     pairs = pair_sessions(frames[0], frames[1])
     if pairs.empty:
         raise ComparisonError(
             f"experiments {names[0]!r} and {names[1]!r} have no finished session on the same instance "
-            "and repetition to pair"
+            "and repetition to pair: no paired test"
+            + (f" (they differ in {'; '.join(diff)})" if diff else "")
         )
     clusters = pairs["instance"].tolist()
     rows = [paired(m, pairs[f"{m}_a"].tolist(), pairs[f"{m}_b"].tolist(), clusters, resamples=resamples,
                    seed=seed) for m in COMPARED]
     return {
         "a": names[0], "b": names[1], "pairs": len(pairs), "instances": int(pairs["instance"].nunique()),
+        "differences": diff, "sessions": {names[0]: len(frames[0]), names[1]: len(frames[1])},
         "unpaired": {names[0]: len(frames[0]) - len(pairs), names[1]: len(frames[1]) - len(pairs)},
         "bootstrap": {"resamples": resamples, "seed": seed, "level": 0.95, "resampled": "instances"},
         "metrics": [asdict(r) | {"label": METRIC_LABELS[r.metric]} for r in rows],
@@ -172,8 +215,7 @@ def comparison_lines(cmp: dict[str, Any]) -> list[str]:
 
     b = cmp["bootstrap"]
     return [
-        f"A = {cmp['a']}, B = {cmp['b']}: {cmp['pairs']} paired sessions on {cmp['instances']} instances "
-        "(same repetition and instance)",
+        f"A = {cmp['a']}, B = {cmp['b']}. {difference_line(cmp)}",
         line(head), *(line(r) for r in body),
         f"Bootstrap: {b['resamples']} resamples of instances, seed {b['seed']}, percentile interval. McNemar: "
         "exact binomial p on the discordant pairs.",

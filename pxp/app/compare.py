@@ -17,7 +17,7 @@ import streamlit as st
 
 from pxp.analysis.queries import Options
 from pxp.analysis.report import ReportError
-from pxp.analysis.statistics import ComparisonError, compare_experiments
+from pxp.analysis.statistics import ComparisonError, compare_experiments, difference_line
 from pxp.analysis.study import study_json, study_names
 from pxp.app import resources, ui
 
@@ -32,8 +32,7 @@ def comparison_frame(cmp: dict[str, Any]) -> pd.DataFrame:
 
 
 def show_comparison(cmp: dict[str, Any], key: str) -> None:
-    st.caption(ui.escape_md(f"A = {cmp['a']}, B = {cmp['b']}: {cmp['pairs']} paired sessions on "
-                            f"{cmp['instances']} instances (same repetition and instance)."))
+    st.caption(ui.escape_md(f"A = {cmp['a']}, B = {cmp['b']}. {difference_line(cmp)}"))
     ui.small_table(comparison_frame(cmp))
 
 

@@ -300,7 +300,8 @@ PLACE_JS = """function pxpBringIntoView(d, first, last, tops) {
     focused = focused || !!c;
     if (!f || !l) { if (tries++ < 40) w.setTimeout(place, 50); return; }
     const top = tops.map((s) => d.querySelector(s)).find((e) => e);
-    if (top) top.scrollIntoView({block: "start"});
+    const seen = (e) => { const r = e.getBoundingClientRect(); return r.top >= 0 && r.bottom <= w.innerHeight; };
+    if (top && !(seen(top) && seen(l))) top.scrollIntoView({block: "start"});  // no scroll when all is in view
     const r = l.getBoundingClientRect();
     if (r.bottom > w.innerHeight - 8 || r.top < 0) {
       l.style.scrollMarginBottom = "16px";

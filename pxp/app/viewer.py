@@ -79,11 +79,12 @@ _WL_HTML = """<div class="pxp-wl" tabindex="0" aria-label="Radiograph viewer">
 <div class="pxp-bar"></div>
 <div class="pxp-viewer" data-pxp-viewer="wl"><canvas></canvas><div class="pxp-read"></div></div>
 <div class="pxp-hint">Right-drag (or Shift+drag): window/level · wheel: zoom · drag: pan ·
-double-click: fit · R: reset · I: invert</div></div>"""
+double-click: fit · R: reset · I: invert · F: full screen (Esc: back)</div></div>"""
 
 _WL_CSS = """.pxp-wl { outline: none; }
 .pxp-wl:focus-visible .pxp-viewer { box-shadow: 0 0 0 2px #4a90d9; }
-.pxp-viewer { position: relative; overflow: hidden; width: 100%; height: max(420px, 62vh); background: #000;
+.pxp-viewer { position: relative; overflow: hidden; width: 100%; height: var(--pxp-film-h, max(420px, 62vh));
+  background: #000;
   border-radius: 8px; cursor: grab; touch-action: none; }
 .pxp-viewer canvas { position: absolute; left: 0; top: 0; transform-origin: 0 0; user-select: none;
   image-rendering: auto; }
@@ -93,7 +94,9 @@ _WL_CSS = """.pxp-wl { outline: none; }
 .pxp-bar button { font: 13px sans-serif; padding: 2px 8px; border-radius: 6px; border: 1px solid #bbb;
   background: #f6f6f6; color: #222; cursor: pointer; }
 .pxp-bar button[aria-pressed="true"] { background: #dbe9fb; border-color: #4a90d9; }
-.pxp-hint { font: 12px sans-serif; color: #666; margin-top: 4px; }"""
+.pxp-hint { font: 12px sans-serif; color: #666; margin-top: 4px; }
+.pxp-wl.pxp-full { position: fixed; inset: 0; z-index: 1000000; background: #111; padding: 8px; }
+.pxp-wl.pxp-full .pxp-hint { color: #bbb; }"""
 
 _WL_JS = """
 // Window/level in the browser: the data is `PXPW`, a uint32 header length, a JSON header and one
@@ -164,9 +167,42 @@ export default function (component) {
   const redraw = () => { if (!st.queued) { st.queued = true; requestAnimationFrame(draw); } };
   const report = () => setStateValue("wl", { center: st.center, width: st.width, invert: st.invert });
   const fitView = () => {
-    st.fit = Math.min(v.clientWidth / st.w, v.clientHeight / st.h) || 1;
+    st.fit = Math.min(v.clientWidth / st.w, v.clientHeight / st.h) || 1; st.vw = v.clientWidth; st.vh = v.clientHeight;
     st.s = st.fit; st.x = (v.clientWidth - st.w * st.s) / 2; st.y = (v.clientHeight - st.h * st.s) / 2; show();
   };
+  // the box as tall as the film needs, at most the height the page gives it (--pxp-film-h); in full screen
+  // (F) the whole viewport
+  const size = () => {
+    if (root.classList.contains("pxp-full")) {
+      const hint = root.querySelector(".pxp-hint"), top = v.getBoundingClientRect().top;
+      v.style.height = Math.max(200, window.innerHeight - top - hint.offsetHeight - 14) + "px";
+      return;
+    }
+    v.style.height = "";
+    const most = v.clientHeight, want = Math.round(v.clientWidth * st.h / st.w);
+    if (want > 0 && want < most) v.style.height = want + "px";
+  };
+  // a new box (a window resize, the sidebar folded, full screen): fit again, keeping the window/level and the
+  // zoom (relative to the fit) about the image point at the box's centre
+  const refit = () => {
+    const W = v.clientWidth, Hb = v.clientHeight;
+    if (!W || !Hb || (st.vw === W && st.vh === Hb)) return;
+    if (!st.vw) { fitView(); return; }
+    const z = st.s / st.fit, cx = (st.vw / 2 - st.x) / st.s, cy = (st.vh / 2 - st.y) / st.s;
+    st.fit = Math.min(W / st.w, Hb / st.h) || 1; st.s = z * st.fit;
+    st.x = W / 2 - cx * st.s; st.y = Hb / 2 - cy * st.s; st.vw = W; st.vh = Hb; show();
+  };
+  root.pxpFull = (on) => {
+    root.classList.toggle("pxp-full", on);
+    // the page's sticky case column is a stacking context under Streamlit's sidebar and header: lifted while full
+    for (let e = root.getRootNode().host; e && e !== document.body; e = e.parentElement || e.getRootNode().host) {
+      if (getComputedStyle(e).position === "sticky" || e.dataset.pxpLifted) {
+        e.dataset.pxpLifted = "1"; e.style.zIndex = on ? "1000002" : "";
+      }
+    }
+    size(); refit(); root.focus();
+  };
+  window.__pxpFilm = root;  // the film F and Esc act on: the newest drawn
   const setWL = (center, width, invert) => { st.center = center; st.width = Math.max(width, span / 65535);
     if (invert !== undefined) st.invert = invert; redraw(); };
   bar.replaceChildren();
@@ -207,6 +243,10 @@ export default function (component) {
     v.addEventListener("pointerup", up);
     v.addEventListener("pointercancel", up);
     v.addEventListener("dblclick", () => S().fitView());
+    new ResizeObserver(() => { const s = S(); if (!s) return;
+      if (v.clientWidth !== s.boxW) { s.boxW = v.clientWidth; s.size(); }
+      s.refit(); }).observe(v);
+    window.addEventListener("resize", () => { const s = S(); if (s) { s.size(); s.refit(); } });
     root.addEventListener("keydown", (e) => {
       if (e.altKey || e.ctrlKey || e.metaKey) return;
       const s = S();
@@ -216,13 +256,27 @@ export default function (component) {
       e.preventDefault();
     });
   }
-  Object.assign(st, { H, keep, setWL, report, fitView, step: span / 500 });
+  Object.assign(st, { H, keep, setWL, report, fitView, size, refit, step: span / 500 });
+  if (!window.__pxpFilmKeys) {  // F: the film over the whole viewport, Esc: back (not while typing in a field)
+    window.__pxpFilmKeys = true;
+    document.addEventListener("keydown", (e) => {
+      const r = window.__pxpFilm;
+      if (!r || !r.isConnected || e.altKey || e.ctrlKey || e.metaKey) return;
+      const t = e.composedPath()[0], full = r.classList.contains("pxp-full");
+      const typing = t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.isContentEditable);
+      if ((e.key === "f" || e.key === "F") && !typing) r.pxpFull(!full);
+      else if (e.key === "Escape" && full) r.pxpFull(false);
+      else return;
+      e.preventDefault(); e.stopPropagation();
+    }, true);
+  }
   window.pxpViewer = () => { const s = root.pxp; return { scale: s.s / s.fit, x: s.x, y: s.y, width: s.w, height: s.h,
     center: s.center, window: s.width, invert: s.invert }; };
   requestAnimationFrame(() => {
+    size(); st.boxW = v.clientWidth;
     if (saved) { st.fit = Math.min(v.clientWidth / st.w, v.clientHeight / st.h) || 1; st.s = saved.s * st.fit;
       st.x = saved.x; st.y = saved.y; st.center = saved.center; st.width = saved.width; st.invert = saved.invert;
-      show(); }
+      st.vw = v.clientWidth; st.vh = v.clientHeight; show(); }
     else fitView();
     draw();
   });

@@ -130,12 +130,19 @@ def import_dicom_cmd(
 
 
 @app.command("demo")
-def demo_cmd() -> None:
+def demo_cmd(
+    films: Annotated[bool, typer.Option(
+        "--films", help="Also make demo-rad-films: five 2048-px 12-bit DICOM chest films with lung, soft-tissue "
+        "and bone windows (about 15 s).")] = False,
+) -> None:
     """Load the demo datasets made by pxp and a finished simulated experiment on each."""
     from pxp.data.importers.common import ImportProblems
-    from pxp.running.pxp.controlled.demo import DEMO_EXPERIMENTS, ensure_demo
+    from pxp.running.pxp.controlled.demo import DEMO_EXPERIMENTS, DEMO_FILMS, ensure_demo, ensure_demo_films
 
     try:
+        if films and ensure_demo_films(state.engine()):
+            out.print(f"made {DEMO_FILMS}: five synthetic 2048 × 2048 12-bit DICOM chest films", highlight=False,
+                      markup=False, soft_wrap=True)
         loaded = ensure_demo(state.engine())
     except ImportProblems as e:
         for p in e.problems:

@@ -17,7 +17,7 @@ import typer
 from rich.markup import escape
 
 from pxp.cli.common import app, confirm_cost, dump, err, fail, state
-from pxp.running.pxp.config import RunConfig
+from pxp.running.pxp.config import DEFAULT_SPLIT, LEARN_DEFAULT, RunConfig
 
 if TYPE_CHECKING:
     from pxp.running.pxp.controlled.estimate import Estimate
@@ -140,7 +140,7 @@ def run_cmd(
     ] = False,
     learn: Annotated[
         bool, typer.Option("--learn/--no-learn", help="Keep a session's context only if validation accuracy holds.")
-    ] = True,
+    ] = LEARN_DEFAULT,
     learn_metric: Annotated[
         str, typer.Option("--learn-metric", help="Accuracy LEARN compares: prediction, explanation or both.")
     ] = "both",
@@ -324,7 +324,7 @@ def _default_split(engine: Any, dataset: str) -> str | None:
         ds = find_dataset(db, name=dataset)
         if ds is None or ds.id is None:
             return None
-        return "train" if dataset_instances(db, dataset_id=ds.id, split="train") else None
+        return DEFAULT_SPLIT if dataset_instances(db, dataset_id=ds.id, split=DEFAULT_SPLIT) else None
 
 
 def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool, concurrency: int | None,

@@ -34,12 +34,18 @@ def _percentile(arr: np.ndarray, q: float) -> float:
     return float(np.percentile(arr, q))
 
 
-def presets(units: np.ndarray, *, deep: bool, center: float, width: float) -> list[dict[str, Any]]:
-    """The viewer's presets: the stored default, the full range and, for 16-bit data, lung, soft-tissue
-    and bone windows placed on the image's own value distribution (the low, middle and high densities)."""
+def presets(units: np.ndarray, *, deep: bool, center: float, width: float,
+            stored: Any = None) -> list[dict[str, Any]]:
+    """The viewer's presets: the stored default, the full range and, for 16-bit data, the windows the DICOM
+    file names (`stored`, e.g. Lung, Soft tissue, Bone) or else lung, soft-tissue and bone windows placed
+    on the image's own value distribution (the low, middle and high densities)."""
     lo, hi = float(units.min()), float(units.max())
     out = [{"name": "Default", "center": center, "width": width},
            {"name": "Full range", "center": (lo + hi) / 2, "width": max(hi - lo, 1e-6)}]
+    named = [{"name": str(p["name"]), "center": float(p["center"]), "width": float(p["width"])}
+             for p in stored or () if isinstance(p, Mapping) and {"name", "center", "width"} <= set(p)]
+    if deep and named:
+        return out + named
     if deep:
         p1, p25, p50, p90, p99 = (_percentile(units, q) for q in (1, 25, 50, 90, 99))
         span = max(p99 - p1, 1e-6)
@@ -77,7 +83,7 @@ def xray_pixels(asset_bytes: bytes, meta: Mapping[str, Any] | None = None, *, ma
     header = {
         "w": w, "h": h, "lo": lo, "hi": hi, "bits": bits, "deep": deep, "invert": invert, "center": center,
         "width": max(width, 1e-6), "units": str(win.get("units", "")) if deep else "",
-        "presets": presets(units, deep=deep, center=center, width=max(width, 1e-6)),
+        "presets": presets(units, deep=deep, center=center, width=max(width, 1e-6), stored=win.get("presets")),
     }
     head = json.dumps(header).encode()
     head += b" " * ((len(MAGIC) + 4 + len(head)) % 2)  # the pixels start on an even byte

@@ -106,3 +106,31 @@ def test_the_bootstrap_in_chunks_draws_what_one_matrix_draws() -> None:
     picks = np.random.default_rng(3).integers(0, diffs.size, size=(resamples, diffs.size))
     lo, hi = np.percentile(diffs[picks].mean(axis=1), [2.5, 97.5])
     assert bootstrap_ci(diffs.tolist(), resamples=resamples, seed=3) == (float(lo), float(hi))
+
+
+def test_compare_names_every_difference_and_refuses_when_nothing_pairs(engine: Engine) -> None:
+    """Two runs on the train split and on every instance, with 1 and 2 repetitions: the line names split and
+    repetitions and how many sessions paired; a run on another dataset pairs nothing and is refused."""
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.controlled.runner import run_experiment
+    from pxp.running.pxp.experiments import create_experiment
+    from tests.factories import make_rad
+
+    make_rad(engine, per_label=2)
+    make_rad(engine, name="other-rad", per_label=1)
+    for cfg, name in ((RunConfig(dataset="toy-rad", split="train", n=4), "tr"),
+                      (RunConfig(dataset="toy-rad", reps=2, n=4), "all2"),
+                      (RunConfig(dataset="other-rad", split="train", n=4), "other")):
+        run_experiment(engine, create_experiment(engine, cfg, name=name).id or 0)
+    cmp = compare_experiments(engine, "tr", "all2", resamples=200)
+    assert cmp["differences"] == ["split train vs all", "repetitions 1 vs 2"]
+    total = cmp["sessions"]
+    assert (total["tr"], total["all2"]) == (3, 20)  # 3 of the 10 instances are train; all 10, twice
+    assert cmp["pairs"] == total["tr"]
+    line = comparison_lines(cmp)[0]
+    assert ("differ in split train vs all; repetitions 1 vs 2" in line
+            and f"Paired {cmp['pairs']} sessions" in line and f"of A's {total['tr']} and B's {total['all2']}" in line)
+    same = compare_experiments(engine, "tr", "tr", resamples=200)
+    assert same["differences"] == [] and "have the same dataset, split, n, k, machine" in comparison_lines(same)[0]
+    with pytest.raises(ComparisonError, match=r"no paired test \(they differ in dataset toy-rad vs other-rad\)"):
+        compare_experiments(engine, "tr", "other")

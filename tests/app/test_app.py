@@ -186,8 +186,11 @@ def test_annotate_a_rad_session_to_the_end_by_the_rule(app_db: tuple[str, Engine
         by_suffix(at.button, "_match_no").click().run()
         by_suffix(at.button, "_agree_no").click().run()
         ok(at)
-        assert by_suffix(at.button, "_match_no").proto.type == "primary", "the answer shows as chosen"
-        assert by_suffix(at.button, "_match_yes").proto.type == "secondary"
+        # the answer shows as chosen, unless the content decides the fact: then the fact recorded shows
+        same = by_suffix(at.selectbox, "_pred").value == current(engine)[1][-1].prediction
+        shown, other = ("_match_yes", "_match_no") if same else ("_match_no", "_match_yes")
+        assert by_suffix(at.button, shown).proto.type == "primary", "the recorded answer shows as chosen"
+        assert by_suffix(at.button, other).proto.type == "secondary"
         by_suffix(at.selectbox, "_pred").set_value("Pneumothorax")
         by_suffix(at.text_area, "_expl").input("A visceral pleural line at the apex with no markings beyond.")
         at.run()
@@ -968,7 +971,7 @@ def test_the_first_start_notice_is_for_the_first_visitors_only(app_db: tuple[str
 
 
 def test_a_contradicting_tag_is_refused_and_stores_nothing(app_db: tuple[str, Engine]) -> None:
-    """No / No, then RATIFY: refused with one line, nothing stored, the answers still show No."""
+    """No / No, then RATIFY: refused with one line, nothing stored, the answers still show what is recorded."""
     _, engine = app_db
     make_rad(engine)
     at = login(new_app("annotate"), "toy-rad")
@@ -983,7 +986,10 @@ def test_a_contradicting_tag_is_refused_and_stores_nothing(app_db: tuple[str, En
     ok(at)
     assert any("Not sent" in e.value and "contradicts" in e.value for e in at.error)
     assert len(all_msgs(engine, sid)) == 1, "nothing was stored"
-    assert by_suffix(at.button, "_match_no").proto.type == "primary"
+    # the buttons show the facts recorded: the prediction is the machine's, so it matches whatever No said
+    assert by_suffix(at.button, "_match_yes").proto.type == "primary"
+    assert by_suffix(at.button, "_match_no").proto.type == "secondary"
+    assert any("Recorded as matching" in c.value for c in at.caption)
     assert by_suffix(at.button, "_agree_no").proto.type == "primary"
 
 

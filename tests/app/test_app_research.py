@@ -49,6 +49,8 @@ def test_changing_the_task_changes_the_dataset_and_the_run_that_starts(app_db: t
     # the dependent boxes follow at once: the RAD dataset and its splits
     assert at.selectbox(key="experiments_dataset").value == "b-rad"
     assert {o.split(" ")[0] for o in at.selectbox(key="experiments_split").options} == {"all", "train", "val", "test"}
+    # the defaults of `pxp run` (docs/research.md, Controlled runs): the train split, LEARN on
+    assert at.selectbox(key="experiments_split").value == "train" and at.toggle(key="experiments_learn").value
     ok(at.selectbox(key="experiments_split").set_value("val").run())
     at.number_input(key="experiments_n").set_value(6)
     at.number_input(key="experiments_k").set_value(2)

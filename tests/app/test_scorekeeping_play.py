@@ -16,6 +16,7 @@ from sqlalchemy import Engine, select
 from streamlit.testing.v1 import AppTest
 
 from pxp.app.router import VIEWS as VIEW_DIR
+from pxp.protocols.scorekeeping.scores import QUALITY_STD
 from pxp.protocols.scorekeeping.simulated import SimulatedAnswerer
 from pxp.running.scorekeeping import play
 from pxp.storage.scorekeeping import SkEpisode, SkPlay
@@ -94,12 +95,21 @@ def test_a_whole_episode_reply_by_reply_onto_the_leaderboard(app_db: tuple[str, 
     texts = [t.value for t in at.text]
     assert texts[0] == p.request.messages[0]["content"] and texts[1] == "Ok."
     assert at.text_input(key="sk_play_reply_0").value == "ASIDE: "
-    # a probe reply without its tag is invalid: asked again with the rephrasing, as for a model
+    # the facts stay in view beside the dialogue; the person's own turns carry a person's avatar, not a robot
+    facts = plain(next(m.value for m in at.markdown if "Your facts" in m.value))
+    assert all(f"{k}: **{v}**" in facts for k, v in p.request.instance.slots.items())
+    assert [c.avatar for c in at.get("chat_message")] == [":material/flag:", ":material/person:"]
+    # a probe reply without its tag is invalid: asked again with the rephrasing, as for a model, and a note says so
     type_reply(at, 0, "no")
     p = play.current(engine, model)
     assert p is not None and p.request.attempt == 2 and p.replies == ["no"]
     assert "Please answer this question carefully." in at.text[-1].value
-    replies = 1
+    assert plain(at.warning[0].value) == ("Not recorded: it does not start with ASIDE:. "
+                                          "The private question is asked again.")
+    careful_reply(at, engine, model)  # a valid private answer: a short note
+    assert plain(at.info[0].value) in {f"Private answer recorded: {a}. The travel agent does not see it."
+                                       for a in ("yes", "no")}
+    replies = 2
     while play.current(engine, model) is not None:
         careful_reply(at, engine, model)
         replies += 1
@@ -121,7 +131,8 @@ def test_a_whole_episode_reply_by_reply_onto_the_leaderboard(app_db: tuple[str, 
     board = at.dataframe[0].value
     assert list(board["model"]) == [model] and list(board["episodes"]) == [1]
     rep = json.loads(cli(url, "report", "--name", play.HUMAN_GAME, "--format", "json"))
-    assert board["Quality Score"][0] == rep["models"][model]["Quality Score"] == 100.0
+    assert board["Quality Score"][0] == "100.00" and rep["models"][model]["Quality Score"] == 100.0
+    assert board[QUALITY_STD][0] == "—"  # one episode: no standard deviation, and no raw "None"
     assert rep["models"][model]["% Played"] == 100.0
 
 

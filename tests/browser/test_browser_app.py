@@ -590,7 +590,18 @@ def test_rad_and_drug_sessions_by_keyboard_at_1280x720(server: tuple[str, str]) 
             expect(page.get_by_label("Your name")).to_have_value(who)
             expect(page.get_by_label("My prediction")).to_have_value("Pneumothorax")
             expect(page.get_by_label("My explanation").last).to_have_value("Apical pleural line")
-            expect(page.locator(f".st-key-annotate_{sid}_4_match_no button")).to_have_attribute("kind", "primary")
+            # the reloaded page's form has the focus (no Tabs through the sidebar); the question's buttons show
+            # the recorded fact (MATCH over the content), whatever the draft's No said, as the line under them
+            _settled(page, [f".st-key-annotate_{sid}_4_send"], focus=f".st-key-annotate_form_{sid}_4")
+            assert page.evaluate(f"() => !!document.activeElement.closest('.st-key-annotate_form_{sid}_4')"), \
+                "the reloaded reply form has the focus"
+            same = msgs[2].prediction == "Pneumothorax"
+            shown, other = ("yes", "no") if same else ("no", "yes")
+            expect(page.locator(f".st-key-annotate_{sid}_4_match_{shown} button")).to_have_attribute("kind", "primary")
+            expect(page.locator(f".st-key-annotate_{sid}_4_match_{other} button")).to_have_attribute(
+                "kind", "secondary")
+            if same:
+                expect(page.get_by_text("Recorded as matching", exact=False)).to_be_visible()
             assert len(_session(url, who, page)[1]) == 3, "a draft is not a message"
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
             _keys(page, "Alt+A")  # the one chord: the machine's answer, RATIFY, whatever the draft said

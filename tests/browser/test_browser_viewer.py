@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 
 from pxp.data.pixels import pixel_values, read_header, xray_pixels
-from tests.browser.test_browser_app import CHROMIUM, _start_streamlit, _stop, launch
+from tests.browser.test_browser_app import CHROMIUM, _start_streamlit, _stop, launch, server  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -167,5 +167,159 @@ def test_the_case_is_drawn_while_the_machine_answers(slow_machine: tuple[str, th
             assert page.locator('[class*="st-key-annotate_form_"]').count() == 0
             go.set()
             page.wait_for_selector('[class*="st-key-annotate_form_"]', timeout=90_000)
+        finally:
+            browser.close()
+
+
+FILM_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from pxp.app.viewer import radiograph_viewer
+radiograph_viewer(Path({p!r}).read_bytes(), key="film")
+"""
+#: click the viewer's preset button named `name` (in the component's shadow root)
+PRESET = "(name) => { " + VIEWERS.replace("'[data-pxp-viewer]'", "'.pxp-bar button'").replace(
+    "viewers", "buttons") + """
+  const b = buttons.find((e) => e.textContent === name); if (!b) return false; b.click(); return true; }"""
+#: the viewer's window (data-wl) and the grey level of canvas pixel (x, y), once drawn
+AT = "([x, y]) => { " + VIEWERS + """
+  const v = viewers[0]; if (!v || !v.dataset.drawn) return null;
+  return [v.dataset.wl, v.querySelector('canvas').getContext('2d').getImageData(x, y, 1, 1).data[0]]; }"""
+
+
+@pytest.fixture
+def film_page(tmp_path: Path, engine: Any) -> Iterator[tuple[str, np.ndarray]]:
+    """A page with a demo film as `pxp demo --films` imports it (12-bit DICOM, 2048 px), and its values."""
+    from sqlmodel import Session as DB
+    from sqlmodel import select
+
+    from pxp.data.importers.dicom import import_dicom
+    from pxp.data.pixels import instance_pixels
+    from pxp.storage.tables import Instance
+    from tests.data.test_demo_films import make_film
+
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            raise RuntimeError(f"{CHROMIUM} is required in CI (.ci/run installs it)")
+        pytest.skip(f"{CHROMIUM} is not installed")
+    make_film(tmp_path)
+    import_dicom(engine, tmp_path / "labels.csv", name="films")
+    with DB(engine) as db:
+        inst = db.exec(select(Instance)).one()
+    payload = instance_pixels(engine, inst.id or 0)
+    assert payload is not None
+    (tmp_path / "film.bin").write_bytes(payload)
+    script = tmp_path / "film.py"
+    script.write_text(FILM_SCRIPT.format(root=str(ROOT), p=str(tmp_path / "film.bin")))
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    proc, base, log = _start_streamlit(env, tmp_path, script=script)
+    try:
+        yield base, pixel_values(payload)
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def test_every_preset_and_a_right_drag_on_a_16_bit_demo_film(film_page: tuple[str, np.ndarray]) -> None:
+    """The Lung, Soft tissue and Bone presets of a 12-bit demo film window its stored values in the browser (a lung
+    pixel through each window gives the grey level the window maps it to); a right-drag moves the window in those
+    units."""
+    from playwright.sync_api import sync_playwright
+
+    base, values = film_page
+    x, y = 640, 960  # in the right lung field
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            page.goto(base)
+            page.wait_for_function(AT, arg=[x, y], timeout=60_000)
+            for name, center, width in (("Lung", 1500, 1400), ("Soft tissue", 3000, 1000), ("Bone", 3450, 700)):
+                assert page.evaluate(PRESET, name), f"no {name} preset"
+                wl = f"{center}|{width}|0"
+                shown = page.wait_for_function(AT.replace("return [v.dataset.wl", "if (v.dataset.wl !== "
+                                                          + repr(wl) + ") return null; return [v.dataset.wl"),
+                                               arg=[x, y], timeout=60_000).json_value()
+                want = np.clip((values[y, x] - (center - width / 2)) / width, 0, 1) * 255
+                assert abs(shown[1] - want) <= 1.5, (name, shown, want)
+            box = page.locator("[data-pxp-viewer]").bounding_box()
+            assert box is not None
+            page.mouse.move(box["x"] + 150, box["y"] + 150)
+            page.mouse.down(button="right")
+            for step in range(1, 6):
+                page.mouse.move(box["x"] + 150 + 12 * step, box["y"] + 150 - 6 * step)
+            page.mouse.up(button="right")
+            page.wait_for_function(AT.replace("return [v.dataset.wl", "if (v.dataset.wl.startsWith('3450|')) "
+                                              "return null; return [v.dataset.wl"), arg=[x, y], timeout=60_000)
+            center, width, _ = (float(p) for p in page.evaluate(AT, [x, y])[0].split("|"))
+            assert (center, width) != (3450, 700) and 0 < center < 4096 and 0 < width < 4096, (center, width)
+        finally:
+            browser.close()
+
+
+#: the film's drawn size inside its box ([width, height] of what is visible), the box, the window and the zoom
+FILM = "() => { " + VIEWERS + """
+  const v = viewers[0]; if (!v || !v.dataset.drawn) return null;
+  const r = v.querySelector('canvas').getBoundingClientRect(), b = v.getBoundingClientRect();
+  const seen = (a0, a1, lo, hi) => Math.round(Math.max(0, Math.min(a1, hi) - Math.max(a0, lo)));
+  return { film: [seen(r.left, r.right, b.left, b.right), seen(r.top, r.bottom, b.top, b.bottom)],
+           box: [Math.round(b.width), Math.round(b.height)], wl: v.dataset.wl, zoom: window.pxpViewer().scale }; }"""
+
+
+def test_the_film_fills_the_screen_and_refits(server: tuple[str, str]) -> None:  # noqa: F811
+    """At 1280×720 the first case's film is drawn at least 460 px a side with the reply form's Send in view; it
+    refits when the sidebar folds and when the window is resized, keeping its zoom and window; F shows it over the
+    whole viewport and Esc returns (docs/annotating.md, Pages)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.test_browser_app import _annotate_as, _session
+
+    base, url = server
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            _annotate_as(page, base, "Dr Film", "demo-rad (rad)")
+            sid, _, _ = _session(url, "Dr Film", page)
+            send = f".st-key-annotate_{sid}_2_send"
+            page.wait_for_function(f"""() => {{ const r = document.querySelector('{send}').getBoundingClientRect();
+                                      return r.height > 0 && r.bottom <= innerHeight; }}""", timeout=60_000)
+            first = page.wait_for_function(FILM, timeout=60_000).json_value()
+            assert min(first["film"]) >= 460, first
+            box = page.locator("[data-pxp-viewer]").bounding_box()
+            assert box is not None
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.mouse.wheel(0, -400)  # zoom in, then a window of its own
+            page.mouse.down(button="right")
+            page.mouse.move(box["x"] + box["width"] / 2 + 40, box["y"] + box["height"] / 2 - 20)
+            page.mouse.up(button="right")
+            page.wait_for_function(FILM.replace("return {", "if (window.pxpViewer().scale < 1.5 || v.dataset.wl === "
+                                                + repr(first["wl"]) + ") return null; return {"), timeout=60_000)
+            zoomed = page.evaluate(FILM)
+            # full screen by F, back by Esc (the focus on the film, not in a text field)
+            page.mouse.click(box["x"] + 20, box["y"] + 20)
+            page.keyboard.press("f")
+            full = page.wait_for_function(FILM.replace("return {", "if (b.width < 1200) return null; return {"),
+                                          timeout=10_000).json_value()
+            assert full["box"][0] >= 1200 and full["box"][1] >= 600 and full["wl"] == zoomed["wl"], full
+            page.keyboard.press("Escape")
+            back = page.wait_for_function(FILM.replace("return {", "if (b.width > 1000) return null; return {"),
+                                          timeout=10_000).json_value()
+            assert back["box"] == zoomed["box"] and back["wl"] == zoomed["wl"], (back, zoomed)
+            assert abs(back["zoom"] - zoomed["zoom"]) < 1e-6
+            # the sidebar folded: a wider box, the film refitted at once, its zoom and window kept
+            page.mouse.move(100, 300)
+            page.locator('[data-testid="stSidebarCollapseButton"] button').click(force=True)
+            wide = page.wait_for_function(FILM.replace("return {", "if (b.width < " + str(back["box"][0] + 100)
+                                                       + " || b.height < b.width * 0.9) return null; return {"),
+                                          timeout=10_000).json_value()  # (the sidebar folds in an animation)
+            assert wide["wl"] == zoomed["wl"] and abs(wide["zoom"] - zoomed["zoom"]) < 1e-6, wide
+            assert min(wide["box"]) > min(back["box"]), (wide, back)  # the film's box, larger both ways
+            # a smaller window: a smaller box, refitted, the zoom and window kept
+            page.set_viewport_size({"width": 1024, "height": 700})
+            small = page.wait_for_function(FILM.replace("return {", "if (b.width >= " + str(wide["box"][0])
+                                                        + ") return null; return {"), timeout=10_000).json_value()
+            assert small["wl"] == zoomed["wl"] and abs(small["zoom"] - zoomed["zoom"]) < 1e-6, small
         finally:
             browser.close()

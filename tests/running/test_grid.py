@@ -47,6 +47,20 @@ def test_a_grid_expands_to_every_combination_named_by_its_coordinates() -> None:
     assert not study.split_given
 
 
+def test_a_grid_has_the_defaults_of_pxp_run() -> None:
+    """[run] without learn runs LEARN as `pxp run` does (on); learn = false turns it off."""
+    import typer.main
+
+    from pxp.cli.main import app
+
+    cli = typer.main.get_command(app)
+    learn = next(p for p in cli.commands["run"].params if p.name == "learn")  # type: ignore[attr-defined]
+    assert learn.default is True
+    assert all(p.config.learn is True for p in parse_grid(GOOD, "g.toml").points)
+    off = parse_grid(GOOD + "learn = false\n", "g.toml")
+    assert not any(p.config.learn for p in off.points)
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("name = 'x'\n[grid\n", "g.toml: not valid TOML"),
     ("name = 'x'\ncolour = 1\n[grid]\nmachine=['simulated']\ndataset=['d']\nseed=[0]\n", "unknown key 'colour'"),

@@ -13,10 +13,10 @@ from pxp.app import resources, ui
 from pxp.running.pxp.live.turns import LiveSession
 
 
-def split(s: LiveSession) -> list[int]:
+def split(s: LiveSession) -> list[float]:
     """Column widths: the case on the left, the conversation and reply (wide enough for the
-    tag row on one line) on the right."""
-    return [4, 7] if s.asset_sha256 else [5, 7]
+    tag row on one line) on the right; a film takes nearly half (docs/annotating.md, Pages)."""
+    return [0.95, 1.05] if s.asset_sha256 else [5.0, 7.0]
 
 
 #: the case column stays in view while the conversation scrolls (our own constant CSS, no user text)

@@ -21,19 +21,22 @@ from pxp.protocols.pxp.rules import Sender, Tag
 from pxp.running.pxp.live.turns import LiveSession
 
 
-def _yes_no(label: str, key: str, keys: tuple[str, str], fill: tuple[str, str]) -> bool | None:
+def _yes_no(label: str, key: str, keys: tuple[str, str], fill: tuple[str, str],
+            recorded: bool | None = None) -> bool | None:
     """A Yes/No question as two buttons with keyboard shortcuts; the answer (None: not yet).
 
     Yes pre-fills the field `fill` = (state key, machine's value) when it is empty: a
     prediction that matches is the machine's, so RATIFY takes three keys. The answer never
-    overrides a prediction already typed; MATCH over the content decides the fact.
+    overrides a prediction already typed; MATCH over the content decides the fact, and the
+    highlighted button is always the fact recorded (`recorded`, when the content decides it).
     """
     v: bool | None = S.get(key)
+    shown = v if recorded is None or v is None else recorded
     st.markdown(label)
     with st.container(horizontal=True):
         for text, value, sc in (("Yes", True, keys[0]), ("No", False, keys[1])):
             st.button(text, key=f"{key}_{text.lower()}", shortcut=sc,
-                      type="primary" if v is value else "secondary",
+                      type="primary" if shown is value else "secondary",
                       on_click=_answer, args=(key, value, fill))
     return v
 
@@ -67,17 +70,17 @@ def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
         "My explanation", key=f"{key}_expl", height=68,
         placeholder="What you see and why (your report or pathway)",
     )
-    c1, c2 = st.columns(2)
-    with c1:
-        match = _yes_no("Its prediction matches mine?", f"{key}_match", MATCH_KEYS,
-                        (f"{key}_pred", machine.prediction))
-    with c2:
-        agree = _yes_no("Its explanation agrees with mine?", f"{key}_agree", AGREE_KEYS,
-                        (f"{key}_expl", machine.explanation))
     answer, refused = clean_answer(prediction, explanation)
     invalid = invalid or refused
     content = human_content(s.messages, answer, match_kind=s.match_kind)
     noun = prediction_noun(s.match_kind)
+    c1, c2 = st.columns(2)
+    with c1:
+        match = _yes_no("Its prediction matches mine?", f"{key}_match", MATCH_KEYS,
+                        (f"{key}_pred", machine.prediction), recorded=content.match)
+    with c2:
+        agree = _yes_no("Its explanation agrees with mine?", f"{key}_agree", AGREE_KEYS,
+                        (f"{key}_expl", machine.explanation))
     if content.match is not None and match is not None and content.match != match:
         st.caption(ui.escape_md(f"Recorded as {'matching' if content.match else 'different'}: your {noun} "
                                 f"is {content.compared[0]} and the machine's is {content.compared[1]}."))

@@ -8,7 +8,8 @@ pxp.app.annotate.drafts) a moment after typing pauses, not only when the field l
 shortcut pressed while the page is still being redrawn for the previous one is held and pressed once
 the page is up to date, in order (dropped if the reply form it was pressed on is gone): keys typed
 ahead are neither lost nor sent with stale form values. A new reply form is focused and brought into
-view as soon as it is in the page (pxp.app.ui.PLACE_JS). Only our own element keys and the shortcut
+view as soon as it is in the page (pxp.app.ui.PLACE_JS), the page's first one too (on load, after a
+reload). Only our own element keys and the shortcut
 labels of Streamlit's buttons are read; no page text is written.
 """
 
@@ -137,7 +138,7 @@ _JS = "<script>\n" + PLACE_JS + """
     const k = f && [...f.classList].find((c) => c.startsWith("st-key-annotate_form_"));
     if (!k) return;
     if (k !== w.__pxpFormShown) {  // kept on the page, so a copy that takes over goes on from it
-      due = !!w.__pxpFormShown;  // the page's first form is left as it is
+      due = true;  // the page's first form too: on load, after a reload, once the sidebar has chosen the data
       w.__pxpFormShown = k;
     }
     if (!due || !f.querySelector("button, input, textarea")) return;

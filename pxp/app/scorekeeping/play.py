@@ -30,6 +30,9 @@ NAME = "sk_play_name"
 FLASH = "sk_play_flash"
 ERROR = "sk_play_error"
 RESULT = "sk_play_result"
+NOTE = "sk_play_note"
+#: avatars: a person answers here, not a robot
+YOU, QUESTIONER, GAME_MASTER = ":material/person:", ":material/support_agent:", ":material/flag:"
 #: the episode scores shown at its end: clembench's names, as a person reads them
 SHOWN = ((SLOT_FILLING_ACCURACY, "Slot filling", "{:.0%}"), (ACCURACY, "Probing accuracy", "{:.0%}"),
          (MAIN_SCORE, "Main Score", "{:.1f}"))
@@ -63,8 +66,9 @@ def _start(engine: Engine, model: str) -> None:
         S[ERROR] = str(e)
 
 
-def _send(engine: Engine, model: str, step: int, text: str | None = None) -> None:
-    """Send the typed reply (or `text`, from a button) for the request shown at `step`."""
+def _send(engine: Engine, model: str, step: int, text: str | None = None, private: str | None = None) -> None:
+    """Send the typed reply (or `text`, from a button) for the request shown at `step`; `private` names the
+    questioner when it is a private question, for the note that follows it."""
     reply = (S.get(_reply_key(step)) or "") if text is None else text
     reply = reply.strip()  # as an LLM's reply is stripped (clembench's backends)
     if not reply:
@@ -75,8 +79,25 @@ def _send(engine: Engine, model: str, step: int, text: str | None = None) -> Non
     except PlayError as e:
         S[ERROR] = str(e)
         return
+    if private is not None:
+        S[NOTE] = private_note(reply, private)
     if isinstance(out, Finished):
         S[RESULT] = out
+
+
+def private_note(reply: str, questioner: str) -> tuple[bool, str]:
+    """The short note after a private answer: (recorded?, what happened)."""
+    value = rules.parse_probe(reply)
+    if value is None:
+        return False, f"Not recorded: {rules.probe_problem(reply)}. The private question is asked again."
+    said = rules.YES if value else rules.NO
+    return True, f"Private answer recorded: {said}. The {questioner} does not see it."
+
+
+def _note() -> None:
+    if NOTE in S:
+        ok, text = S.pop(NOTE)
+        (st.info if ok else st.warning)(ui.escape_md(text), icon=":material/lock:" if ok else ":material/replay:")
 
 
 def _abandon(engine: Engine, model: str) -> None:
@@ -101,13 +122,24 @@ def _dialogue(p: Play) -> None:
     st.markdown(f"**Dialogue with the {ui.escape_md(questioner)}** (shared)")
     with st.container(height=420, key="sk_play_dialogue"):
         for i, m in enumerate(msgs):
-            with st.chat_message("user" if m["role"] == "user" else "assistant"):
-                st.caption("Game master" if i == 0 else "Questioner" if m["role"] == "user" else "You")
+            mine = m["role"] != "user"
+            with st.chat_message("user" if not mine else "assistant",
+                                 avatar=YOU if mine else GAME_MASTER if i == 0 else QUESTIONER):
+                st.caption("Game master" if i == 0 else "You" if mine else "Questioner")
                 ui.show_text(m["content"])
+
+
+def _facts(p: Play) -> None:
+    """The person's facts, kept in view beside the dialogue (the game master's first message holds them too)."""
+    slots = p.request.instance.slots
+    with st.container(border=True, key="sk_play_facts"):
+        st.markdown("**Your facts** " + " · ".join(f"{ui.escape_md(k)}: **{ui.escape_md(v)}**"
+                                                   for k, v in slots.items()))
 
 
 def _asked(engine: Engine, p: Play) -> None:
     req = p.request
+    questioner = DOMAINS[p.experiment].questioner if p.experiment in DOMAINS else "questioner"
     if req.kind == "probe":
         with st.container(border=True, key="sk_play_probe"):
             st.markdown(f"**Private question** (probing round {req.probe_round}, attempt {req.attempt} of "
@@ -115,9 +147,9 @@ def _asked(engine: Engine, p: Play) -> None:
             ui.show_text(req.messages[-1]["content"])
             with st.container(horizontal=True):
                 st.button("Yes", key=f"sk_play_yes_{p.step}", shortcut=YES_KEY, on_click=_send,
-                          args=(engine, p.model, p.step, f"{rules.ASIDE_TAG} {rules.YES}"))
+                          args=(engine, p.model, p.step, f"{rules.ASIDE_TAG} {rules.YES}", questioner))
                 st.button("No", key=f"sk_play_no_{p.step}", shortcut=NO_KEY, on_click=_send,
-                          args=(engine, p.model, p.step, f"{rules.ASIDE_TAG} {rules.NO}"))
+                          args=(engine, p.model, p.step, f"{rules.ASIDE_TAG} {rules.NO}", questioner))
         tag, hint = rules.ASIDE_TAG, (f"or type {rules.ASIDE_TAG} and then yes or no; "
                                       f"an invalid reply is asked again, {rules.MAX_PROBE_ATTEMPTS} tries in all")
     else:
@@ -128,7 +160,8 @@ def _asked(engine: Engine, p: Play) -> None:
                       value=f"{tag} ", key=_reply_key(p.step))
         st.caption(ui.escape_md(f"Enter sends; {hint}."))
         st.form_submit_button("Send", key=f"sk_play_send_{p.step}", type="primary", icon=":material/send:",
-                              on_click=_send, args=(engine, p.model, p.step))
+                              on_click=_send, args=(engine, p.model, p.step, None,
+                                                    questioner if req.kind == "probe" else None))
     # the focus goes where the next key press belongs: Yes (Alt+Y, Enter) for a probe, the reply for an answer
     first = f"sk_play_yes_{p.step}" if req.kind == "probe" else _reply_key(p.step)
     ui.bring_into_view(first, f"sk_play_send_{p.step}", token=f"{p.key}-{p.step}")
@@ -144,6 +177,7 @@ def render(engine: Engine) -> None:
         if key in S:
             show(ui.escape_md(str(S.pop(key))))
     if RESULT in S:
+        _note()
         _result(S.pop(RESULT))
     if not name.strip():
         return
@@ -166,6 +200,8 @@ def render(engine: Engine) -> None:
     with left:
         _dialogue(p)
     with right:
+        _facts(p)
+        _note()
         _asked(engine, p)
         st.button("Drop this episode", key="sk_play_abandon", type="tertiary", on_click=_abandon,
                   args=(engine, model))

@@ -18,7 +18,7 @@ from pxp.analysis.tables import (
     tag_transitions,
     transition_matrix,
 )
-from pxp.app import resources
+from pxp.app import resources, ui
 from pxp.app.download import download
 from pxp.app.views.analytics_common import (
     FIG1_DEFAULT,
@@ -69,10 +69,18 @@ def view_figure1(sel: Selection, by: str | None, names: list[str]) -> None:
     if not tables:
         st.info("No finished or aborted sessions in this selection yet.")
         return
-    proportion = st.toggle("Proportions of total sessions", key="analytics_fig1_proportion")
+    totals = {name: t.total_sessions for name, t in tables.items()}
+    differ = len(set(totals.values())) > 1
+    # side by side, counts of different totals mislead (30 sessions vs 15 looks like half): proportions by default
+    proportion = st.toggle("Proportions of total sessions", value=differ,
+                           key="analytics_fig1_proportion" + ("_differ" if differ else ""))
     st.plotly_chart(figures.figure1(tables, metrics or FIG1_DEFAULT, proportion=proportion), key="analytics_fig1")
     st.caption("Sessions with the property when each session is cut to its first j messages: the median over "
                "repetitions, error bars min–max (the follow-up paper's Figure 1).")
+    if differ:
+        st.caption(("Shown as proportions: " if proportion else "Counts of different totals do not compare: ") +
+                   "the session totals differ (" + ", ".join(f"{ui.escape_md(n)} {t:g}" for n, t in totals.items())
+                   + ").")
     data = pd.concat([figure1_frame(t, name) for name, t in tables.items()], ignore_index=True)
     download_csv("Figure 1 data (CSV)", data, "figure1.csv", "analytics_dl_fig1")
 

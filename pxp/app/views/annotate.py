@@ -26,12 +26,15 @@ from pxp.team.access import may_open
 #: the page compacted so a case and its whole reply form fit a 1280×720 screen (README "Annotate");
 #: our own constant CSS on our own element keys, no user text
 _COMPACT = """<style>
-[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; padding-left: 2rem; padding-right: 2rem; }
+[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; padding-left: 1rem; padding-right: 1rem; }
 .st-key-annotate_reply, .st-key-annotate_reply [data-testid="stVerticalBlock"] { gap: 0.45rem; }
 .st-key-annotate_reply [data-testid="stVerticalBlockBorderWrapper"] > div { padding: 0.6rem 0.8rem; }
 .st-key-annotate_reply [data-testid="stWidgetLabel"] { min-height: 1.1rem; margin-bottom: 0.1rem; }
-.st-key-annotate_reply [data-testid="stHorizontalBlock"] { gap: 0.4rem; }
-.st-key-annotate_reply button[data-testid^="stBaseButton"] { min-height: 2rem; padding: 0.1rem 0.55rem; }
+.st-key-annotate_reply [data-testid="stHorizontalBlock"] { gap: 0.35rem; }
+.st-key-annotate_reply button[data-testid^="stBaseButton"] { min-height: 2rem; padding: 0.1rem 0.45rem; }
+.st-key-annotate_reply button [aria-label^="Shortcut"] { font-size: 0.72rem; margin-left: 0.15rem; }
+section[data-testid="stSidebar"][data-collapsed="false"] { width: 14rem !important; min-width: 14rem !important; }
+.st-key-annotate_case_pane { --pxp-film-h: max(360px, calc(100vh - 10.5rem)); }
 </style>"""
 
 
@@ -81,7 +84,7 @@ def annotate(eid: int, annotator_id: int) -> None:
         no_cases(eid, annotator_id)
         return
     s = load_session(resources.engine(), sid)
-    left, right = st.columns(split(s), gap="large")
+    left, right = st.columns(split(s), gap="small" if s.asset_sha256 else "large")
     machine_first = s.turn is Sender.MACHINE  # its answer takes a while: the case is there to read meanwhile
     if machine_first:
         with left:

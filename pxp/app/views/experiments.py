@@ -12,7 +12,7 @@ from pxp.app.data import QueueView, dataset_choices, dataset_info, experiments_t
 from pxp.app.prefs import load_prefs
 from pxp.llm.models import run_warnings
 from pxp.running.pxp.checks import config_errors
-from pxp.running.pxp.config import RunConfig, RunError
+from pxp.running.pxp.config import DEFAULT_SPLIT, LEARN_DEFAULT, RunConfig, RunError
 from pxp.running.pxp.controlled.estimate import Estimate, dataset_facts, estimate, store_estimate
 from pxp.running.pxp.experiments import create_experiment
 from pxp.running.pxp.live.overlap import annotator_progress, overlap_summary
@@ -42,8 +42,8 @@ def launch_form() -> str | None:
     ds = c2.selectbox("Dataset", names, key="experiments_dataset")
     info = dataset_info(eng, ds) if ds else None
     splits = ["all", *sorted((info.splits if info else {}).keys())]
-    if S.get("experiments_split") not in splits:
-        S["experiments_split"] = "all"
+    if S.get("experiments_split") not in splits:  # as `pxp run`: train when the dataset has one
+        S["experiments_split"] = DEFAULT_SPLIT if DEFAULT_SPLIT in splits else "all"
     split = c3.selectbox("Split", splits, key="experiments_split",
                          format_func=lambda s: s if s == "all" else f"{s} ({(info.splits if info else {})[s]})")
     with st.form("experiments_new", enter_to_submit=False):  # Enter never starts a run: a click does
@@ -60,7 +60,7 @@ def launch_form() -> str | None:
         reps = c[2].number_input("R (repetitions)", 1, 100, 1, key="experiments_reps",
                                  help="How many times every case is run, each with its own seed")
         seed = c[3].number_input("Seed", 0, 2**31 - 1, 0, key="experiments_seed")
-        learn = c[4].toggle("LEARN", value=True, key="experiments_learn",
+        learn = c[4].toggle("LEARN", value=LEARN_DEFAULT, key="experiments_learn",
                             help="Keep a session's context only if validation accuracy does not drop")
         name = st.text_input("Name (optional)", key="experiments_name")
         probe = st.toggle("Common-ground probe", value=False, key="experiments_probe",

@@ -25,14 +25,20 @@ from pxp.running.scorekeeping.games import list_games, stored_episode, stored_sc
 from pxp.running.scorekeeping.play import HUMAN_GAME
 
 
+def _figure(v: Any, fmt: str) -> str:
+    return "—" if v is None or v != v else fmt.format(v)
+
+
 def leaderboard(rep: dict[str, Any]) -> None:
     models = rep["models"]
     rows = [{"model": m, "episodes": rep["counts"].get(m, 0), PLAYED: v[PLAYED], QUALITY: v[QUALITY],
              QUALITY_STD: v[QUALITY_STD]} for m, v in models.items()]
     df = pd.DataFrame(rows).sort_values(QUALITY, ascending=False, na_position="last")
-    st.dataframe(df, hide_index=True, column_config={
-        PLAYED: st.column_config.NumberColumn(format="%.1f"), QUALITY: st.column_config.NumberColumn(format="%.2f"),
-        QUALITY_STD: st.column_config.NumberColumn(format="%.2f")})
+    # a missing figure (one episode has no standard deviation) reads "—", never "None"
+    shown = df.assign(**{c: [_figure(v, f) for v in df[c]] for c, f in ((PLAYED, "{:.1f}"), (QUALITY, "{:.2f}"),
+                                                                        (QUALITY_STD, "{:.2f}"))})
+    st.dataframe(shown, hide_index=True, column_config={
+        c: st.column_config.TextColumn(alignment="right") for c in (PLAYED, QUALITY, QUALITY_STD)})
     fig = go.Figure(go.Bar(x=df["model"], y=df[QUALITY], name=QUALITY,
                            error_y={"type": "data", "array": df[QUALITY_STD].fillna(0).tolist(), "visible": True}))
     fig.add_trace(go.Scatter(x=df["model"], y=df[PLAYED], name=PLAYED, mode="markers", marker={"size": 12}))
@@ -64,8 +70,11 @@ def episode_viewer(game: str, keys: list[str]) -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Dialogue")
+        person = str(ep.get("model", "")).startswith("human:")  # a person's episode: a person's avatar
         for m in dialogue_from_turns(ep["interactions"].get("turns", [])):
-            with st.chat_message("user" if m["role"] == "user" else "assistant"):
+            mine = m["role"] != "user"
+            with st.chat_message("assistant" if mine else "user",
+                                 avatar=(":material/person:" if person else None) if mine else None):
                 ui.show_text(m["content"])
     with right:
         st.subheader("Probes (private, outside the dialogue)")

@@ -96,6 +96,19 @@ def _noise(rng: np.random.Generator, n: int, cells: int) -> Array:
 
 def draw_phantom(finding: str, seed: int, n: int = SIZE) -> Phantom:
     """Draw one phantom with `finding`, deterministically from `seed`."""
+    img, facts = phantom_image(finding, seed, n)
+    pil = Image.fromarray(np.round(img * 235 + 8).astype(np.uint8), mode="L")
+    draw = ImageDraw.Draw(pil)
+    font = ImageFont.load_default_imagefont()
+    draw.text((int(n * 0.04), int(n * 0.04)), "R", fill=250, font=font)
+    draw.text((int(n * 0.04), int(n * 0.93)), "SYNTHETIC", fill=250, font=font)
+    buf = io.BytesIO()
+    pil.save(buf, format="PNG", optimize=True)
+    return Phantom(png=buf.getvalue(), finding=finding, facts=facts)
+
+
+def phantom_image(finding: str, seed: int, n: int = SIZE) -> tuple[Array, dict[str, Any]]:
+    """The phantom's grey image (n × n, 0 black to 1 white: dense is bright) and the facts its report states."""
     if finding not in FINDINGS:
         raise PhantomError(f"unknown finding {finding!r}")
     rng = np.random.default_rng(seed)
@@ -237,15 +250,8 @@ def draw_phantom(finding: str, seed: int, n: int = SIZE) -> Phantom:
     a += 0.2 * vessel_map * lungs * markings
     a += 0.06 * (_noise(rng, n, 12) - 0.5)
     a += 0.008 * rng.standard_normal(a.shape)
-    img = 1 - np.exp(-1.5 * np.clip(a, 0, None))
-    pil = Image.fromarray(np.round(img * 235 + 8).astype(np.uint8), mode="L")
-    draw = ImageDraw.Draw(pil)
-    font = ImageFont.load_default_imagefont()
-    draw.text((int(n * 0.04), int(n * 0.04)), "R", fill=250, font=font)
-    draw.text((int(n * 0.04), int(n * 0.93)), "SYNTHETIC", fill=250, font=font)
-    buf = io.BytesIO()
-    pil.save(buf, format="PNG", optimize=True)
-    return Phantom(png=buf.getvalue(), finding=finding, facts=facts)
+    img = np.asarray(1 - np.exp(-1.5 * np.clip(a, 0, None)), dtype=np.float64)
+    return img, facts
 
 
 def report(finding: str, facts: dict[str, Any]) -> str:

@@ -50,7 +50,7 @@ MAX_DICOM_BYTES = 256 * 1024 * 1024
 KEEP = ("Modality", "PhotometricInterpretation", "Rows", "Columns", "BitsStored",
         "BodyPartExamined", "ViewPosition", "ImageLaterality", "Laterality",
         "PixelSpacing", "ImagerPixelSpacing", "SOPClassUID", "BurnedInAnnotation",
-        "RescaleSlope", "RescaleIntercept", "WindowCenter", "WindowWidth")
+        "RescaleSlope", "RescaleIntercept", "WindowCenter", "WindowWidth", "WindowCenterWidthExplanation")
 
 Array = NDArray[np.float64]
 
@@ -80,6 +80,30 @@ def _first(value: Any) -> float | None:
         return float(value[0]) if not isinstance(value, (int, float, str)) else float(value)
     except (TypeError, ValueError, IndexError):
         return None
+
+
+def _all(value: Any) -> list[float]:
+    """Every number of a (possibly multi-valued) element; [] when one is not a number."""
+    if value is None:
+        return []
+    try:
+        return [float(v) for v in (value if not isinstance(value, (int, float, str)) else [value])]
+    except (TypeError, ValueError):
+        return []
+
+
+def window_presets(ds: Any) -> list[dict[str, Any]]:
+    """The windows a multi-valued WindowCenter / WindowWidth lists beyond the first (the default), named by
+    WindowCenterWidthExplanation ("LUNG" → "Lung"), in the stored units after rescale."""
+    centers, widths = _all(ds.get("WindowCenter")), _all(ds.get("WindowWidth"))
+    names = ds.get("WindowCenterWidthExplanation")
+    names = [str(n) for n in names] if names is not None and not isinstance(names, str) else [str(names or "")]
+    out = []
+    for i, (c, w) in enumerate(zip(centers, widths, strict=False)):
+        name = " ".join(names[i].split()).capitalize() if i < len(names) and names[i].strip() else f"Window {i + 1}"
+        if i and w > 0:
+            out.append({"name": name[:40], "center": c, "width": w})
+    return out
 
 
 def _png(arr: NDArray[Any]) -> bytes:
@@ -160,6 +184,8 @@ def dicom_images(ds: Any, where: str, warns: list[str]) -> tuple[PreparedImage, 
     full = _image(_png(raw), {"format": "PNG", "mode": "I;16", "dicom_full_range": True})
     window = {"center": float(center), "width": float(width), "invert": invert, "lut": lut,
               "raw_sha256": full.sha256, "raw_min": lo_all, "raw_max": hi_all}
+    if not lut and (named := window_presets(ds)):
+        window["presets"] = named
     shown = _image(_png(display), {"format": "PNG", "mode": "L", "from_dicom": True})
     return shown, full, window
 

@@ -14,6 +14,11 @@ from typing import Any
 from pxp import __version__
 from pxp.protocols.errors import PxpError
 
+#: the defaults `pxp run`, a grid file's [run] and the Experiments page share (docs/research.md, Controlled runs):
+#: LEARN on; the agents interact on the train split when the dataset has one, else on every instance
+LEARN_DEFAULT = True
+DEFAULT_SPLIT = "train"
+
 
 class RunError(PxpError, RuntimeError):
     """A controlled run that cannot start (unknown dataset, bad config)."""

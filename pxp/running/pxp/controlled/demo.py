@@ -23,6 +23,8 @@ from pxp.storage.tables import Dataset, Experiment
 
 DEMO_RAD = "demo-rad"
 DEMO_DRUG = "demo-drug"
+#: 2048-px 12-bit DICOM chest films (pxp.data.demo.films), made at `pxp demo --films` time, not shipped
+DEMO_FILMS = "demo-rad-films"
 DEMO_EXPERIMENTS = {DEMO_RAD: "demo-rad-simulated", DEMO_DRUG: "demo-drug-simulated"}
 DEMO_REPS = 3
 DEMO_SPLIT = "test"
@@ -81,3 +83,26 @@ def _load(engine: Engine, root: Path, RunConfig: Any, create_experiment: Any,
         run_experiment(engine, exp.id or 0)
         loaded = True
     return loaded
+
+
+def ensure_demo_films(engine: Engine) -> bool:
+    """Make the demo films (one per finding) and import them through the DICOM importer, if missing; True if it
+    loaded them. About 15 s: they are made on request (`pxp demo --films`), not at the app's first start."""
+    import tempfile
+
+    from pxp.data.demo.films import write_films
+    from pxp.data.importers.dicom import import_dicom
+
+    if _exists(engine, Dataset, DEMO_FILMS):
+        return False
+    with tempfile.TemporaryDirectory(prefix="pxp-films-") as tmp:
+        labels = write_films(Path(tmp))
+        import_dicom(engine, labels, name=DEMO_FILMS, source="made by pxp (pxp.data.demo.films)")
+    with DB(engine) as db:
+        ds = db.exec(select(Dataset).where(Dataset.name == DEMO_FILMS)).one()
+        ds.synthetic = True
+        ds.description = ("Synthetic chest films made by pxp (not patients): 2048 × 2048, 12-bit DICOM with "
+                          "lung, soft-tissue and bone windows.")
+        db.add(ds)
+        db.commit()
+    return True

@@ -38,7 +38,7 @@ from sqlmodel import col, select
 
 from pxp.protocols.errors import PxpError
 from pxp.running.pxp.checks import config_errors
-from pxp.running.pxp.config import RunConfig, RunError
+from pxp.running.pxp.config import DEFAULT_SPLIT, LEARN_DEFAULT, RunConfig, RunError
 from pxp.running.pxp.controlled.estimate import Estimate, dataset_facts, estimate, store_estimate
 from pxp.running.pxp.experiments import create_experiment
 from pxp.storage.store import dataset_instances, db_session, find_dataset
@@ -208,6 +208,7 @@ def parse_grid(text: str, source: str = "grid.toml") -> Study:
             raise GridError(f"{source}: [run].{key} must be {_type_name(hints[key])}")
         else:
             common[key] = v
+    common.setdefault("learn", LEARN_DEFAULT)  # as `pxp run` (RunConfig's own default is off)
     axes = {key: _axis(source, grid, key) for key in AXES if key in grid}
     _check_unique(source, "machine", [m["label"] for m in axes["machine"]])
     _check_unique(source, "dataset", list(axes["dataset"]))
@@ -255,8 +256,9 @@ def resolve_splits(engine: Engine, study: Study) -> Study:
         if not study.split_given:
             with db_session(engine) as db:
                 ds = find_dataset(db, name=cfg.dataset)
-                if ds is not None and ds.id is not None and dataset_instances(db, dataset_id=ds.id, split="train"):
-                    cfg = dataclasses.replace(cfg, split="train")
+                if ds is not None and ds.id is not None and dataset_instances(db, dataset_id=ds.id,
+                                                                              split=DEFAULT_SPLIT):
+                    cfg = dataclasses.replace(cfg, split=DEFAULT_SPLIT)
         points.append(Point(p.name, p.coords, cfg))
     return Study(study.name, study.source, points, True)
 
