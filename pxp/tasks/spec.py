@@ -19,6 +19,7 @@ from typing import Any
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.llm.base import Schema
 from pxp.protocols.errors import PxpError
+from pxp.protocols.text import TextRefused, clean_name, clean_text
 from pxp.tasks.base import (
     DEFAULT_AGREE_THRESHOLD,
     match_for,
@@ -203,6 +204,13 @@ class TaskSpec:
         return self._checked(y, e)
 
     def _checked(self, y: str, e: str) -> tuple[str, str]:
+        """Provider text under the one text rule, as user text (docs/development.md "The text rule"):
+        a label with a zero-width space inside is that label; a control character is a format failure."""
+        try:
+            y = clean_name(re.sub(r"[\t\r\n]+", " ", y), f"the {self.prediction_field}")  # lines read as spaces
+            e = clean_text(e, f"the {self.explanation_field}")
+        except TextRefused as err:
+            raise FormatProblem(str(err), kind="control character") from None
         prediction = self.check_prediction(y)
         explanation = _clean(e)
         if not explanation:

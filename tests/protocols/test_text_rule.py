@@ -65,3 +65,21 @@ def test_inserted_invisible_characters_give_the_same_value(base: str, extra: lis
     without = "".join(c for c in text if c not in INVISIBLE)
     assert cleaned == clean_name(without)
     assert clean_text(cleaned) == cleaned
+
+
+def test_provider_text_follows_the_same_rule() -> None:
+    """A reply's label with a zero-width space inside is that label; a NUL in its explanation is a format
+    failure naming the field (pxp.tasks.spec, the parse of every provider's reply)."""
+    import json
+
+    from pxp.tasks.rad import rad_spec
+    from pxp.tasks.spec import FormatProblem
+
+    RAD = rad_spec()
+
+    y, e = RAD.parse(json.dumps({"prediction": "Pneu\u200bmonia", "explanation": "Patchy  consolidation."}))
+    assert (y, e) == ("Pneumonia", "Patchy  consolidation.")
+    y, _ = RAD.parse("Prediction: Pleural\u00a0Effusion\nExplanation: blunted angle")
+    assert y == "Pleural Effusion"
+    with pytest.raises(FormatProblem, match="the Explanation: contains the control character U\\+0000"):
+        RAD.parse(json.dumps({"prediction": "Pneumonia", "explanation": "Patchy\u0000 consolidation."}))
