@@ -32,11 +32,11 @@ from pxp.data.importers.common import (
     ImportResult,
     NewInstance,
     check_split,
-    read_csv,
-    store_instances,
 )
 from pxp.data.importers.deidentify import deidentify
 from pxp.data.importers.jpeg_repair import repair_sequential_scans
+from pxp.data.importers.reading import read_csv
+from pxp.data.importers.stage import store_instances
 from pxp.protocols.errors import PxpError
 
 log = logging.getLogger("pxp.dicom")
@@ -205,7 +205,7 @@ def read_dicom(path: Path, where: str, notes: list[str]) -> Any:
 def _labels_file(path: Path) -> dict[str, tuple[int, dict[str, str]]]:
     """The labels CSV by file (relative, forward slashes) with each row's line; a file listed
     twice is refused naming both lines."""
-    _, rows = read_csv(path, required=("file", "label"), label="labels CSV")
+    rows = read_csv(path, required=("file", "label"), label="labels CSV")
     out: dict[str, tuple[int, dict[str, str]]] = {}
     problems = []
     for line, r in rows:
