@@ -7,7 +7,8 @@
 
 Each line: rows, pxp's wall time (the import alone, in a child process whose start-up and
 schema set-up are not counted), the floor's wall time, their ratio, pxp's rows per second
-and the child's peak memory (RSS). The floor is a plain Python stream of the same rows into a
+and the child's peak memory (RSS); with --reimport the same file imported again (transcripts: as
+a second experiment). The floor is a plain Python stream of the same rows into a
 table with the same columns and a unique (dataset, key) index: `csv.DictReader` (CSV) or
 `json.loads` (JSONL, transcripts) into `sqlite3.executemany`, or PostgreSQL `COPY`.
 Transcripts: `--sizes` counts messages, three per session. PostgreSQL: PXP_BENCH_POSTGRES_URL
@@ -72,14 +73,14 @@ engine = make_engine(url)
 upgrade(engine)
 if kind == "transcripts":
     from pxp.data.importers.transcripts import import_transcripts
-    run = lambda: import_transcripts(engine, path, name="bench", task="text")
+    run = lambda i: import_transcripts(engine, path, name=f"bench{i}", task="text", n=10, k=3)
 else:
     from pxp.data.importers.generic import import_table
-    run = lambda: import_table(engine, path, task="text", mapping=["label=prediction"], name="bench")
+    run = lambda i: import_table(engine, path, task="text", mapping=["label=prediction"], name="bench")
 times = []
-for _ in range(int(sys.argv[4])):
+for i in range(int(sys.argv[4])):
     t = time.perf_counter()
-    run()
+    run(i)
     times.append(time.perf_counter() - t)
 print(json.dumps({"times": times, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """

@@ -14,7 +14,9 @@ A key used by several rows gives one instance per row (`key`, `key#2`, ...); a r
 identical in every field to an earlier one is imported once (both with a warning).
 
 Columns named like a field map to it unless mapped otherwise; other columns go to
-the instance's meta. Every row is checked; one problem keeps the whole file out.
+the instance's meta. Keys, predictions and SMILES follow the text rule's clean_name, free text
+its clean_text (pxp.protocols.text): two keys equal after it are one key repeated. Every row is
+checked; one problem keeps the whole file out.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pxp.data.importers.jsonl import iter_jsonl, jsonl_columns
 from pxp.data.importers.reading import CsvRows, Meter, ProgressFn, csv_row_hash, row_hash
 from pxp.data.importers.stage import store_instances
 from pxp.data.importers.study import smiles_problem
+from pxp.protocols.text import TextRefused, clean_name, clean_text
 
 FIELDS = ("key", "input", "image", "prediction", "label", "explanation", "split")
 REQUIRED = {"rad": ("image",), "drug": ("input",)}
@@ -184,11 +187,19 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
     seen_labels = set(labels)
     hasher = csv_row_hash if isinstance(rows, CsvRows) else row_hash
     name = path.name
+    as_input = clean_name if task == "drug" else clean_text
     for line, r in rows:
-        x = r.get(c_in, "").strip() if c_in else ""
-        prediction = r.get(c_pred, "").strip() if c_pred else ""
-        explanation = r.get(c_expl, "").strip() if c_expl else ""
-        empty = [f for f, c in req_cols if not r.get(c, "").strip()]
+        try:
+            x = as_input(r.get(c_in, "").strip(), f"{name}:{line}: input") if c_in else ""
+            prediction = clean_name(r.get(c_pred, ""), f"{name}:{line}: prediction") if c_pred else ""
+            explanation = clean_text(r.get(c_expl, "").strip(), f"{name}:{line}: explanation") if c_expl else ""
+            given_key = clean_name(r.get(c_key, ""), f"{name}:{line}: key") if c_key else ""
+            meta: dict[str, Any] = {k: clean_text(v, f"{name}:{line}: {k}") for k, v in r.items()
+                                    if v != "" and k not in used}
+        except TextRefused as err:
+            problems.append(str(err))
+            continue
+        empty = [f for f, c in req_cols if not (x if f == "input" else r.get(c, "").strip())]
         if empty:
             problems.append(f"{name}:{line}: empty {', '.join(empty)}")
             continue
@@ -210,12 +221,11 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
             except ImageRejected as err:
                 problems.append(str(err))
                 continue
-        key = (r.get(c_key, "").strip() if c_key else "") or "row-" + hashlib.sha256(
+        key = given_key or "row-" + hashlib.sha256(
             "\x1f".join((x, img.sha256 if img else "", prediction, explanation)).encode()
         ).hexdigest()[:16]
         row_split = fixed_split if split_given else check_split(
             r.get(c_split, "") if c_split else None, f"{name}:{line}", problems)
-        meta: dict[str, Any] = {k: v for k, v in r.items() if v != "" and k not in used}
         if c_img:
             meta["file"] = r.get(c_img, "").strip()
         if task == "rad" and prediction and prediction not in seen_labels:

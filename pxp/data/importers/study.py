@@ -28,6 +28,7 @@ from pxp.data.importers.common import (
 )
 from pxp.data.importers.reading import CsvRows, Meter, ProgressFn, csv_row_hash, read_csv
 from pxp.data.importers.stage import store_instances
+from pxp.protocols.text import TextRefused, clean_name, clean_text
 
 RAD_COLUMNS = ("case", "label", "img_path", "report")
 DRUG_COLUMNS = ("output", "input", "explanation")
@@ -92,7 +93,14 @@ def _rad_items(csv_path: Path, reader: CsvRows, rows: Iterable[tuple[int, dict[s
                synthetic: bool, labels: list[str], short: dict[str, str]) -> Iterator[NewInstance]:
     for line, r in rows:
         where = f"{csv_path.name}:{line}"
-        case, label, report = r["case"].strip(), r["label"].strip(), r["report"].strip()
+        try:
+            case, label = clean_name(r["case"], f"{where}: case"), clean_name(r["label"], f"{where}: label")
+            report = clean_text(r["report"].strip(), f"{where}: report")
+            label_short = clean_name(r.get("label_short", ""), f"{where}: label_short")
+            link = clean_name(r.get("link", ""), f"{where}: link")
+        except TextRefused as err:
+            problems.append(str(err))
+            continue
         missing = [c for c, v in (("case", case), ("label", label), ("img_path", r["img_path"]),
                                   ("report", report)) if not v.strip()]
         if missing:
@@ -106,13 +114,13 @@ def _rad_items(csv_path: Path, reader: CsvRows, rows: Iterable[tuple[int, dict[s
         row_split = fixed_split if split_given else check_split(r.get("split"), where, problems)
         if label not in labels:
             labels.append(label)
-        if r.get("label_short", "").strip():
-            short[label] = r["label_short"].strip()
+        if label_short:
+            short[label] = label_short
         meta: dict[str, Any] = {"case": case, "file": r["img_path"].strip(), "row": line}
-        if r.get("link", "").strip():
-            meta["link"] = r["link"].strip()
-        if r.get("label_short", "").strip():
-            meta["label_short"] = r["label_short"].strip()
+        if link:
+            meta["link"] = link
+        if label_short:
+            meta["label_short"] = label_short
         if synthetic:
             meta["synthetic"] = True
         yield NewInstance(key=case, split=row_split, image=img, label=label,
@@ -139,6 +147,13 @@ def smiles_problem(smiles: str, what: str) -> str | None:
 
 
 def _drug_problem(where: str, r: dict[str, str]) -> str | None:
+    """Why a row's SMILES cannot be read (the text rule first, then RDKit), or None; the row's
+    input, output and explanation are replaced by their values under the text rule."""
+    try:
+        r["input"], r["output"] = clean_name(r["input"], f"{where}: input"), clean_name(r["output"], f"{where}: output")
+        r["explanation"] = clean_text(r["explanation"], f"{where}: explanation")
+    except TextRefused as err:
+        return str(err)
     bad = [p for p in (smiles_problem(r["input"], "target (input)"),
                        smiles_problem(r["output"], "reactant (output)")) if p]
     return f"{where}: {'; '.join(bad)}" if bad else None
@@ -215,7 +230,11 @@ def _drug_items(csv_path: Path, rows: CsvRows, problems: list[str], fixed_split:
         row_split = fixed_split if split_given else check_split(r.get("split"), where, problems)
         meta: dict[str, Any] = {"row": line}
         if r.get("name", "").strip():
-            meta["name"] = r["name"].strip()
+            try:
+                meta["name"] = clean_name(r["name"], f"{where}: name")
+            except TextRefused as err:
+                problems.append(str(err))
+                continue
         yield NewInstance(key=drug_key(target, reactants), split=row_split, payload=target,
                           reference_prediction=reactants, reference_explanation=explanation,
                           meta=meta, line=line, row_hash=csv_row_hash(r))

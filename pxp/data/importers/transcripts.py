@@ -7,9 +7,9 @@ Each value is checked for its JSON type (pxp.data.importers.transcript_lines); m
 computed from the content, and a file's own columns are refused where they contradict it.
 `annotator` names who played the human (one name per session); cases several annotators saw
 are compared by pxp.analysis.agreement (docs/research.md, Agreement).
-Everything is validated before anything is written (the messages then go in by Core bulk inserts);
-non-conformant sessions are refused
-with their violations unless allowed.
+Names and predictions follow the text rule's clean_name, explanations its clean_text
+(pxp.protocols.text). Everything is validated before anything is written (then Core bulk inserts);
+non-conformant sessions are refused with their violations unless allowed.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def read_transcripts(
         sid, inst = line.name("session"), line.name("instance")
         j, rep = line.whole("j"), line.whole("repetition", default=1)
         sender_text, tag_text = line.text("sender"), line.text("tag")
-        prediction, explanation = line.text("prediction"), line.text("explanation")
+        prediction, explanation = line.text("prediction"), line.text("explanation", free=True)
         facts = [line.flag(f) for f in ("match", "agree", "changed")]
         status = line.text("status", default="finished")
         ann = _annotator(line)
