@@ -237,3 +237,18 @@ def test_a_nul_in_json_is_refused_with_its_line_and_field(any_engine: Engine, tm
         "n.jsonl:3: note: contains the control character U+0007 (control character); remove it"]
     with DB(any_engine) as db:
         assert (count_rows(db, Dataset), count_rows(db, Instance)) == (0, 0)
+
+
+def test_another_writer_during_an_import_on_sqlite(engine: Engine, tmp_path: Path) -> None:
+    from pxp.storage.tables import Annotator
+
+    def meanwhile(rows: int, fraction: float) -> None:
+        if rows and fraction < 1.0:  # mid-import: another connection commits a write
+            with DB(engine) as other:
+                other.add(Annotator(name=f"a{rows}"))
+                other.commit()
+
+    res = import_table(engine, write_csv(tmp_path / "w.csv", 12_000), progress=meanwhile)
+    assert res.added == 12_000
+    with DB(engine) as db:
+        assert count_rows(db, Annotator) >= 1

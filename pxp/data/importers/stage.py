@@ -71,7 +71,7 @@ class _Stager:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.pg = conn.dialect.name == "postgresql"
-        conn.exec_driver_sql("DROP TABLE IF EXISTS pxp_import_stage")
+        self.drop()
         STAGE.create(conn)
         marks = ", ".join("?" if not self.pg else "%s" for _ in _COLS)
         self.sql = f"INSERT INTO pxp_import_stage ({', '.join(_COLS)}) VALUES ({marks})"
@@ -89,7 +89,8 @@ class _Stager:
             self.conn.exec_driver_sql(self.sql, rows)  # type: ignore[arg-type]
 
     def drop(self) -> None:
-        self.conn.exec_driver_sql("DROP TABLE IF EXISTS pxp_import_stage")
+        schema = "" if self.pg else "temp."  # never a stored table of that name
+        self.conn.exec_driver_sql(f"DROP TABLE IF EXISTS {schema}pxp_import_stage")
 
 
 def _repeats(conn: Connection, what: tuple[str, str] | None, problems: list[str]) -> list[str]:
@@ -223,7 +224,6 @@ def store_instances(
     problems = problems if problems is not None else []
     result = ImportResult(dataset=name)
     with db_session(engine) as db:
-        ds = db.exec(sm_select(Dataset).where(Dataset.name == name)).first()
         conn = db.connection()
         stager = _Stager(conn)
         batch: list[tuple[Any, ...]] = []
@@ -257,6 +257,9 @@ def store_instances(
                     images = []
         if problems:
             raise ImportProblems(problems)
+        # the stored tables are first read here, after the file: on SQLite a read transaction held
+        # while another connection writes could not become a write one (a stale snapshot)
+        ds = db.exec(sm_select(Dataset).where(Dataset.name == name)).first()
         if ds is not None and ds.task != task:
             raise ImportProblems([f"dataset {name!r} already exists for task {ds.task!r}, "
                                   f"not {task!r}; choose another --name"])
