@@ -55,7 +55,7 @@ def write_inputs(folder: Path, n: int) -> dict[str, Path]:
             w.writerow(r)
             fj.write(json.dumps(r) + "\n")
     with paths["transcripts"].open("w") as ft:
-        for i in range(n):
+        for i in range(n - n % 3):  # whole sessions of three messages
             s, j = divmod(i, 3)
             tag = ("INIT", "RATIFY", "RATIFY")[j]
             ft.write(json.dumps({"session": f"s{s}", "instance": f"x{s}", "j": j + 1,
