@@ -36,7 +36,7 @@ class ImportProblems(PxpError, ValueError):
         super().__init__("; ".join(problems[:5]) + (" ..." if len(problems) > 5 else ""))
 
 
-@dataclass
+@dataclass(slots=True)
 class NewInstance:
     """A validated instance waiting to be stored; `line` and `row_hash` (of the input row) tell a
     repeated key from an identical row (pxp.data.importers.stage)."""

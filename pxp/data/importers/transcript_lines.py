@@ -9,7 +9,7 @@ file, the line and the field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,6 @@ from pxp.data.importers.limits import MAX_TEXT_CHARS
 from pxp.data.match import normalise_label
 from pxp.protocols.pxp.facts import MatchFn, content_facts, short, tag_contradiction
 from pxp.protocols.pxp.rules import Msg, Tag
-from pxp.protocols.text import TextRefused, clean_name, clean_text
 
 
 class Line:
@@ -44,25 +43,13 @@ class Line:
         """An identifier: a non-empty string or a whole number (kept as its digits)."""
         v = self.rec.get(field)
         if isinstance(v, str) and v.strip():
-            before = len(self.problems)
-            name = self._rule(clean_name, v, field)
-            if name or len(self.problems) > before:
-                return name or None
+            return v.strip()
         if isinstance(v, int) and not isinstance(v, bool):
             return str(v)
         self._bad(field, "a non-empty string or a whole number")
         return None
 
-    def _rule(self, rule: Callable[[str, str], str], value: str, field: str) -> str | None:
-        """The value under the text rule (pxp.protocols.text), or None with the refusal noted."""
-        try:
-            return rule(value, f"{self.where}: {field}")
-        except TextRefused as err:
-            self.problems.append(str(err))
-            return None
-
-    def text(self, field: str, *, default: str | None = "", free: bool = False) -> str | None:
-        """A string field under the text rule: free text (`free`) or a name (a tag, a prediction)."""
+    def text(self, field: str, *, default: str | None = "") -> str | None:
         v = self.rec.get(field, default)
         if v is None and default is None and field not in self.rec:
             return None
@@ -73,7 +60,7 @@ class Line:
             self.problems.append(f"{self.where}: {field} is {len(v):,} characters, over the "
                                  f"{MAX_TEXT_CHARS:,}-character limit for a text field; shorten it")
             return None
-        return self._rule(clean_text if free else clean_name, v, field)
+        return v
 
     def flag(self, field: str) -> bool | None:
         v = self.rec.get(field)

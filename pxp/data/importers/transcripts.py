@@ -7,15 +7,15 @@ Each value is checked for its JSON type (pxp.data.importers.transcript_lines); m
 computed from the content, and a file's own columns are refused where they contradict it.
 `annotator` names who played the human (one name per session); cases several annotators saw
 are compared by pxp.analysis.agreement (docs/research.md, Agreement).
-Names and predictions follow the text rule's clean_name, explanations its clean_text
-(pxp.protocols.text). Everything is validated before anything is written (then Core bulk inserts);
+Everything is validated before anything is written (then Core bulk inserts, COPY on PostgreSQL);
 non-conformant sessions are refused with their violations unless allowed.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,7 +91,7 @@ def read_transcripts(
         sid, inst = line.name("session"), line.name("instance")
         j, rep = line.whole("j"), line.whole("repetition", default=1)
         sender_text, tag_text = line.text("sender"), line.text("tag")
-        prediction, explanation = line.text("prediction"), line.text("explanation", free=True)
+        prediction, explanation = line.text("prediction"), line.text("explanation")
         facts = [line.flag(f) for f in ("match", "agree", "changed")]
         status = line.text("status", default="finished")
         ann = _annotator(line)
@@ -236,7 +236,14 @@ def _store_sessions(conn: Connection, ds_id: int, sessions: dict[tuple[int, str]
                      "abort_reason": None, "annotator_id": annotators.get(str(i.get("annotator") or "")),
                      "context_kept": True, "learn_note": f"imported session {sid}", "learn_val_before": None,
                      "learn_val_after": None, "created_at": now, "updated_at": now})
+    pg = conn.dialect.name == "postgresql"
     ids: list[int] = []
+    if pg:  # ids drawn from the sequence, then COPY (RETURNING row by row is the slow part there)
+        ids = list(conn.exec_driver_sql(
+            "SELECT nextval(pg_get_serial_sequence('session', 'id')) FROM generate_series(1, %(n)s)",
+            {"n": len(rows)}).scalars())
+        _copy(conn, "session", ["id", *rows[0]], ([i, *r.values()] for i, r in zip(ids, rows, strict=True)))
+        rows = []
     for part in _chunks(rows):
         ids += conn.execute(insert(sess_t).returning(sess_t.c.id, sort_by_parameter_order=True), part).scalars()
     count = 0
@@ -253,6 +260,18 @@ def _store_sessions(conn: Connection, ds_id: int, sessions: dict[tuple[int, str]
     msg_t: Table = Message.__table__  # type: ignore[attr-defined]
     ctx_t: Table = Context.__table__  # type: ignore[attr-defined]
     for table, all_rows in ((msg_t, msg_rows), (ctx_t, ctx_rows)):
+        if pg and all_rows:
+            _copy(conn, table.name, list(all_rows[0]),
+                  ([json.dumps(v) if isinstance(v, dict) else v for v in r.values()] for r in all_rows))
+            continue
         for part in _chunks(all_rows):
             conn.execute(insert(table), part)
     return count
+
+
+def _copy(conn: Connection, table: str, columns: list[str], rows: Iterable[list[Any]]) -> None:
+    """PostgreSQL COPY of `rows` into `table`, in the connection's transaction."""
+    raw: Any = conn.connection.dbapi_connection
+    with raw.cursor() as cur, cur.copy(f'COPY "{table}" ({", ".join(columns)}) FROM STDIN') as cp:
+        for row in rows:
+            cp.write_row(row)
