@@ -93,10 +93,11 @@ class _Stager:
         self.conn.exec_driver_sql(f"DROP TABLE IF EXISTS {schema}pxp_import_stage")
 
 
-def _repeats(conn: Connection, what: tuple[str, str] | None, problems: list[str]) -> list[str]:
+def _repeats(conn: Connection, what: tuple[str, str] | None, problems: list[str]) -> tuple[list[str], int]:
     """Number repeated keys (`key#2`, ...) and drop rows identical to an earlier one under the
     same key; the warnings, as one line per identical row and one naming the repeated keys.
-    Without `what` (file, what is repeated) a key given twice is a problem naming its lines."""
+    Without `what` (file, what is repeated) a key given twice is a problem naming its lines.
+    Also returns how many rows were dropped."""
     s = STAGE
     dup = select(s.c.key).group_by(s.c.key).having(func.count() > 1).subquery()
     rows = conn.execute(select(s.c.seq, s.c.line, s.c.key, s.c.rowhash)
@@ -115,11 +116,11 @@ def _repeats(conn: Connection, what: tuple[str, str] | None, problems: list[str]
         if len(kept) > 1:
             changes.append({"s": seq, "k": f"{key}#{len(kept)}", "d": 0})
     if not groups:
-        return []
+        return [], 0
     if what is None:
         problems += [f"key {k!r} given twice (lines {', '.join(str(ln) for _, ln, _ in v)}); "
                      "give each row its own key" for k, v in groups.items()]
-        return []
+        return [], 0
     if changes:
         conn.execute(update(s).where(s.c.seq == bindparam("s"))
                      .values(key=bindparam("k"), dropped=bindparam("d")), changes)
@@ -131,7 +132,7 @@ def _repeats(conn: Connection, what: tuple[str, str] | None, problems: list[str]
     if rep:
         identical.append(f"{what[0]}: {what[1]} repeated, each row kept as its own instance "
                          f"(key#2, ...): {'; '.join(rep)}")
-    return identical
+    return identical, sum(c["d"] for c in changes)
 
 
 def _meta(conn: Connection) -> Any:
@@ -167,12 +168,15 @@ def _merge(conn: Connection, ds_id: int, name: str, problems: list[str], result:
             reference_explanation=s.c.reference_explanation, meta=_meta(conn)))
 
 
-def _insert_new(conn: Connection, ds_id: int, fresh: bool) -> int:
-    """INSERT ... SELECT the staged rows not stored yet, numbered after the dataset's last; how many."""
+def _insert_new(conn: Connection, ds_id: int, fresh: bool, dense: bool) -> int:
+    """INSERT ... SELECT the staged rows not stored yet, numbered after the dataset's last; how many.
+    `dense` (a dataset with no instance yet and no row dropped): the staged order is the ordinal,
+    with no window to sort a million rows by."""
     i, s = INSTANCE, STAGE
     top, before = (0, 0) if fresh else conn.execute(
         select(func.coalesce(func.max(i.c.ordinal), 0), func.count()).where(i.c.dataset_id == ds_id)).one()
-    rows = select(literal(ds_id), s.c.key, literal(top) + func.row_number().over(order_by=s.c.seq),
+    ordinal = s.c.seq if fresh and dense else literal(top) + func.row_number().over(order_by=s.c.seq)
+    rows = select(literal(ds_id), s.c.key, ordinal,
                   s.c.split, s.c.asset_sha256, s.c.payload, s.c.label, s.c.reference_prediction,
                   s.c.reference_explanation, _meta(conn)).where(s.c.dropped == 0)
     if not fresh:
@@ -225,6 +229,8 @@ def store_instances(
     result = ImportResult(dataset=name)
     with db_session(engine) as db:
         conn = db.connection()
+        if conn.dialect.name == "postgresql":  # the repeated-key grouping of a million keys, in memory
+            conn.exec_driver_sql("SET LOCAL work_mem = '64MB'")
         stager = _Stager(conn)
         batch: list[tuple[Any, ...]] = []
         images: list[PreparedImage] = []
@@ -268,7 +274,8 @@ def store_instances(
             meter.tick(len(batch), force=True)
         result.assets_added += store_assets(db, images)
         result.images = len(shas)
-        result.warnings = list(warnings) + _repeats(conn, repeats, problems)
+        repeated, dropped = _repeats(conn, repeats, problems)
+        result.warnings = list(warnings) + repeated
         if problems:
             raise ImportProblems(problems)
         fresh = ds is None
@@ -295,8 +302,8 @@ def store_instances(
             _merge(conn, ds_id, name, problems, result)
             if problems:
                 raise ImportProblems(problems)
-            result.added = _insert_new(conn, ds_id, fresh=False)
+            result.added = _insert_new(conn, ds_id, fresh=False, dense=False)
         else:
-            result.added = _insert_new(conn, ds_id, fresh=True)
+            result.added = _insert_new(conn, ds_id, fresh=True, dense=not dropped)
         stager.drop()
     return result
