@@ -27,6 +27,7 @@ from sqlalchemy import (
     Text,
     and_,
     bindparam,
+    case,
     cast,
     exists,
     func,
@@ -139,9 +140,9 @@ def _meta(conn: Connection) -> Any:
     return cast(STAGE.c.meta, JSON) if conn.dialect.name == "postgresql" else STAGE.c.meta
 
 
-def _merge(conn: Connection, ds_id: int, name: str, problems: list[str], result: ImportResult) -> None:
+def _merge(conn: Connection, ds_id: int, name: str, problems: list[str], result: ImportResult) -> int:
     """Compare the staged rows with the dataset's stored instances: refuse changed content under
-    a stored session, update the changed ones, count the unchanged."""
+    a stored session, update the changed ones, count the unchanged; how many rows matched."""
     i, s = INSTANCE, STAGE
     on = and_(i.c.dataset_id == ds_id, i.c.key == s.c.key, s.c.dropped == 0)
     content = and_(i.c.asset_sha256.is_not_distinct_from(s.c.asset_sha256), i.c.payload == s.c.payload,
@@ -149,23 +150,26 @@ def _merge(conn: Connection, ds_id: int, name: str, problems: list[str], result:
                    i.c.reference_explanation == s.c.reference_explanation)
     same = and_(content, func.coalesce(s.c.split, i.c.split).is_not_distinct_from(i.c.split),
                 cast(i.c.meta, Text) == s.c.meta)
-    used = conn.execute(select(s.c.key).select_from(s.join(i, on))
-                        .where(not_(content), exists().where(SESSION.c.instance_id == i.c.id))
-                        .order_by(s.c.seq)).scalars().all()
-    problems += [f"dataset {name!r}: key {key!r} already holds other content, and stored sessions were run "
-                 "on it; import under a new --name (a new version of the dataset)" for key in used]
-    if problems:
-        return
-    # counted, not taken from rowcount (psycopg's can be -1 after an executemany)
-    matched = int(conn.execute(select(func.count()).select_from(s.join(i, on))).scalar_one())
-    result.updated = int(conn.execute(select(func.count()).select_from(s.join(i, on))
-                                      .where(not_(same))).scalar_one())
-    result.unchanged = matched - result.updated
+    # one pass to count (not rowcount: psycopg's can be -1 after an executemany); the stored
+    # sessions are looked at only when some content changed
+    matched, changed, other = conn.execute(select(
+        func.count(), func.coalesce(func.sum(case((not_(same), 1), else_=0)), 0),
+        func.coalesce(func.sum(case((not_(content), 1), else_=0)), 0)).select_from(s.join(i, on))).one()
+    if other:
+        used = conn.execute(select(s.c.key).select_from(s.join(i, on))
+                            .where(not_(content), exists().where(SESSION.c.instance_id == i.c.id))
+                            .order_by(s.c.seq)).scalars().all()
+        problems += [f"dataset {name!r}: key {key!r} already holds other content, and stored sessions were run "
+                     "on it; import under a new --name (a new version of the dataset)" for key in used]
+        if problems:
+            return 0
+    result.updated, result.unchanged = int(changed), int(matched) - int(changed)
     if result.updated:
         conn.execute(update(i).where(on, not_(same)).values(
             split=func.coalesce(s.c.split, i.c.split), asset_sha256=s.c.asset_sha256, payload=s.c.payload,
             label=s.c.label, reference_prediction=s.c.reference_prediction,
             reference_explanation=s.c.reference_explanation, meta=_meta(conn)))
+    return int(matched)
 
 
 def _insert_new(conn: Connection, ds_id: int, fresh: bool, dense: bool) -> int:
@@ -299,10 +303,11 @@ def store_instances(
         ds_id = int(ds.id or 0)
         if not fresh and conn.execute(select(INSTANCE.c.id).where(INSTANCE.c.dataset_id == ds_id)
                                       .limit(1)).first() is not None:
-            _merge(conn, ds_id, name, problems, result)
+            matched = _merge(conn, ds_id, name, problems, result)
             if problems:
                 raise ImportProblems(problems)
-            result.added = _insert_new(conn, ds_id, fresh=False, dense=False)
+            if matched < seq - dropped:  # some rows are new
+                result.added = _insert_new(conn, ds_id, fresh=False, dense=False)
         else:
             result.added = _insert_new(conn, ds_id, fresh=True, dense=not dropped)
         stager.drop()
