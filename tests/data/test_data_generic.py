@@ -252,3 +252,10 @@ def test_another_writer_during_an_import_on_sqlite(engine: Engine, tmp_path: Pat
     assert res.added == 12_000
     with DB(engine) as db:
         assert count_rows(db, Annotator) >= 1
+
+
+def test_a_csv_with_old_mac_line_ends_reads_as_before(engine: Engine, tmp_path: Path) -> None:
+    f = tmp_path / "mac.csv"
+    f.write_bytes(b'key,input\rk1,one\rk2,"two\rlines"\r')
+    assert import_table(engine, f).added == 2
+    assert [(i.key, i.payload) for i in instances(engine)] == [("k1", "one"), ("k2", "two\nlines")]

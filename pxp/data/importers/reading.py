@@ -6,6 +6,7 @@ UTF-8, NUL bytes), each naming its line, and a meter that reports progress.
 from __future__ import annotations
 
 import csv
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -75,8 +76,12 @@ def _blank(path: Path) -> bool:
     return True
 
 
-def text_lines(path: Path, meter: Meter | None = None) -> Iterator[str]:
-    """The file's lines (split at LF, line ends kept), decoded as UTF-8 with a BOM allowed.
+_LONE_CR = re.compile(r"(?<=\r)(?!\n)")
+
+
+def text_lines(path: Path, meter: Meter | None = None, *, cr: bool = False) -> Iterator[str]:
+    """The file's lines (split at LF, and with `cr` at a lone CR too, as a CSV reader expects;
+    line ends kept), decoded as UTF-8 with a BOM allowed.
 
     Refuses (ImportProblems, one line) a missing, too large or empty file, a line that is
     not UTF-8 and a NUL byte, naming the line; reads nothing twice and holds one line.
@@ -98,6 +103,9 @@ def text_lines(path: Path, meter: Meter | None = None) -> Iterator[str]:
                      "save the file as UTF-8"]) from None
             if "\x00" in line:
                 raise ImportProblems([f"{path.name}:{lineno}: contains NUL bytes; not a text file"])
+            if cr and "\r" in line and (line.count("\r") > 1 or not line.endswith("\r\n")):
+                yield from _LONE_CR.split(line)  # a file with old Mac line ends
+                continue
             yield line
 
 
@@ -123,7 +131,7 @@ class CsvRows:
                  meter: Meter | None = None) -> None:
         self.path, self.count = path, 0
         self.problems: list[str] = []
-        self._reader = csv.reader(text_lines(path, meter), strict=True)
+        self._reader = csv.reader(text_lines(path, meter, cr=True), strict=True)
         try:
             header = next(self._reader)
         except (csv.Error, StopIteration) as err:
