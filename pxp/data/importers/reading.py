@@ -95,18 +95,23 @@ def text_lines(path: Path, meter: Meter | None = None, *, cr: bool = False) -> I
         for lineno, raw in enumerate(fh, start=1):
             if meter is not None:
                 meter.bytes += len(raw)
-            try:
-                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-            except UnicodeDecodeError as err:
-                raise ImportProblems(
-                    [f"{path.name}:{lineno}: not UTF-8 text (byte 0x{raw[err.start]:02x}); "
-                     "save the file as UTF-8"]) from None
-            if "\x00" in line:
+            line = _decode(path, lineno, raw)
+            if "\x00" in line:  # refused as before: a byte that is not UTF-8 anywhere is named first
+                for later, rest in enumerate(fh, start=lineno + 1):
+                    _decode(path, later, rest)
                 raise ImportProblems([f"{path.name}:{lineno}: contains NUL bytes; not a text file"])
             if cr and "\r" in line and (line.count("\r") > 1 or not line.endswith("\r\n")):
                 yield from _LONE_CR.split(line)  # a file with old Mac line ends
                 continue
             yield line
+
+
+def _decode(path: Path, lineno: int, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+    except UnicodeDecodeError as err:
+        raise ImportProblems([f"{path.name}:{lineno}: not UTF-8 text (byte 0x{raw[err.start]:02x}); "
+                              "save the file as UTF-8"]) from None
 
 
 def _csv_reason(err: Exception) -> str:
