@@ -40,11 +40,11 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import select as sm_select
 
-from pxp.data.images import PreparedImage, store_assets
+from pxp.data.images import PreparedImage
 from pxp.data.importers.common import ImportProblems, ImportResult, NewInstance
 from pxp.data.importers.reading import Meter
 from pxp.storage.store import db_session
-from pxp.storage.tables import Dataset, Instance, Session
+from pxp.storage.tables import Asset, Dataset, Instance, Session, utcnow
 
 #: rows sent to the database at a time
 BATCH = 5000
@@ -63,6 +63,9 @@ STAGE = Table(
 )
 _COLS = [c.name for c in STAGE.columns]
 INSTANCE: Table = Instance.__table__  # type: ignore[attr-defined]
+ASSET: Table = Asset.__table__  # type: ignore[attr-defined]
+#: images sent with their batch at most (a batch of instances is sent early when it has this many)
+IMAGE_BATCH = 64
 SESSION: Table = Session.__table__  # type: ignore[attr-defined]
 
 
@@ -191,6 +194,21 @@ def _insert_new(conn: Connection, ds_id: int, fresh: bool, dense: bool) -> int:
     return int(conn.execute(select(func.count()).select_from(i).where(i.c.dataset_id == ds_id)).scalar_one()) - before
 
 
+def _store_assets(conn: Connection, images: list[PreparedImage]) -> int:
+    """Insert the images not stored yet (Core, nothing kept by the session); how many."""
+    by_sha = {img.sha256: img for img in images}
+    if not by_sha:
+        return 0
+    stored = set(conn.execute(select(ASSET.c.sha256).where(ASSET.c.sha256.in_(list(by_sha)))).scalars())
+    now = utcnow()
+    rows = [{"sha256": sha, "mime": img.mime, "width": img.width, "height": img.height, "size": len(img.data),
+             "data": img.data, "meta": dict(img.meta), "created_at": now}
+            for sha, img in by_sha.items() if sha not in stored]
+    if rows:
+        conn.execute(insert(ASSET), rows)
+    return len(rows)
+
+
 def _length_problems(item: NewInstance) -> list[str]:
     out = []
     if len(item.key) > MAX_KEY_CHARS:
@@ -256,15 +274,13 @@ def store_instances(
                 new = [a for a in (item.image, *item.extra_assets) if a is not None and a.sha256 not in shas]
                 shas.update(a.sha256 for a in new)
                 images += new
-            if len(batch) >= BATCH:
+            if len(batch) >= BATCH or len(images) >= IMAGE_BATCH:
                 stager.send(batch)
                 if meter is not None:
                     meter.tick(len(batch))
                 batch = []
-                if images:
-                    result.assets_added += store_assets(db, images)
-                    db.flush()
-                    images = []
+                result.assets_added += _store_assets(conn, images)
+                images = []
         if problems:
             raise ImportProblems(problems)
         # the stored tables are first read here, after the file: on SQLite a read transaction held
@@ -276,7 +292,7 @@ def store_instances(
         stager.send(batch)
         if meter is not None:
             meter.tick(len(batch), force=True)
-        result.assets_added += store_assets(db, images)
+        result.assets_added += _store_assets(conn, images)
         result.images = len(shas)
         repeated, dropped = _repeats(conn, repeats, problems)
         result.warnings = list(warnings) + repeated
