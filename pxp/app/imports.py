@@ -157,8 +157,10 @@ def _problems(err: Exception) -> list[str]:
 def run_import(
     engine: Engine, key: str, main: Upload, extras: Sequence[Upload] = (), *,
     name: str | None = None, options: dict[str, Any] | None = None,
+    progress: Callable[[int, float], None] | None = None,
 ) -> ImportOutcome:
-    """Stage the uploads and call the importer; every problem is one line.
+    """Stage the uploads and call the importer; every problem is one line. `progress` (rows done,
+    fraction read) follows the table importers (study CSVs, CSV/JSONL).
 
     options: generic — task, mapping (list of "column=field"), split; dicom — label,
     labels (a CSV name inside the zip or among the extras); task — dataset;
@@ -200,13 +202,13 @@ def run_import(
                     if extras:
                         path = match_images(path, root)
                     result = fn(engine, path, images_root=root if extras else None, name=name,
-                                split=opts.get("split") or None)
+                                split=opts.get("split") or None, progress=progress)
                 elif key == "generic":
                     result = fn(engine, path, task=str(opts.get("task") or "text"),
                                 mapping=list(opts.get("mapping") or []), name=name,
-                                split=opts.get("split"), images_root=root)
+                                split=opts.get("split"), images_root=root, progress=progress)
                 else:
-                    result = fn(engine, path, name=name)
+                    result = fn(engine, path, name=name, progress=progress)
         except Exception as err:
             return ImportOutcome(False, _problems(err))
     summary = result.summary() if hasattr(result, "summary") else str(result)

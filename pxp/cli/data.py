@@ -6,11 +6,14 @@ printed on its own line (file:line: reason) and nothing is stored (exit 1).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
 from pxp.cli.common import app, err, import_app, out, state
@@ -31,6 +34,42 @@ def _run(call: Callable[[], Any]) -> None:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False, soft_wrap=True)
 
 
+@contextmanager
+def import_progress(show: bool, console: Console = err, after: float = 1.0
+                    ) -> Iterator[Callable[[int, float], None] | None]:
+    """An importer's progress callback drawing rows done, rows per second and time left on
+    `console` once the import has taken `after` seconds; None (no display) with --no-progress
+    or when the console is not a terminal, as `pxp run` does."""
+    if not show or not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("importing"), BarColumn(), TextColumn("{task.fields[rows]:,} rows"),
+                   TextColumn("{task.fields[rate]:,.0f} rows/s"), TimeRemainingColumn(), TextColumn("left"),
+                   console=console, transient=True)
+    task = bar.add_task("import", total=1.0, rows=0, rate=0.0)
+    start, shown = time.monotonic(), False
+
+    def report(rows: int, fraction: float) -> None:
+        nonlocal shown
+        elapsed = time.monotonic() - start
+        if elapsed < after:
+            return
+        if not shown:
+            bar.start()
+            shown = True
+        bar.update(task, completed=fraction, rows=rows, rate=rows / elapsed if elapsed else 0.0)
+
+    try:
+        yield report
+    finally:
+        if shown:
+            bar.stop()
+
+
+Progress = Annotated[bool, typer.Option(
+    "--progress/--no-progress", help="Show rows done, rows/s and time left on stderr (a terminal only).")]
 Split = Annotated[str | None, typer.Option("--split", help="train, val or test for every row.")]
 Name = Annotated[str | None, typer.Option("--name", help="Dataset name (default: the file name).")]
 
@@ -43,12 +82,14 @@ def import_study_rad_cmd(
     ] = None,
     name: Name = None,
     split: Split = None,
+    progress: Progress = True,
 ) -> None:
     """Import the study's X-ray CSV (case,label,label_short,img_path,report,link)."""
     from pxp.data.importers.study import import_study_rad
 
-    _run(lambda: import_study_rad(state.engine(), csv, images_root=images_root, name=name,
-                                  split=split))
+    with import_progress(progress) as report:
+        _run(lambda: import_study_rad(state.engine(), csv, images_root=images_root, name=name,
+                                      split=split, progress=report))
 
 
 @import_app.command("study-drug")
@@ -58,12 +99,14 @@ def import_study_drug_cmd(
         "--few-shot", help="Few-shot examples CSV (output,input,explanation).")] = None,
     name: Name = None,
     split: Split = None,
+    progress: Progress = True,
 ) -> None:
     """Import the study's retrosynthesis CSV (output = reactants, input = target, explanation)."""
     from pxp.data.importers.study import import_study_drug
 
-    _run(lambda: import_study_drug(state.engine(), csv, few_shot=few_shot, name=name,
-                                   split=split))
+    with import_progress(progress) as report:
+        _run(lambda: import_study_drug(state.engine(), csv, few_shot=few_shot, name=name,
+                                       split=split, progress=report))
 
 
 Task = Annotated[str, typer.Option("--task", help="rad, drug, text or a custom task name.")]
@@ -81,12 +124,14 @@ def import_table_cmd(
     name: Name = None,
     split: Split = None,
     images_root: ImagesRoot = None,
+    progress: Progress = True,
 ) -> None:
     """Import a CSV or JSONL file with a column mapping."""
     from pxp.data.importers.generic import import_table
 
-    _run(lambda: import_table(state.engine(), file, task=task, mapping=mapping or [],
-                              name=name, split=split, images_root=images_root))
+    with import_progress(progress) as report:
+        _run(lambda: import_table(state.engine(), file, task=task, mapping=mapping or [],
+                                  name=name, split=split, images_root=images_root, progress=report))
 
 
 import_app.command("csv")(import_table_cmd)

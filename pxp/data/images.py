@@ -11,6 +11,7 @@ their sha256, so one image shared by two rows is stored once.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import warnings
@@ -49,10 +50,12 @@ class PreparedImage:
     height: int
     mode: str
     meta: dict[str, Any] = field(default_factory=dict)
+    #: the sha256 of an image already handed over, whose bytes this copy no longer holds (ImageCache)
+    digest: str = ""
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+        return self.digest or hashlib.sha256(self.data).hexdigest()
 
     def asset(self) -> Asset:
         return Asset(sha256=self.sha256, mime=self.mime, width=self.width, height=self.height,
@@ -147,7 +150,9 @@ def resolve_inside(root: Path, relative: str, *, where: str) -> Path:
 
 
 class ImageCache:
-    """Images of one import, read once per file however many rows name them."""
+    """Images of one import, read once per file however many rows name them: a file's image is
+    returned whole the first time, then as its digest without the bytes (the import stores an
+    image the first time it sees it), so memory does not grow with the images of a table."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -159,7 +164,7 @@ class ImageCache:
         img = self._seen.get(path)
         if img is None:
             img = read_image_file(path, where=f"{where}: {relative.strip()}")
-            self._seen[path] = img
+            self._seen[path] = dataclasses.replace(img, data=b"", digest=img.sha256)
         return img
 
 

@@ -27,6 +27,8 @@ from pxp.protocols.errors import PxpError
 #: control characters free text may hold
 FREE_TEXT_CONTROLS = frozenset("\t\n")
 _SPACES = re.compile(r"\s+")
+#: an ASCII character free text may not hold as it is (controls but tab and newline; CR is normalised)
+_ASCII_NOT_FREE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 class TextRefused(PxpError, ValueError):
@@ -67,8 +69,8 @@ def clean_name(value: str, field: str = "value") -> str:
 
 def clean_text(value: str, field: str = "text") -> str:
     """Free text under the text rule (see the module docstring)."""
-    if value.isascii() and all(ch >= " " or ch in FREE_TEXT_CONTROLS for ch in value) and "\x7f" not in value:
-        return value
+    if value.isascii() and _ASCII_NOT_FREE.search(value) is None:
+        return value  # the common case, unchanged by the rule
     text = unicodedata.normalize("NFC", value.replace("\r\n", "\n").replace("\r", "\n"))
     _refuse_controls(text, field, FREE_TEXT_CONTROLS)
     return text

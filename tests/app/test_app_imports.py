@@ -86,3 +86,13 @@ def test_attach_a_custom_task_config(engine: Engine) -> None:
 
 def test_every_offered_importer_is_installed() -> None:
     assert all(k.available() for k in imports.KINDS), [k.key for k in imports.KINDS if not k.available()]
+
+
+def test_a_table_upload_reports_its_progress(engine: Engine) -> None:
+    rows = "".join(f"r{i},text {i}\n" for i in range(12_000))
+    seen: list[tuple[int, float]] = []
+    out = imports.run_import(engine, "generic", Up("big.csv", f"key,input\n{rows}".encode()),
+                             progress=lambda n, fraction: seen.append((n, fraction)))
+    assert out.ok, out.messages
+    assert seen[-1] == (12_000, 1.0)  # the page's bar ends full
+    assert [n for n, _ in seen] == sorted(n for n, _ in seen)

@@ -64,3 +64,26 @@ def test_pxp_demo_console_script(db_url: str) -> None:
     rep = subprocess.run([*cmd[:-1], "report", "--experiment", "demo-drug-simulated"],
                          capture_output=True, text=True, timeout=120)
     assert rep.returncode == 0 and "Total sessions" in rep.stdout
+
+
+def test_import_progress_draws_on_a_terminal_only(db_url: str, tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from pxp.cli.data import import_progress
+
+    screen = io.StringIO()
+    with import_progress(True, Console(file=screen, force_terminal=True, width=120), after=0.0) as report:
+        assert report is not None
+        report(5_000, 0.5)
+        report(10_000, 1.0)
+    assert "10,000 rows" in screen.getvalue() and "rows/s" in screen.getvalue()
+    with import_progress(True, Console(file=io.StringIO(), force_terminal=False)) as report:
+        assert report is None  # a pipe or a log file: no progress
+    with import_progress(False, Console(file=io.StringIO(), force_terminal=True)) as report:
+        assert report is None  # --no-progress
+    f = tmp_path / "t.csv"
+    f.write_text("input\nsome text\n")
+    code, out, err = run(db_url, "import", "csv", str(f), "--no-progress")
+    assert code == 0 and "1 added" in out and "rows/s" not in err

@@ -149,7 +149,8 @@ def test_an_empty_rad_label_is_refused(db_url: str, tmp_path: Path) -> None:
 
 
 def test_reimporting_never_changes_an_instance_a_session_refers_to(db_url: str) -> None:
-    from pxp.data.importers.common import NewInstance, store_instances
+    from pxp.data.importers.common import NewInstance
+    from pxp.data.importers.stage import store_instances
     from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
     from tests.factories import make_rad
 

@@ -1,9 +1,15 @@
-"""Generic CSV/JSONL import with a column mapping."""
+"""Generic CSV/JSONL import with a column mapping; imports at dataset scale (docs/development.md
+"Imports at dataset scale": one pass, flat memory, all-or-nothing even when killed mid-import) and
+the text rule on the row path (pxp.protocols.text)."""
 
 from __future__ import annotations
 
 import io
 import json
+import signal
+import subprocess
+import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -14,6 +20,7 @@ from sqlmodel import select
 
 from pxp.data.importers.common import ImportProblems
 from pxp.data.importers.generic import import_table, parse_mapping
+from pxp.storage.store import count_rows
 from pxp.storage.tables import Asset, Dataset, Instance
 
 
@@ -125,3 +132,130 @@ def test_mapping_as_strings_and_app_alias(engine: Engine, tmp_path: Path) -> Non
     f.write_text("q,a\nWhy?,Because.\n")
     res = import_generic(engine, f, task="text", mapping=["q=input", "a=explanation"], name="t")
     assert res.added == 1 and instances(engine)[0].reference_explanation == "Because."
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_csv(path: Path, n: int, start: int = 0) -> Path:
+    with path.open("w") as fh:
+        fh.write("key,input,label,explanation\n")
+        for i in range(start, start + n):
+            fh.write(f"r{i},a finding in case {i},L{i % 3},because the lobe {i} shows it\n")
+    return path
+
+
+def test_a_jsonl_column_first_seen_late_maps_as_if_read_first(engine: Engine, tmp_path: Path) -> None:
+    f = tmp_path / "late.jsonl"
+    rows = [{"input": "a"}, {"input": "b", "label": "L"}, {"input": "c", "label": "M", "note": "x"}]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = import_table(engine, f)
+    assert res.added == 3
+    with DB(engine) as db:
+        got = [(i.payload, i.reference_prediction, i.meta)
+               for i in db.exec(select(Instance).order_by(Instance.ordinal))]
+    assert got == [("a", "", {}), ("b", "L", {}), ("c", "M", {"note": "x"})]
+
+
+def test_reimport_counts_unchanged_updated_and_added(any_engine: Engine, tmp_path: Path) -> None:
+    f = write_csv(tmp_path / "t.csv", 12_000)
+    assert import_table(any_engine, f).added == 12_000
+    text = f.read_text().replace("r5,a finding in case 5,", "r5,another finding,")
+    f.write_text(text + "new1,x,L0,y\n")
+    again = import_table(any_engine, f)
+    assert (again.added, again.updated, again.unchanged) == (1, 1, 11_999)
+    with DB(any_engine) as db:
+        r5 = db.exec(select(Instance).where(Instance.key == "r5")).one()
+        new = db.exec(select(Instance).where(Instance.key == "new1")).one()
+    assert r5.payload == "another finding" and (r5.ordinal, new.ordinal) == (6, 12_001)
+
+
+CHILD = """
+import sys
+from pxp.storage.store import make_engine
+from pxp.data.importers.generic import import_table
+engine = make_engine(sys.argv[1])
+def report(rows, fraction):
+    if rows:
+        print("stored", rows, flush=True)
+        sys.stdin.readline()  # wait here, mid-import, until the test kills the process
+import_table(engine, sys.argv[2], progress=report)
+"""
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
+def test_killed_mid_import_leaves_nothing_and_the_next_import_succeeds(
+        any_engine: Engine, tmp_path: Path, how: signal.Signals) -> None:
+    f = write_csv(tmp_path / "big.csv", 12_000)
+    url = any_engine.url.render_as_string(hide_password=False)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, url, str(f)], cwd=ROOT, text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    assert line.startswith("stored 5000"), line  # a first batch went to the database
+    child.send_signal(how)
+    child.wait(timeout=30)
+    with DB(any_engine) as db:
+        assert (count_rows(db, Dataset), count_rows(db, Instance)) == (0, 0)
+    assert import_table(any_engine, f).added == 12_000
+
+
+def _peak(engine: Engine, path: Path, name: str) -> int:
+    tracemalloc.start()
+    try:
+        import_table(engine, path, name=name)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_stays_flat_as_the_file_grows(engine: Engine, tmp_path: Path) -> None:
+    small = write_csv(tmp_path / "small.csv", 5_000)
+    large = write_csv(tmp_path / "large.csv", 30_000)
+    import_table(engine, write_csv(tmp_path / "warm.csv", 100), name="warm")  # first-use caches
+    peak_small = _peak(engine, small, "small")
+    peak_large = _peak(engine, large, "large")
+    assert peak_large < peak_small * 1.25 + 256 * 1024, (peak_small, peak_large)
+
+
+def test_keys_equal_under_the_text_rule_are_one_key_repeated(engine: Engine, tmp_path: Path) -> None:
+    f = tmp_path / "k.csv"
+    f.write_text("key,input\na,first\na\u200b,second\n b ,third\n", encoding="utf-8")
+    res = import_table(engine, f)
+    assert res.added == 3
+    assert res.warnings == ["k.csv: key repeated, each row kept as its own instance (key#2, ...): a (lines 2, 3)"]
+    assert [i.key for i in instances(engine)] == ["a", "a#2", "b"]
+
+
+def test_a_nul_in_json_is_refused_with_its_line_and_field(any_engine: Engine, tmp_path: Path) -> None:
+    f = tmp_path / "n.jsonl"
+    f.write_text('{"input": "fine"}\n{"input": "x", "explanation": "a\\u0000b"}\n{"input": "y", "note": "\\u0007"}\n')
+    with pytest.raises(ImportProblems) as info:
+        import_table(any_engine, f)
+    assert info.value.problems == [
+        "n.jsonl:2: explanation: contains the control character U+0000 (NUL); remove it",
+        "n.jsonl:3: note: contains the control character U+0007 (control character); remove it"]
+    with DB(any_engine) as db:
+        assert (count_rows(db, Dataset), count_rows(db, Instance)) == (0, 0)
+
+
+def test_another_writer_during_an_import_on_sqlite(engine: Engine, tmp_path: Path) -> None:
+    from pxp.storage.tables import Annotator
+
+    def meanwhile(rows: int, fraction: float) -> None:
+        if rows and fraction < 1.0:  # mid-import: another connection commits a write
+            with DB(engine) as other:
+                other.add(Annotator(name=f"a{rows}"))
+                other.commit()
+
+    res = import_table(engine, write_csv(tmp_path / "w.csv", 12_000), progress=meanwhile)
+    assert res.added == 12_000
+    with DB(engine) as db:
+        assert count_rows(db, Annotator) >= 1
+
+
+def test_a_csv_with_old_mac_line_ends_reads_as_before(engine: Engine, tmp_path: Path) -> None:
+    f = tmp_path / "mac.csv"
+    f.write_bytes(b'key,input\rk1,one\rk2,"two\rlines"\r')
+    assert import_table(engine, f).added == 2
+    assert [(i.key, i.payload) for i in instances(engine)] == [("k1", "one"), ("k2", "two\nlines")]

@@ -67,9 +67,15 @@ def import_panel() -> None:
             return
         if not auth.permit("import datasets", f"{key} {main.name}"):
             return
+        bar = st.progress(0.0, text="Checking and importing…")
+
+        def report(rows: int, fraction: float) -> None:
+            bar.progress(min(max(fraction, 0.0), 1.0), text=f"Checking and importing… {rows:,} rows")
+
         with st.spinner("Checking and importing…"):
             out = imports.run_import(eng, key, main, extras or [], name=name.strip() or None,
-                                     options=options)
+                                     options=options, progress=report)
+        bar.empty()
         if not out.ok:
             S["datasets_attempt"] = attempt + 1  # the next try starts from empty uploaders
             S["datasets_failed"] = out.messages

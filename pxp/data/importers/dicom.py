@@ -17,7 +17,7 @@ import hashlib
 import io
 import logging
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +32,11 @@ from pxp.data.importers.common import (
     ImportResult,
     NewInstance,
     check_split,
-    read_csv,
-    store_instances,
 )
 from pxp.data.importers.deidentify import deidentify
 from pxp.data.importers.jpeg_repair import repair_sequential_scans
+from pxp.data.importers.reading import read_csv
+from pxp.data.importers.stage import store_instances
 from pxp.protocols.errors import PxpError
 
 log = logging.getLogger("pxp.dicom")
@@ -231,7 +231,7 @@ def read_dicom(path: Path, where: str, notes: list[str]) -> Any:
 def _labels_file(path: Path) -> dict[str, tuple[int, dict[str, str]]]:
     """The labels CSV by file (relative, forward slashes) with each row's line; a file listed
     twice is refused naming both lines."""
-    _, rows = read_csv(path, required=("file", "label"), label="labels CSV")
+    rows = read_csv(path, required=("file", "label"), label="labels CSV")
     out: dict[str, tuple[int, dict[str, str]]] = {}
     problems = []
     for line, r in rows:
@@ -296,91 +296,95 @@ def import_dicom(
     warns: list[str] = []
     fixed_split = check_split(split, "--split", problems)
     table = _labels_file(labels) if labels is not None else {}
-    items: list[NewInstance] = []
     seen: dict[str, str] = {}
     used_rows: set[str] = set()
-    found = 0
+    found = made = 0
     names: list[str] = []
     bad: list[str] = []
     notes: list[str] = []
     skip = Path(labels).resolve() if labels is not None else None
-    for path in _dicom_files(folder):
-        if skip is not None and path.resolve() == skip:
-            continue
-        rel = path.relative_to(folder).as_posix()
-        used_rows.add(rel)
-        where = rel
-        if path.stat().st_size > MAX_DICOM_BYTES:
-            bad.append(f"{where}: larger than the {MAX_DICOM_BYTES // (1024 * 1024)} MB limit")
-            continue
-        try:
-            ds = read_dicom(path, where, notes)
-        except ValueError as err:
+
+    def items() -> Iterator[NewInstance]:
+        """The files as instances, one at a time (stored in batches); the problems and warnings
+        of the whole folder noted at the end."""
+        nonlocal found, made
+        for path in _dicom_files(folder):
+            if skip is not None and path.resolve() == skip:
+                continue
+            rel = path.relative_to(folder).as_posix()
+            used_rows.add(rel)
+            where = rel
+            if path.stat().st_size > MAX_DICOM_BYTES:
+                bad.append(f"{where}: larger than the {MAX_DICOM_BYTES // (1024 * 1024)} MB limit")
+                continue
+            try:
+                ds = read_dicom(path, where, notes)
+            except ValueError as err:
+                found += 1
+                bad.append(str(err))
+                continue
+            if ds is None:
+                warns.append(f"{where}: not a DICOM file; skipped")
+                continue
             found += 1
-            bad.append(str(err))
-            continue
-        if ds is None:
-            warns.append(f"{where}: not a DICOM file; skipped")
-            continue
-        found += 1
-        if "PixelData" not in ds:
-            bad.append(f"{where}: no pixel data")
-            continue
-        uid = str(ds.get("SOPInstanceUID", "")) or hashlib.sha256(path.read_bytes()).hexdigest()
-        burned = str(ds.get("BurnedInAnnotation", "")).upper() == "YES"
-        photometric = str(ds.get("PhotometricInterpretation", ""))
-        deidentify(ds)
-        try:
-            shown, full, window = dicom_images(ds, where, warns)
-        except ImportProblems as err:
-            bad.extend(err.problems)
-            continue
-        if burned:
-            warns.append(f"{where}: BurnedInAnnotation is YES: the pixels may show identifying "
-                         "text; review the image before sharing it")
-        key = "dcm-" + hashlib.sha256(uid.encode()).hexdigest()[:20]
-        if key in seen:
-            warns.append(f"{where}: same image (SOP instance) as {seen[key]}; skipped")
-            continue
-        seen[key] = where
-        row: Mapping[str, str] = table.get(rel, (0, {}))[1]
-        if labels is not None and not row:
-            problems.append(f"{where}: no row for this file in {Path(labels).name}")
-            continue
-        lab = (row.get("label") or label or "").strip()
-        text = (row.get("report") or report or "").strip()
-        row_split = fixed_split if split else check_split(row.get("split"), where, problems)
-        dicom_meta = {k: _json(ds.get(k)) for k in KEEP if ds.get(k) is not None}
-        dicom_meta["PhotometricInterpretation"] = photometric
-        meta: dict[str, Any] = {"window": window, "dicom": dicom_meta}
-        if burned:
-            meta["burned_in_annotation"] = True
-        if lab and lab not in names:
-            names.append(lab)
-        items.append(NewInstance(key=key, split=row_split, image=shown, label=lab,
-                                 reference_prediction=lab, reference_explanation=text,
-                                 meta=meta, extra_assets=[full]))
-    if labels is not None:
-        problems += [f"{Path(labels).name}:{line}: no file {f!r} in {source or folder.name}; fix the path or "
-                     "drop the row" for f, (line, _) in table.items() if f not in used_rows]
-    if not found and not problems:
-        problems.append(f"{source or folder}: no DICOM files found")
-    if skip_bad:
-        warns += [f"{b} (skipped)" for b in bad]
-        if bad and not items and not problems:
-            problems.append(f"{folder}: no readable DICOM files")
-    else:
-        problems += bad
-    for note in notes:
-        log.warning(note)
-    if notes:
-        files = len({n.split(": ", 1)[0] for n in notes})
-        warns.append(f"{len(notes)} pydicom warning(s) about {files} file(s) went to the "
-                     "'pxp.dicom' log (--log FILE keeps them)")
-    if problems:
-        raise ImportProblems(problems)
+            if "PixelData" not in ds:
+                bad.append(f"{where}: no pixel data")
+                continue
+            uid = str(ds.get("SOPInstanceUID", "")) or hashlib.sha256(path.read_bytes()).hexdigest()
+            burned = str(ds.get("BurnedInAnnotation", "")).upper() == "YES"
+            photometric = str(ds.get("PhotometricInterpretation", ""))
+            deidentify(ds)
+            try:
+                shown, full, window = dicom_images(ds, where, warns)
+            except ImportProblems as err:
+                bad.extend(err.problems)
+                continue
+            if burned:
+                warns.append(f"{where}: BurnedInAnnotation is YES: the pixels may show identifying "
+                             "text; review the image before sharing it")
+            key = "dcm-" + hashlib.sha256(uid.encode()).hexdigest()[:20]
+            if key in seen:
+                warns.append(f"{where}: same image (SOP instance) as {seen[key]}; skipped")
+                continue
+            seen[key] = where
+            row: Mapping[str, str] = table.get(rel, (0, {}))[1]
+            if labels is not None and not row:
+                problems.append(f"{where}: no row for this file in {Path(labels).name}")
+                continue
+            lab = (row.get("label") or label or "").strip()
+            text = (row.get("report") or report or "").strip()
+            row_split = fixed_split if split else check_split(row.get("split"), where, problems)
+            dicom_meta = {k: _json(ds.get(k)) for k in KEEP if ds.get(k) is not None}
+            dicom_meta["PhotometricInterpretation"] = photometric
+            meta: dict[str, Any] = {"window": window, "dicom": dicom_meta}
+            if burned:
+                meta["burned_in_annotation"] = True
+            if lab and lab not in names:
+                names.append(lab)
+            made += 1
+            yield NewInstance(key=key, split=row_split, image=shown, label=lab,
+                              reference_prediction=lab, reference_explanation=text,
+                              meta=meta, extra_assets=[full])
+        if labels is not None:
+            problems.extend(f"{Path(labels).name}:{line}: no file {f!r} in {source or folder.name}; fix the "
+                            "path or drop the row" for f, (line, _) in table.items() if f not in used_rows)
+        if not found and not problems:
+            problems.append(f"{source or folder}: no DICOM files found")
+        if skip_bad:
+            warns.extend(f"{b} (skipped)" for b in bad)
+            if bad and not made and not problems:
+                problems.append(f"{folder}: no readable DICOM files")
+        else:
+            problems.extend(bad)
+        for note in notes:
+            log.warning(note)
+        if notes:
+            files = len({n.split(": ", 1)[0] for n in notes})
+            warns.append(f"{len(notes)} pydicom warning(s) about {files} file(s) went to the "
+                         "'pxp.dicom' log (--log FILE keeps them)")
     return store_instances(
-        engine, name=name or folder.resolve().name, task=task, items=items, warnings=warns,
+        engine, name=name or folder.resolve().name, task=task, items=items(), warnings=warns,
+        problems=problems,
         description=f"de-identified DICOM images from {folder.name}",
-        source=source or folder.name, config={"labels": names} if names else {},
+        source=source or folder.name, config={"labels": names},
     )

@@ -14,13 +14,15 @@ A key used by several rows gives one instance per row (`key`, `key#2`, ...); a r
 identical in every field to an earlier one is imported once (both with a warning).
 
 Columns named like a field map to it unless mapped otherwise; other columns go to
-the instance's meta. Everything is validated before anything is written.
+the instance's meta. Keys, predictions and SMILES follow the text rule's clean_name, free text
+its clean_text (pxp.protocols.text): two keys equal after it are one key repeated. Every row is
+checked; one problem keeps the whole file out.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +33,14 @@ from pxp.data.importers.common import (
     ImportProblems,
     ImportResult,
     NewInstance,
-    RepeatedKeys,
     check_split,
     check_task,
-    read_csv,
-    store_instances,
 )
-from pxp.data.importers.jsonl import read_jsonl
+from pxp.data.importers.jsonl import iter_jsonl, jsonl_columns
+from pxp.data.importers.reading import CsvRows, Meter, ProgressFn, csv_row_hash, row_hash
+from pxp.data.importers.stage import store_instances
 from pxp.data.importers.study import smiles_problem
+from pxp.protocols.text import TextRefused, clean_name, clean_text
 
 FIELDS = ("key", "input", "image", "prediction", "label", "explanation", "split")
 REQUIRED = {"rad": ("image",), "drug": ("input",)}
@@ -62,40 +64,43 @@ def parse_mapping(items: Sequence[str]) -> dict[str, str]:
     return mapping
 
 
-def _rows(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        rows = read_jsonl(path)
-        if not rows:
-            raise ImportProblems([f"{path.name}: the file is empty"])
-        header: list[str] = []
-        for _, r in rows:
-            header += [k for k in r if k not in header]
-        return header, rows
-    if suffix == ".csv":
-        return read_csv(path, required=())
-    raise ImportProblems([f"{path.name}: expected a .csv or .jsonl file"])
+class _HeaderGrew(Exception):
+    """A JSONL line brought a column that changes the mapping read from the first line."""
 
 
-def import_table(
-    engine: Engine,
-    path: Path,
-    *,
-    task: str = "text",
-    mapping: Mapping[str, str] | Sequence[str] | None = None,
-    name: str | None = None,
-    split: str | None = None,
-    images_root: Path | None = None,
-) -> ImportResult:
-    """Validate a CSV/JSONL file under a column mapping, then store it as dataset `name`.
+def _jsonl_rows(path: Path, mapping: Mapping[str, str] | None, task: str, problems: list[str],
+                meter: Meter, full: bool) -> tuple[dict[str, str], Iterator[tuple[int, dict[str, str]]]]:
+    """The mapping and the rows of a JSONL file. With `full` a first pass reads every key; without,
+    the first object's keys decide the mapping, and a later key that would change it raises
+    _HeaderGrew (the import is rolled back and done again with `full`)."""
+    if full:
+        return _columns(path, jsonl_columns(path), mapping, task), iter_jsonl(path, problems, meter)
+    rows = iter_jsonl(path, problems, meter)
+    first = next(rows, None)
+    if first is None:
+        raise _HeaderGrew
+    try:
+        col_of = _columns(path, list(first[1]), mapping, task)
+    except ImportProblems:
+        raise _HeaderGrew from None
 
-    `mapping` is {column: field} or a list of "column=field" strings.
-    """
-    path = Path(path)
-    if mapping is not None and not isinstance(mapping, Mapping):
-        mapping = parse_mapping([str(m) for m in mapping])
-    task = check_task(engine, task)
-    header, rows = _rows(path)
+    def watched() -> Iterator[tuple[int, dict[str, str]]]:
+        known = set(first[1])
+        yield first
+        for row in rows:
+            if not known.issuperset(row[1]):
+                known.update(row[1])
+                try:
+                    if _columns(path, sorted(known), mapping, task) != col_of:
+                        raise _HeaderGrew
+                except ImportProblems:
+                    raise _HeaderGrew from None
+            yield row
+
+    return col_of, watched()
+
+
+def _columns(path: Path, header: list[str], mapping: Mapping[str, str] | None, task: str) -> dict[str, str]:
     col_of: dict[str, str] = {}
     for col, fld in (mapping or {}).items():
         if col not in header:
@@ -115,28 +120,91 @@ def import_table(
     if missing:
         raise ImportProblems([f"{path.name}: no column for {', '.join(missing)}; "
                               f"map one with --map COLUMN={missing[0]}"])
-    problems: list[str] = []
-    fixed_split = check_split(split, "--split", problems)
+    return col_of
+
+
+def import_table(
+    engine: Engine,
+    path: Path,
+    *,
+    task: str = "text",
+    mapping: Mapping[str, str] | Sequence[str] | None = None,
+    name: str | None = None,
+    split: str | None = None,
+    images_root: Path | None = None,
+    progress: ProgressFn | None = None,
+) -> ImportResult:
+    """Validate a CSV/JSONL file under a column mapping while storing it as dataset `name`, in
+    one pass and one transaction (nothing is kept if any row has a problem).
+
+    `mapping` is {column: field} or a list of "column=field" strings; `progress` is called with
+    rows done and the fraction of the file read.
+    """
+    path = Path(path)
+    if mapping is not None and not isinstance(mapping, Mapping):
+        mapping = parse_mapping([str(m) for m in mapping])
+    task = check_task(engine, task)
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".jsonl", ".ndjson"):
+        raise ImportProblems([f"{path.name}: expected a .csv or .jsonl file"])
+    meter = Meter(progress)
     root = Path(images_root) if images_root is not None else path.parent
+    for full in (False, True):
+        problems: list[str] = []
+        fixed_split = check_split(split, "--split", problems)
+        rows: Iterable[tuple[int, dict[str, str]]]
+        if suffix == ".csv":
+            rows = CsvRows(path, meter=meter)
+            col_of = _columns(path, rows.header, mapping, task)
+        else:
+            try:
+                col_of, rows = _jsonl_rows(path, mapping, task, problems, meter, full)
+            except _HeaderGrew:
+                continue
+        labels: list[str] = []
+        items = _items(path, rows, task, col_of, problems, ImageCache(root), fixed_split if split else None,
+                       labels, bool(split))
+        try:
+            return store_instances(
+                engine, name=name or path.stem, task=task, items=items, problems=problems, meter=meter,
+                repeats=(path.name, "key"), description=f"imported from {path.name}", source=str(path),
+                config={"labels": labels},
+            )
+        except _HeaderGrew:
+            meter.bytes = meter.rows = 0
+    raise AssertionError("unreachable: the second pass knows every column")
+
+
+def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, col_of: dict[str, str],
+           problems: list[str], cache: ImageCache, fixed_split: str | None, labels: list[str],
+           split_given: bool) -> Iterator[NewInstance]:
+    """The file's rows as instances, each checked; a problem line for each row that fails."""
+    required = REQUIRED.get(task, ("input",))
     used = set(col_of.values())
-    cache = ImageCache(root)
-    items: list[NewInstance] = []
-    keys = RepeatedKeys(path.name, "key")
-    labels: list[str] = []
+    c_in, c_pred, c_expl = col_of.get("input"), col_of.get("prediction"), col_of.get("explanation")
+    c_img, c_key, c_split = col_of.get("image"), col_of.get("key"), col_of.get("split")
+    req_cols = [(f, col_of[f]) for f in required]
+    seen_labels = set(labels)
+    hasher = csv_row_hash if isinstance(rows, CsvRows) else row_hash
+    name = path.name
+    as_input = clean_name if task == "drug" else clean_text
     for line, r in rows:
-        where = f"{path.name}:{line}"
-
-        def get(fld: str, row: dict[str, str] = r) -> str:
-            return row.get(col_of[fld], "").strip() if fld in col_of else ""
-
-        x, prediction, explanation = get("input"), get("prediction"), get("explanation")
-        img: PreparedImage | None = None
-        empty = [f for f in required if not get(f)]
-        if empty:
-            problems.append(f"{where}: empty {', '.join(empty)}")
+        try:
+            x = as_input(r.get(c_in, "").strip(), f"{name}:{line}: input") if c_in else ""
+            prediction = clean_name(r.get(c_pred, ""), f"{name}:{line}: prediction") if c_pred else ""
+            explanation = clean_text(r.get(c_expl, "").strip(), f"{name}:{line}: explanation") if c_expl else ""
+            given_key = clean_name(r.get(c_key, ""), f"{name}:{line}: key") if c_key else ""
+            meta: dict[str, Any] = {k: clean_text(v, f"{name}:{line}: {k}") for k, v in r.items()
+                                    if v != "" and k not in used}
+        except TextRefused as err:
+            problems.append(str(err))
             continue
-        if task == "rad" and "prediction" in col_of and not prediction:
-            problems.append(f"{where}: empty label in column {col_of['prediction']!r}; fill it in, or import "
+        empty = [f for f, c in req_cols if not (x if f == "input" else r.get(c, "").strip())]
+        if empty:
+            problems.append(f"{name}:{line}: empty {', '.join(empty)}")
+            continue
+        if task == "rad" and c_pred and not prediction:
+            problems.append(f"{name}:{line}: empty label in column {c_pred!r}; fill it in, or import "
                             "without a label column for an unlabelled dataset")
             continue
         if task == "drug":
@@ -144,38 +212,32 @@ def import_table(
                                smiles_problem(prediction, "reactant (prediction)")
                                if prediction else None) if p]
             if bad:
-                problems.append(f"{where}: {'; '.join(bad)}")
+                problems.append(f"{name}:{line}: {'; '.join(bad)}")
                 continue
-        if "image" in col_of:
+        img: PreparedImage | None = None
+        if c_img:
             try:
-                img = cache.load(get("image"), where=where)
+                img = cache.load(r.get(c_img, "").strip(), where=f"{name}:{line}")
             except ImageRejected as err:
                 problems.append(str(err))
                 continue
-        key = get("key") or "row-" + hashlib.sha256(
+        key = given_key or "row-" + hashlib.sha256(
             "\x1f".join((x, img.sha256 if img else "", prediction, explanation)).encode()
         ).hexdigest()[:16]
-        unique = keys.key(key, line, r)
-        if unique is None:
-            continue
-        row_split = fixed_split if split else check_split(get("split"), where, problems)
-        meta: dict[str, Any] = {k: v for k, v in r.items() if k not in used and v != ""}
-        if "image" in col_of:
-            meta["file"] = get("image")
-        if task == "rad" and prediction and prediction not in labels:
+        row_split = fixed_split if split_given else check_split(
+            r.get(c_split, "") if c_split else None, f"{name}:{line}", problems)
+        if c_img:
+            meta["file"] = r.get(c_img, "").strip()
+        if task == "rad" and prediction and prediction not in seen_labels:
+            seen_labels.add(prediction)
             labels.append(prediction)
-        items.append(NewInstance(
-            key=unique, split=row_split, image=img, payload=x,
+        yield NewInstance(
+            key=key, split=row_split, image=img, payload=x,
             label=prediction if task == "rad" else "", reference_prediction=prediction,
-            reference_explanation=explanation, meta=meta,
-        ))
-    if problems:
-        raise ImportProblems(problems)
-    return store_instances(
-        engine, name=name or path.stem, task=task, items=items, warnings=keys.summary(),
-        description=f"imported from {path.name}", source=str(path),
-        config={"labels": labels} if labels else {},
-    )
+            reference_explanation=explanation, meta=meta, line=line, row_hash=hasher(r),
+        )
+    if isinstance(rows, CsvRows) and rows.problems:
+        problems[:] = rows.problems  # a file it cannot read is reported alone
 
 
 import_generic = import_table

@@ -4,11 +4,13 @@ Infinity refused; each problem names the file and the line."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pxp.data.importers.common import ImportProblems, field_limit, read_text
+from pxp.data.importers.common import ImportProblems, field_limit
 from pxp.data.importers.limits import MAX_FIELD_CHARS
+from pxp.data.importers.reading import Meter, text_lines
 
 
 class _Duplicate(ValueError):
@@ -28,30 +30,43 @@ def _constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def read_objects(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """The JSON objects of a JSONL file with their line numbers, values as JSON typed them.
+def iter_objects(path: Path, problems: list[str],
+                 meter: Meter | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSONL file with their line numbers, values as JSON typed them, read
+    one line at a time; a line that is not one JSON object, a key given twice and NaN/Infinity
+    are appended to `problems` and skipped."""
+    for lineno, rec, _ in _objects(path, problems, meter):
+        yield lineno, rec
 
-    A line that is not one JSON object, a key given twice and NaN/Infinity are refused.
-    """
-    text = read_text(path)
-    rows: list[tuple[int, dict[str, Any]]] = []
-    problems: list[str] = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
+
+def _objects(path: Path, problems: list[str], meter: Meter | None = None, *,
+             twice: bool = True) -> Iterator[tuple[int, dict[str, Any], int]]:
+    """iter_objects with each line's length; `twice` False does not look for a key given twice
+    (a quicker first pass, the second finds it)."""
+    hook = {"object_pairs_hook": _object} if twice else {}
+    loads = json.JSONDecoder(parse_constant=_constant, **hook).decode  # type: ignore[arg-type]
+    for lineno, line in enumerate(text_lines(path, meter), start=1):
         if not line.strip():
             continue
-        where = f"{path.name}:{lineno}"
         try:
-            rec = json.loads(line, object_pairs_hook=_object, parse_constant=_constant)
+            rec = loads(line)
         except json.JSONDecodeError as err:
-            problems.append(f"{where}: not valid JSON ({err.msg}); write one JSON object per line")
+            problems.append(f"{path.name}:{lineno}: not valid JSON ({err.msg}); write one JSON object per line")
             continue
         except ValueError as err:  # a duplicate key, NaN or Infinity
-            problems.append(f"{where}: {err}; fix the line")
+            problems.append(f"{path.name}:{lineno}: {err}; fix the line")
             continue
         if not isinstance(rec, dict):
-            problems.append(f"{where}: expected a JSON object {{...}}, got {json_kind(rec)}")
+            problems.append(f"{path.name}:{lineno}: expected a JSON object {{...}}, got {json_kind(rec)}")
             continue
-        rows.append((lineno, rec))
+        yield lineno, rec, len(line)
+
+
+def read_objects(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a (small) JSONL file with their line numbers (iter_objects); its
+    problems raised together."""
+    problems: list[str] = []
+    rows = list(iter_objects(path, problems))
     if problems:
         raise ImportProblems(problems)
     return rows
@@ -72,29 +87,65 @@ def json_kind(v: Any) -> str:
     return f"{v!r}"
 
 
-def read_jsonl(path: Path) -> list[tuple[int, dict[str, str]]]:
-    """Objects of a JSONL file with their line numbers; values as text.
+def iter_jsonl(path: Path, problems: list[str], meter: Meter | None = None
+               ) -> Iterator[tuple[int, dict[str, str]]]:
+    """Objects of a JSONL file with their line numbers, values as text, one line at a time.
 
     Typed values are checked, never turned into text blindly: a string is kept, a number
     is written as in the file, null is an empty cell; a boolean, an array or an object is
-    refused, like a key given twice, NaN and Infinity (read_objects).
+    refused, like a key given twice, NaN and Infinity (iter_objects): each a line in `problems`.
+    The caller reports the problems of reading JSON alone, as read_jsonl did.
     """
-    rows: list[tuple[int, dict[str, str]]] = []
-    problems: list[str] = []
-    for lineno, rec in read_objects(path):
-        where = f"{path.name}:{lineno}"
+    syntax: list[str] = []
+    for lineno, rec, size in _objects(path, syntax, meter):
+        if set(map(type, rec.values())) <= {str}:  # the common case: every value a string
+            if size > MAX_FIELD_CHARS and any(len(v) > MAX_FIELD_CHARS for v in rec.values()):
+                problems.append(f"{path.name}:{lineno}: {field_limit()}")
+                continue
+            yield lineno, rec
+            continue
         row: dict[str, str] = {}
+        bad = False
         for k, v in rec.items():
             if v is None or isinstance(v, str):
                 row[k] = v or ""
             elif isinstance(v, (int, float)) and not isinstance(v, bool):
                 row[k] = json.dumps(v)
             else:
-                problems.append(f"{where}: field {k!r} must be text or a number, got {json_kind(v)}")
-        if any(len(v) > MAX_FIELD_CHARS for v in row.values()):
-            problems.append(f"{where}: {field_limit()}")
+                problems.append(f"{path.name}:{lineno}: field {k!r} must be text or a number, got {json_kind(v)}")
+                bad = True
+        if bad:
             continue
-        rows.append((lineno, row))
+        if any(len(v) > MAX_FIELD_CHARS for v in row.values()):
+            problems.append(f"{path.name}:{lineno}: {field_limit()}")
+            continue
+        yield lineno, row
+    if syntax:
+        problems[:] = syntax
+
+
+def jsonl_columns(path: Path) -> list[str]:
+    """Every key of a JSONL file's objects, in order of first appearance: a first pass that
+    refuses (ImportProblems) a line that is not one JSON object, as iter_jsonl would."""
+    problems: list[str] = []
+    header: dict[str, None] = {}
+    seen = 0
+    for _, rec, _ in _objects(path, problems, twice=False):
+        seen += 1
+        if len(header) < len(rec) or not header.keys() >= rec.keys():
+            header.update(dict.fromkeys(rec))
+    if problems:
+        raise ImportProblems(problems)
+    if not seen:
+        raise ImportProblems([f"{path.name}: the file is empty"])
+    return list(header)
+
+
+def read_jsonl(path: Path) -> list[tuple[int, dict[str, str]]]:
+    """Objects of a (small) JSONL file with their line numbers, values as text (iter_jsonl); its
+    problems raised together."""
+    problems: list[str] = []
+    rows = list(iter_jsonl(path, problems))
     if problems:
         raise ImportProblems(problems)
     return rows

@@ -1,7 +1,8 @@
 """Size limits every importer enforces (bad input is refused, never half-read)."""
 
-MAX_TABLE_BYTES = 200 * 1024 * 1024
-"""Largest CSV/JSONL file any importer accepts (bytes)."""
+MAX_TABLE_BYTES = 2 * 1024 * 1024 * 1024
+"""Largest CSV/JSONL file any importer accepts (bytes): read one line at a time, so the bound is
+the time an import takes, not memory (a million text rows is about 250 MB)."""
 MAX_TEXT_CHARS = 64 * 1024
 """Longest text a user pastes into a form or an import field (a prediction, an explanation,
 a label, a report, a CSV cell or a JSONL value): one limit, named in the error."""

@@ -7,18 +7,21 @@ Each value is checked for its JSON type (pxp.data.importers.transcript_lines); m
 computed from the content, and a file's own columns are refused where they contradict it.
 `annotator` names who played the human (one name per session); cases several annotators saw
 are compared by pxp.analysis.agreement (docs/research.md, Agreement).
-Everything is validated before anything is written; non-conformant sessions are refused
-with their violations unless allowed.
+Everything is validated before anything is written (then Core bulk inserts, COPY on PostgreSQL);
+non-conformant sessions are refused with their violations unless allowed.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine, Table, insert
+from sqlalchemy import select as sa_select
 from sqlmodel import select
 
 from pxp.data.importers.common import ImportProblems
@@ -27,7 +30,7 @@ from pxp.data.importers.transcript_lines import Filed, Line, check_prediction, s
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, conformance, session_bounds, stop_reason
 from pxp.storage.store import db_session
-from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session
+from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session, utcnow
 
 REQUIRED = ("session", "instance", "j", "sender", "tag")
 #: every field a transcript line may have (pxp export writes receiver and created_at too)
@@ -171,9 +174,6 @@ def import_transcripts(
             ds = Dataset(name=ds_name, task=task, source=str(path), description=f"instances named in {path.name}")
             db.add(ds)
             db.flush()
-        instances: dict[str, int] = {}
-        for i in db.exec(select(Instance).where(Instance.dataset_id == ds.id)).all():
-            instances[i.key] = i.id or 0
         exp = Experiment(
             name=name,
             task=task,
@@ -185,62 +185,93 @@ def import_transcripts(
         )
         db.add(exp)
         db.flush()
-        runs: dict[int, Run] = {}
-        annotators: dict[str, int] = {}
-        ordinals: dict[int, int] = defaultdict(int)
-        count = 0
-        for (rep, sid), msgs in sessions.items():
-            if rep not in runs:
-                runs[rep] = Run(experiment_id=exp.id or 0, repetition=rep, status="finished")
-                db.add(runs[rep])
-                db.flush()
-            inst_key = info[(rep, sid)]["instance"]
-            if inst_key not in instances:
-                inst = Instance(dataset_id=ds.id or 0, key=inst_key, ordinal=len(instances) + 1)
-                db.add(inst)
-                db.flush()
-                instances[inst_key] = inst.id or 0
-            ann_id = None
-            ann = info[(rep, sid)].get("annotator")
-            if ann:
-                if ann not in annotators:
-                    row = db.exec(select(Annotator).where(Annotator.name == str(ann))).first()
-                    if row is None:
-                        row = Annotator(name=str(ann), role="imported")
-                        db.add(row)
-                        db.flush()
-                    annotators[ann] = row.id or 0
-                ann_id = annotators[ann]
-            ordinals[rep] += 1
-            session = Session(
-                run_id=runs[rep].id or 0,
-                instance_id=instances[inst_key],
-                ordinal=ordinals[rep],
-                n=n,
-                k=k,
-                status=info[(rep, sid)]["status"],
-                stop_reason=stop_reason(msgs, n) if info[(rep, sid)]["status"] == "finished" else None,
-                annotator_id=ann_id,
-                context_kept=True,
-                learn_note=f"imported session {sid}",
-            )
-            db.add(session)
+        runs: dict[int, int] = {}
+        for rep in dict.fromkeys(rep for rep, _ in sessions):
+            run = Run(experiment_id=exp.id or 0, repetition=rep, status="finished")
+            db.add(run)
             db.flush()
-            for m in msgs:
-                db.add(
-                    Message(
-                        session_id=session.id or 0,
-                        j=m.j,
-                        sender=m.sender.value,
-                        receiver=m.sender.other.value,
-                        tag=m.tag.value,
-                        prediction=m.prediction,
-                        explanation=m.explanation,
-                        match=m.match,
-                        agree=m.agree,
-                        changed=m.changed,
-                    )
-                )
-                db.add(Context(session_id=session.id or 0, j=m.j, content={"imported": True, "session": sid}))
-                count += 1
+            runs[rep] = run.id or 0
+        annotators: dict[str, int] = {}
+        for ann in dict.fromkeys(str(i["annotator"]) for i in info.values() if i.get("annotator")):
+            row = db.exec(select(Annotator).where(Annotator.name == ann)).first()
+            if row is None:
+                row = Annotator(name=ann, role="imported")
+                db.add(row)
+                db.flush()
+            annotators[ann] = row.id or 0
+        count = _store_sessions(db.connection(), ds.id or 0, sessions, info, runs, annotators, n, k)
     return ImportedTranscripts(name, len(sessions), count, bad)
+
+
+def _chunks(rows: list[dict[str, Any]], size: int = 5000) -> Iterator[list[dict[str, Any]]]:
+    for i in range(0, len(rows), size):
+        yield rows[i:i + size]
+
+
+def _store_sessions(conn: Connection, ds_id: int, sessions: dict[tuple[int, str], list[Msg]],
+                    info: dict[tuple[int, str], dict[str, Any]], runs: dict[int, int],
+                    annotators: dict[str, int], n: int, k: int) -> int:
+    """The sessions, their messages and contexts (and the instances they name, if new) through
+    Core bulk inserts; how many messages (docs/development.md "Imports at dataset scale")."""
+    inst_t: Table = Instance.__table__  # type: ignore[attr-defined]
+    sess_t: Table = Session.__table__  # type: ignore[attr-defined]
+    instances = dict(conn.execute(sa_select(inst_t.c.key, inst_t.c.id).where(inst_t.c.dataset_id == ds_id)).all())
+    new = list(dict.fromkeys(i["instance"] for i in info.values() if i["instance"] not in instances))
+    for part in _chunks([{"dataset_id": ds_id, "key": key, "ordinal": len(instances) + o + 1, "split": None,
+                          "asset_sha256": None, "payload": "", "label": "", "reference_prediction": "",
+                          "reference_explanation": "", "meta": {}} for o, key in enumerate(new)]):
+        conn.execute(insert(inst_t), part)
+    if new:
+        instances = dict(conn.execute(sa_select(inst_t.c.key, inst_t.c.id)
+                                      .where(inst_t.c.dataset_id == ds_id)).all())
+    now = utcnow()
+    ordinals: dict[int, int] = defaultdict(int)
+    rows = []
+    for (rep, sid), msgs in sessions.items():
+        i = info[(rep, sid)]
+        ordinals[rep] += 1
+        rows.append({"run_id": runs[rep], "instance_id": instances[i["instance"]], "ordinal": ordinals[rep],
+                     "n": n, "k": k, "status": i["status"],
+                     "stop_reason": stop_reason(msgs, n) if i["status"] == "finished" else None,
+                     "abort_reason": None, "annotator_id": annotators.get(str(i.get("annotator") or "")),
+                     "context_kept": True, "learn_note": f"imported session {sid}", "learn_val_before": None,
+                     "learn_val_after": None, "created_at": now, "updated_at": now})
+    pg = conn.dialect.name == "postgresql"
+    ids: list[int] = []
+    if pg:  # ids drawn from the sequence, then COPY (RETURNING row by row is the slow part there)
+        ids = list(conn.exec_driver_sql(
+            "SELECT nextval(pg_get_serial_sequence('session', 'id')) FROM generate_series(1, %(n)s)",
+            {"n": len(rows)}).scalars())
+        _copy(conn, "session", ["id", *rows[0]], ([i, *r.values()] for i, r in zip(ids, rows, strict=True)))
+        rows = []
+    for part in _chunks(rows):
+        ids += conn.execute(insert(sess_t).returning(sess_t.c.id, sort_by_parameter_order=True), part).scalars()
+    count = 0
+    msg_rows: list[dict[str, Any]] = []
+    ctx_rows: list[dict[str, Any]] = []
+    for session_id, ((_, sid), msgs) in zip(ids, sessions.items(), strict=True):
+        for m in msgs:
+            msg_rows.append({"session_id": session_id, "j": m.j, "sender": m.sender.value,
+                             "receiver": m.sender.other.value, "tag": m.tag.value, "prediction": m.prediction,
+                             "explanation": m.explanation, "match": m.match, "agree": m.agree,
+                             "changed": m.changed, "llm_call_id": None, "created_at": now})
+            ctx_rows.append({"session_id": session_id, "j": m.j, "content": {"imported": True, "session": sid}})
+            count += 1
+    msg_t: Table = Message.__table__  # type: ignore[attr-defined]
+    ctx_t: Table = Context.__table__  # type: ignore[attr-defined]
+    for table, all_rows in ((msg_t, msg_rows), (ctx_t, ctx_rows)):
+        if pg and all_rows:
+            _copy(conn, table.name, list(all_rows[0]),
+                  ([json.dumps(v) if isinstance(v, dict) else v for v in r.values()] for r in all_rows))
+            continue
+        for part in _chunks(all_rows):
+            conn.execute(insert(table), part)
+    return count
+
+
+def _copy(conn: Connection, table: str, columns: list[str], rows: Iterable[list[Any]]) -> None:
+    """PostgreSQL COPY of `rows` into `table`, in the connection's transaction."""
+    raw: Any = conn.connection.dbapi_connection
+    with raw.cursor() as cur, cur.copy(f'COPY "{table}" ({", ".join(columns)}) FROM STDIN') as cp:
+        for row in rows:
+            cp.write_row(row)

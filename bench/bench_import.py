@@ -1,0 +1,211 @@
+"""Benchmark: imports at dataset scale against the database's own floor (docs/development.md,
+"Imports at dataset scale").
+
+    python bench/bench_import.py                 # 10k, 100k, 1M rows; SQLite and PostgreSQL
+    python bench/bench_import.py --quick         # 10k and 100k rows, SQLite only
+    python bench/bench_import.py --sizes 200000 --db sqlite --kinds csv
+
+Each line: rows, pxp's wall time (the import alone, in a child process whose start-up and
+schema set-up are not counted), the floor's wall time, their ratio, pxp's rows per second
+and the child's peak memory (RSS); with --reimport the same file imported again (transcripts: as
+a second experiment). The floor is a plain Python stream of the same rows into a
+table with the same columns and a unique (dataset, key) index: `csv.DictReader` (CSV) or
+`json.loads` (JSONL, transcripts) into `sqlite3.executemany`, or PostgreSQL `COPY`.
+Transcripts: `--sizes` counts messages, three per session. PostgreSQL: PXP_BENCH_POSTGRES_URL
+(default postgresql://postgres@127.0.0.1:5432/test); each run gets a fresh database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+PG = os.environ.get("PXP_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+COLUMNS = ("key", "input", "label", "explanation", "split")
+FLOOR_DDL = ("CREATE TABLE inst (id INTEGER PRIMARY KEY, dataset_id INTEGER, key TEXT, payload TEXT, "
+             "label TEXT, explanation TEXT, split TEXT, meta TEXT)")
+FLOOR_INDEX = "CREATE UNIQUE INDEX uq_inst ON inst (dataset_id, key)"
+WORDS = ["the", "a", "lung", "opacity", "left", "right", "lower", "lobe", "consolidation", "effusion",
+         "small", "large", "no", "acute"]
+
+
+def text_row(i: int) -> dict[str, str]:
+    w = [WORDS[(i * k) % len(WORDS)] for k in range(1, 24)]
+    return {"key": f"r{i}", "input": " ".join(w[:10]) + f" {i}", "label": WORDS[i % 5],
+            "explanation": " ".join(w) + f" because of finding {i % 97}.", "split": ("train", "val", "test")[i % 3]}
+
+
+def write_inputs(folder: Path, n: int) -> dict[str, Path]:
+    paths = {"csv": folder / f"rows{n}.csv", "jsonl": folder / f"rows{n}.jsonl",
+             "transcripts": folder / f"msgs{n}.jsonl"}
+    with paths["csv"].open("w", newline="") as fc, paths["jsonl"].open("w") as fj:
+        w = csv.DictWriter(fc, COLUMNS)
+        w.writeheader()
+        for i in range(n):
+            r = text_row(i)
+            w.writerow(r)
+            fj.write(json.dumps(r) + "\n")
+    with paths["transcripts"].open("w") as ft:
+        for i in range(n - n % 3):  # whole sessions of three messages
+            s, j = divmod(i, 3)
+            tag = ("INIT", "RATIFY", "RATIFY")[j]
+            ft.write(json.dumps({"session": f"s{s}", "instance": f"x{s}", "j": j + 1,
+                                 "sender": ("machine", "human", "machine")[j], "tag": tag,
+                                 "prediction": "Pneumonia", "explanation": f"opacity in the lower lobe {s}"}) + "\n")
+    return paths
+
+
+CHILD = r"""
+import json, resource, sys, time
+from pathlib import Path
+from pxp.storage.store import make_engine, upgrade
+kind, url, path = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+engine = make_engine(url)
+upgrade(engine)
+if kind == "transcripts":
+    from pxp.data.importers.transcripts import import_transcripts
+    run = lambda i: import_transcripts(engine, path, name=f"bench{i}", task="text", n=10, k=3)
+else:
+    from pxp.data.importers.generic import import_table
+    run = lambda i: import_table(engine, path, task="text", mapping=["label=prediction"], name="bench")
+times = []
+for i in range(int(sys.argv[4])):
+    t = time.perf_counter()
+    run(i)
+    times.append(time.perf_counter() - t)
+print(json.dumps({"times": times, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def pxp_run(kind: str, url: str, path: Path, repeat: int = 1) -> tuple[list[float], float]:
+    out = subprocess.run([sys.executable, "-c", CHILD, kind, url, str(path), str(repeat)],
+                         capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise SystemExit(f"pxp import failed: {out.stderr.strip().splitlines()[-1:]}")
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    return res["times"], res["rss"]
+
+
+def floor_rows(kind: str, path: Path):  # type: ignore[no-untyped-def]
+    if kind == "csv":
+        with path.open(newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                yield (1, r["key"], r["input"], r["label"], r["explanation"], r["split"], "{}")
+    else:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                r = json.loads(line)
+                if kind == "transcripts":
+                    yield (1, f"{r['session']}:{r['j']}", r["instance"], r["tag"], r["explanation"],
+                           r["sender"], "{}")
+                else:
+                    yield (1, r["key"], r["input"], r["label"], r["explanation"], r["split"], "{}")
+
+
+def floor_sqlite(kind: str, path: Path, folder: Path) -> float:
+    db = folder / f"floor-{uuid.uuid4().hex[:6]}.db"
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute(FLOOR_DDL)
+    con.execute(FLOOR_INDEX)
+    con.commit()
+    t = time.perf_counter()
+    con.executemany("INSERT INTO inst (dataset_id, key, payload, label, explanation, split, meta) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)", floor_rows(kind, path))
+    con.commit()
+    elapsed = time.perf_counter() - t
+    con.close()
+    return elapsed
+
+
+def floor_pg(kind: str, path: Path, url: str) -> float:
+    import psycopg
+
+    with psycopg.connect(url.replace("+psycopg", "")) as con:
+        con.execute(FLOOR_DDL.replace("INTEGER PRIMARY KEY", "SERIAL PRIMARY KEY"))
+        con.execute(FLOOR_INDEX)
+        con.commit()
+        t = time.perf_counter()
+        with con.cursor() as cur, cur.copy("COPY inst (dataset_id, key, payload, label, explanation, split, meta) "
+                                           "FROM STDIN") as cp:
+            for row in floor_rows(kind, path):
+                cp.write_row(row)
+        con.commit()
+        return time.perf_counter() - t
+
+
+class PgDatabase:
+    """A fresh PostgreSQL database for one measurement."""
+
+    def __init__(self) -> None:
+        import psycopg
+
+        self.admin = psycopg.connect(PG.replace("+psycopg", ""), autocommit=True)
+        self.name = f"pxp_bench_{uuid.uuid4().hex[:8]}"
+        self.admin.execute(f'CREATE DATABASE "{self.name}"')
+        base = PG.replace("postgresql+psycopg://", "postgresql://")
+        self.url = base.rsplit("/", 1)[0] + "/" + self.name
+
+    def close(self) -> None:
+        self.admin.execute(f'DROP DATABASE "{self.name}" WITH (FORCE)')
+        self.admin.close()
+
+
+def measure(kind: str, db: str, path: Path, n: int, folder: Path, reimport: bool) -> str:
+    if db == "sqlite":
+        url = f"sqlite:///{folder}/pxp-{uuid.uuid4().hex[:6]}.db"
+        times, rss = pxp_run(kind, url, path, 2 if reimport else 1)
+        floor = floor_sqlite(kind, path, folder)
+    else:
+        pdb = PgDatabase()
+        try:
+            times, rss = pxp_run(kind, pdb.url.replace("postgresql://", "postgresql+psycopg://"), path,
+                                 2 if reimport else 1)
+            floor = floor_pg(kind, path, pdb.url)
+        finally:
+            pdb.close()
+    wall = times[0]
+    again = f" | {times[1]:.2f} s" if reimport else ""
+    return (f"| {kind} | {db} | {n:,} | {wall:.2f} s | {floor:.2f} s | {wall / floor:.1f}× | "
+            f"{n / wall:,.0f} | {rss:.0f} MiB{again} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="10k and 100k rows, SQLite only")
+    ap.add_argument("--sizes", type=int, nargs="*", help="row counts (default 10k, 100k, 1M)")
+    ap.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
+    ap.add_argument("--kinds", nargs="*", default=["csv", "jsonl", "transcripts"])
+    ap.add_argument("--reimport", action="store_true", help="also time importing the same file again")
+    args = ap.parse_args()
+    sizes = args.sizes or ([10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000])
+    dbs = ["sqlite"] if args.quick or args.db == "sqlite" else (
+        ["postgresql"] if args.db == "postgresql" else ["sqlite", "postgresql"])
+    if args.quick:
+        print("(--quick: 10k and 100k rows, SQLite only)")
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import pxp.cli.main"], check=True)
+    print(f"CLI start-up (import pxp.cli.main), not counted below: {time.perf_counter() - t:.2f} s")
+    print("| input | database | rows | pxp | floor | ratio | pxp rows/s | pxp peak RSS"
+          + (" | re-import |" if args.reimport else " |"))
+    print("|---|---|---|---|---|---|---|---|" + ("---|" if args.reimport else ""))
+    with tempfile.TemporaryDirectory(prefix="pxp-bench-import-") as tmp:
+        folder = Path(tmp)
+        for n in sizes:
+            paths = write_inputs(folder, n)
+            for kind in args.kinds:
+                for db in dbs:
+                    print(measure(kind, db, paths[kind], n, folder, args.reimport), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,330 @@
+"""Storing an import in one transaction, in batches, through a staging table (docs/development.md
+"Imports at dataset scale"; DESIGN §4, §6).
+
+The importer's rows stream into a temporary table (SQLAlchemy Core `executemany` on SQLite,
+`COPY` on PostgreSQL), a few thousand at a time, so memory does not grow with the file. The
+rest is set-based SQL in the same transaction: repeated keys (`key`, `key#2`, ...; a row
+identical to an earlier one under its key is dropped), the comparison with the instances
+already stored (a changed instance that a stored session refers to is refused), the updates,
+and one `INSERT ... SELECT` of the new instances. Any problem, an error or a kill leaves the
+database as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    case,
+    cast,
+    exists,
+    func,
+    insert,
+    literal,
+    not_,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection, Engine
+from sqlmodel import select as sm_select
+
+from pxp.data.images import PreparedImage
+from pxp.data.importers.common import ImportProblems, ImportResult, NewInstance
+from pxp.data.importers.reading import Meter
+from pxp.storage.store import db_session
+from pxp.storage.tables import Asset, Dataset, Instance, Session, utcnow
+
+#: rows sent to the database at a time
+BATCH = 5000
+#: the longest instance key and label the store keeps (Instance.key, Instance.label)
+MAX_KEY_CHARS, MAX_LABEL_CHARS = 300, 200
+
+_MD = MetaData()
+STAGE = Table(
+    "pxp_import_stage", _MD,
+    Column("seq", Integer, primary_key=True, autoincrement=False),  # SQLite's rowid: free
+    Column("line", Integer), Column("key", String), Column("rowhash", BigInteger),
+    Column("split", String), Column("asset_sha256", String), Column("payload", Text),
+    Column("label", String), Column("reference_prediction", Text),
+    Column("reference_explanation", Text), Column("meta", Text), Column("dropped", Integer),
+    prefixes=["TEMPORARY"], postgresql_on_commit="DROP",
+)
+_COLS = [c.name for c in STAGE.columns]
+INSTANCE: Table = Instance.__table__  # type: ignore[attr-defined]
+ASSET: Table = Asset.__table__  # type: ignore[attr-defined]
+#: images sent with their batch at most (a batch of instances is sent early when it has this many)
+IMAGE_BATCH = 64
+SESSION: Table = Session.__table__  # type: ignore[attr-defined]
+
+
+class _Stager:
+    """Sends staged rows to the temporary table in batches (COPY on PostgreSQL)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.pg = conn.dialect.name == "postgresql"
+        self.drop()
+        STAGE.create(conn)
+        marks = ", ".join("?" if not self.pg else "%s" for _ in _COLS)
+        self.sql = f"INSERT INTO pxp_import_stage ({', '.join(_COLS)}) VALUES ({marks})"
+
+    def send(self, rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        if self.pg:
+            raw: Any = self.conn.connection.dbapi_connection
+            with raw.cursor() as cur, cur.copy(
+                    f"COPY pxp_import_stage ({', '.join(_COLS)}) FROM STDIN") as cp:
+                for row in rows:
+                    cp.write_row(row)
+        else:
+            self.conn.exec_driver_sql(self.sql, rows)  # type: ignore[arg-type]
+
+    def drop(self) -> None:
+        schema = "" if self.pg else "temp."  # never a stored table of that name
+        self.conn.exec_driver_sql(f"DROP TABLE IF EXISTS {schema}pxp_import_stage")
+
+
+def _repeats(conn: Connection, what: tuple[str, str] | None, problems: list[str]) -> tuple[list[str], int]:
+    """Number repeated keys (`key#2`, ...) and drop rows identical to an earlier one under the
+    same key; the warnings, as one line per identical row and one naming the repeated keys.
+    Without `what` (file, what is repeated) a key given twice is a problem naming its lines.
+    Also returns how many rows were dropped."""
+    s = STAGE
+    dup = select(s.c.key).group_by(s.c.key).having(func.count() > 1).subquery()
+    rows = conn.execute(select(s.c.seq, s.c.line, s.c.key, s.c.rowhash)
+                        .join(dup, dup.c.key == s.c.key).order_by(s.c.seq))
+    groups: dict[str, list[tuple[int, int, int]]] = {}
+    identical: list[str] = []
+    changes: list[dict[str, Any]] = []
+    for seq, line, key, rowhash in rows:
+        kept = groups.setdefault(key, [])
+        first = next((ln for _, ln, h in kept if h == rowhash), None)
+        if first is not None and what is not None:
+            identical.append(f"{what[0]}:{line}: identical to line {first}; imported once")
+            changes.append({"s": seq, "k": key, "d": 1})
+            continue
+        kept.append((seq, line, rowhash))
+        if len(kept) > 1:
+            changes.append({"s": seq, "k": f"{key}#{len(kept)}", "d": 0})
+    if not groups:
+        return [], 0
+    if what is None:
+        problems += [f"key {k!r} given twice (lines {', '.join(str(ln) for _, ln, _ in v)}); "
+                     "give each row its own key" for k, v in groups.items()]
+        return [], 0
+    if changes:
+        conn.execute(update(s).where(s.c.seq == bindparam("s"))
+                     .values(key=bindparam("k"), dropped=bindparam("d")), changes)
+        clash = conn.execute(select(s.c.key).where(s.c.dropped == 0).group_by(s.c.key)
+                             .having(func.count() > 1)).scalars().all()
+        problems += [f"{what[0]}: key {k!r} is given in the file and is also the name of a repeated "
+                     f"{what[1]}'s later row; rename it" for k in clash]
+    rep = [f"{k} (lines {', '.join(str(ln) for _, ln, _ in v)})" for k, v in groups.items() if len(v) > 1]
+    if rep:
+        identical.append(f"{what[0]}: {what[1]} repeated, each row kept as its own instance "
+                         f"(key#2, ...): {'; '.join(rep)}")
+    return identical, sum(c["d"] for c in changes)
+
+
+def _meta(conn: Connection) -> Any:
+    return cast(STAGE.c.meta, JSON) if conn.dialect.name == "postgresql" else STAGE.c.meta
+
+
+def _merge(conn: Connection, ds_id: int, name: str, problems: list[str], result: ImportResult) -> int:
+    """Compare the staged rows with the dataset's stored instances: refuse changed content under
+    a stored session, update the changed ones, count the unchanged; how many rows matched."""
+    i, s = INSTANCE, STAGE
+    on = and_(i.c.dataset_id == ds_id, i.c.key == s.c.key, s.c.dropped == 0)
+    content = and_(i.c.asset_sha256.is_not_distinct_from(s.c.asset_sha256), i.c.payload == s.c.payload,
+                   i.c.label == s.c.label, i.c.reference_prediction == s.c.reference_prediction,
+                   i.c.reference_explanation == s.c.reference_explanation)
+    same = and_(content, func.coalesce(s.c.split, i.c.split).is_not_distinct_from(i.c.split),
+                cast(i.c.meta, Text) == s.c.meta)
+    # one pass to count (not rowcount: psycopg's can be -1 after an executemany); the stored
+    # sessions are looked at only when some content changed
+    matched, changed, other = conn.execute(select(
+        func.count(), func.coalesce(func.sum(case((not_(same), 1), else_=0)), 0),
+        func.coalesce(func.sum(case((not_(content), 1), else_=0)), 0)).select_from(s.join(i, on))).one()
+    if other:
+        used = conn.execute(select(s.c.key).select_from(s.join(i, on))
+                            .where(not_(content), exists().where(SESSION.c.instance_id == i.c.id))
+                            .order_by(s.c.seq)).scalars().all()
+        problems += [f"dataset {name!r}: key {key!r} already holds other content, and stored sessions were run "
+                     "on it; import under a new --name (a new version of the dataset)" for key in used]
+        if problems:
+            return 0
+    result.updated, result.unchanged = int(changed), int(matched) - int(changed)
+    if result.updated:
+        conn.execute(update(i).where(on, not_(same)).values(
+            split=func.coalesce(s.c.split, i.c.split), asset_sha256=s.c.asset_sha256, payload=s.c.payload,
+            label=s.c.label, reference_prediction=s.c.reference_prediction,
+            reference_explanation=s.c.reference_explanation, meta=_meta(conn)))
+    return int(matched)
+
+
+def _insert_new(conn: Connection, ds_id: int, fresh: bool, dense: bool) -> int:
+    """INSERT ... SELECT the staged rows not stored yet, numbered after the dataset's last; how many.
+    `dense` (a dataset with no instance yet and no row dropped): the staged order is the ordinal,
+    with no window to sort a million rows by."""
+    i, s = INSTANCE, STAGE
+    top, before = (0, 0) if fresh else conn.execute(
+        select(func.coalesce(func.max(i.c.ordinal), 0), func.count()).where(i.c.dataset_id == ds_id)).one()
+    ordinal = s.c.seq if fresh and dense else literal(top) + func.row_number().over(order_by=s.c.seq)
+    rows = select(literal(ds_id), s.c.key, ordinal,
+                  s.c.split, s.c.asset_sha256, s.c.payload, s.c.label, s.c.reference_prediction,
+                  s.c.reference_explanation, _meta(conn)).where(s.c.dropped == 0)
+    if not fresh:
+        rows = rows.where(~exists().where(i.c.dataset_id == ds_id, i.c.key == s.c.key))
+    cols = ["dataset_id", "key", "ordinal", "split", "asset_sha256", "payload", "label",
+            "reference_prediction", "reference_explanation", "meta"]
+    conn.execute(insert(i).from_select(cols, rows))
+    return int(conn.execute(select(func.count()).select_from(i).where(i.c.dataset_id == ds_id)).scalar_one()) - before
+
+
+def _store_assets(conn: Connection, images: list[PreparedImage]) -> int:
+    """Insert the images not stored yet (Core, nothing kept by the session); how many."""
+    by_sha = {img.sha256: img for img in images}
+    if not by_sha:
+        return 0
+    stored = set(conn.execute(select(ASSET.c.sha256).where(ASSET.c.sha256.in_(list(by_sha)))).scalars())
+    now = utcnow()
+    rows = [{"sha256": sha, "mime": img.mime, "width": img.width, "height": img.height, "size": len(img.data),
+             "data": img.data, "meta": dict(img.meta), "created_at": now}
+            for sha, img in by_sha.items() if sha not in stored]
+    if rows:
+        conn.execute(insert(ASSET), rows)
+    return len(rows)
+
+
+def _length_problems(item: NewInstance) -> list[str]:
+    out = []
+    if len(item.key) > MAX_KEY_CHARS:
+        out.append(f"key {item.key[:40]!r}...: longer than the {MAX_KEY_CHARS} characters a key may have")
+    if len(item.label) > MAX_LABEL_CHARS:
+        out.append(f"key {item.key!r}: label {item.label[:40]!r}... is longer than the {MAX_LABEL_CHARS} "
+                   "characters a label may have")
+    return out
+
+
+def store_instances(
+    engine: Engine,
+    *,
+    name: str,
+    task: str,
+    items: Iterable[NewInstance],
+    problems: list[str] | None = None,
+    description: str = "",
+    source: str = "",
+    synthetic: bool = False,
+    config: dict[str, Any] | None = None,
+    warnings: Iterable[str] = (),
+    repeats: tuple[str, str] | None = None,
+    meter: Meter | None = None,
+) -> ImportResult:
+    """Store the instances `items` yields in one transaction, idempotently by (dataset, key).
+
+    `problems` is the importer's list, filled while `items` is consumed: once it holds one,
+    nothing more is staged, and at the end ImportProblems rolls everything back. `repeats`
+    (file, what) numbers repeated keys with warnings; without it a repeated key is a problem.
+    `config` and `warnings` are read after the items (an importer fills them meanwhile);
+    config entries merge into the dataset's (labels united in order, others replaced).
+    """
+    name = name.strip()
+    if not name:
+        raise ImportProblems(["the dataset needs a name"])
+    if len(name) > 200:
+        raise ImportProblems(["the dataset name is longer than 200 characters"])
+    problems = problems if problems is not None else []
+    result = ImportResult(dataset=name)
+    with db_session(engine) as db:
+        conn = db.connection()
+        if conn.dialect.name == "postgresql":  # the repeated-key grouping of a million keys, in memory
+            conn.exec_driver_sql("SET LOCAL work_mem = '64MB'")
+        stager = _Stager(conn)
+        batch: list[tuple[Any, ...]] = []
+        images: list[PreparedImage] = []
+        shas: set[str] = set()
+        seq = 0
+        for item in items:
+            if problems:
+                continue  # keep reading: every problem of the file is reported
+            long = _length_problems(item)
+            if long:
+                problems += long
+                continue
+            seq += 1
+            sha = item.image.sha256 if item.image is not None else None
+            batch.append((seq, item.line, item.key, item.row_hash, item.split, sha, item.payload, item.label,
+                          item.reference_prediction, item.reference_explanation,
+                          json.dumps(item.meta) if item.meta else "{}", 0))
+            if item.image is not None or item.extra_assets:
+                new = [a for a in (item.image, *item.extra_assets) if a is not None and a.sha256 not in shas]
+                shas.update(a.sha256 for a in new)
+                images += new
+            if len(batch) >= BATCH or len(images) >= IMAGE_BATCH:
+                stager.send(batch)
+                if meter is not None:
+                    meter.tick(len(batch))
+                batch = []
+                result.assets_added += _store_assets(conn, images)
+                images = []
+        if problems:
+            raise ImportProblems(problems)
+        # the stored tables are first read here, after the file: on SQLite a read transaction held
+        # while another connection writes could not become a write one (a stale snapshot)
+        ds = db.exec(sm_select(Dataset).where(Dataset.name == name)).first()
+        if ds is not None and ds.task != task:
+            raise ImportProblems([f"dataset {name!r} already exists for task {ds.task!r}, "
+                                  f"not {task!r}; choose another --name"])
+        stager.send(batch)
+        if meter is not None:
+            meter.tick(len(batch), force=True)
+        result.assets_added += _store_assets(conn, images)
+        result.images = len(shas)
+        repeated, dropped = _repeats(conn, repeats, problems)
+        result.warnings = list(warnings) + repeated
+        if problems:
+            raise ImportProblems(problems)
+        fresh = ds is None
+        if ds is None:
+            ds = Dataset(name=name, task=task, description=description, source=source,
+                         synthetic=synthetic, config={})
+        merged = dict(ds.config or {})
+        for k, v in (config or {}).items():
+            if k == "labels":
+                old = [str(x) for x in merged.get("labels", [])]
+                merged["labels"] = old + [str(x) for x in v if str(x) not in old]
+                if not merged["labels"]:
+                    del merged["labels"]
+            else:
+                merged[k] = v
+        ds.config = merged
+        if synthetic:
+            ds.synthetic = True
+        db.add(ds)
+        db.flush()
+        ds_id = int(ds.id or 0)
+        if not fresh and conn.execute(select(INSTANCE.c.id).where(INSTANCE.c.dataset_id == ds_id)
+                                      .limit(1)).first() is not None:
+            matched = _merge(conn, ds_id, name, problems, result)
+            if problems:
+                raise ImportProblems(problems)
+            if matched < seq - dropped:  # some rows are new
+                result.added = _insert_new(conn, ds_id, fresh=False, dense=False)
+        else:
+            result.added = _insert_new(conn, ds_id, fresh=True, dense=not dropped)
+        stager.drop()
+    return result
