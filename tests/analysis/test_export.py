@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from pxp.analysis.export import TABLES, export_experiment
 from pxp.analysis.report import report_json
 from pxp.cli.main import app
+from pxp.data.importers.common import ImportProblems
 from pxp.data.importers.transcripts import import_transcripts
 from pxp.running.pxp.config import RunConfig
 from pxp.running.pxp.controlled.runner import run_experiment
@@ -208,8 +209,9 @@ def test_open_sessions_are_refused_on_import(engine: Engine, tmp_path: Path) -> 
 
 
 def test_text_with_unicode_line_separators_round_trips(engine: Engine, tmp_path: Path) -> None:
-    """JSON leaves U+2028, U+2029 and NEL unescaped (ensure_ascii=False); a JSONL reader that
-    splits on them breaks an LLM's or an expert's explanation in two."""
+    """JSON leaves U+2028 and U+2029 unescaped (ensure_ascii=False); a JSONL reader that splits on them
+    breaks an LLM's or an expert's explanation in two. (NEL, VT, FS are control characters, which the text
+    rule refuses at every entrance: the import names them, docs/development.md "The text rule".)"""
     from pxp.running.pxp.controlled.runner import default_agents
     from pxp.running.pxp.engine import step
     from pxp.storage.store import session_msgs
@@ -222,7 +224,7 @@ def test_text_with_unicode_line_separators_round_trips(engine: Engine, tmp_path:
         assert first is not None
         run = db.get(Run, first.run_id)
         assert run is not None
-        odd = "line one\u2028line two\u2029para\x85next\x0bvt\x1cfs\r\nend"
+        odd = "line one\u2028line two\u2029para\nnext\ttab end"
     step(engine, first.id or 0, default_agents(engine, exp, run))
     with DB(engine) as db:
         m = db.exec(select(Message).where(Message.session_id == first.id)).one()
@@ -238,6 +240,12 @@ def test_text_with_unicode_line_separators_round_trips(engine: Engine, tmp_path:
         s2 = db.exec(select(Session).join(Run).where(Run.experiment_id == u2.id).order_by(Session.ordinal)).first()
         assert s2 is not None
         assert session_msgs(db, session_id=s2.id or 0)[0].explanation == odd
+    assert res is not None
+    messages = (tmp_path / "u" / "messages.jsonl").read_text(encoding="utf-8")
+    (tmp_path / "u" / "nel.jsonl").write_text(messages.replace("\\t", "\u0085", 1), encoding="utf-8")
+    with pytest.raises(ImportProblems) as err:
+        import_transcripts(engine, tmp_path / "u" / "nel.jsonl", name="U3", n=10, k=3, task="rad")
+    assert "explanation: contains the control character U+0085" in str(err.value)
     assert res.messages == _count(engine, Message) // 2
 
 

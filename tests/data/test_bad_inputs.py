@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from pxp.cli.main import app
 from pxp.data.importers.common import ImportProblems
+from pxp.protocols.pxp.rules import Tag
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Dataset, Experiment, Instance, Message
 
@@ -84,6 +85,10 @@ def _lines(*recs: dict[str, Any] | str) -> str:
      "t.jsonl:3: changed is false in the file but the machine's answer differs from its message 1"),
     (_lines(INIT, {**REPLY, "prediction": "x" * (64 * 1024 + 1)}), [],
      "t.jsonl:2: prediction is 65,537 characters, over the 65,536-character limit for a text field"),
+    # the text rule (docs/development.md "The text rule"), the same on SQLite and PostgreSQL
+    (_lines(INIT, {**REPLY, "explanation": "mine\u0000"}), [],
+     "t.jsonl:2: explanation: contains the control character U+0000 (NUL); remove it"),
+    (_lines(INIT, {**REPLY, "prediction": "Atel\nectasis"}), [], "t.jsonl:2: prediction: contains the control"),
 ])
 def test_bad_transcripts_are_one_line_and_store_nothing(db_url: str, tmp_path: Path, content: str,
                                                          opts: list[str], why: str) -> None:
@@ -106,6 +111,19 @@ def test_a_good_transcript_is_still_imported_with_facts_from_content(db_url: str
     with DB(get_engine(db_url)) as db:
         facts = [(m.j, m.match, m.agree, m.changed) for m in db.exec(select(Message).order_by(Message.j)).all()]
     assert facts == [(1, None, None, None), (2, False, True, False), (3, False, True, False)]
+
+
+def test_a_transcript_label_with_a_zero_width_space_is_that_label(any_engine: Any, tmp_path: Path) -> None:
+    """A RATIFY of `Pneumonia`+ZWSP: the prediction is stored as the label, and MATCH over the content says so."""
+    url = any_engine.url.render_as_string(hide_password=False)
+    f = tmp_path / "t.jsonl"
+    f.write_text(_lines(INIT, {**REPLY, "tag": "RATIFY", "prediction": "Pneu\u200bmonia", "agree": True},
+                        {**INIT, "j": 3, "tag": "RATIFY", "agree": True}))
+    res = pxp("--db", url, "import", "transcripts", str(f), "--name", "t", "--task", "rad", "--n", "3")
+    assert res.exit_code == 0, res.output
+    with DB(any_engine) as db:
+        m = db.exec(select(Message).where(Message.j == 2)).one()
+    assert (m.prediction, m.match, m.tag) == ("Pneumonia", True, Tag.RATIFY)
 
 
 # --- CSV / JSONL -------------------------------------------------------------------------

@@ -19,6 +19,10 @@ from pxp.data.importers.limits import MAX_TEXT_CHARS
 from pxp.data.match import normalise_label
 from pxp.protocols.pxp.facts import MatchFn, content_facts, short, tag_contradiction
 from pxp.protocols.pxp.rules import Msg, Tag
+from pxp.protocols.text import TextRefused, clean_name, clean_text
+
+#: the text fields of a line that are short values (the text rule's names); the others are free text
+NAMES = frozenset({"sender", "tag", "status", "prediction"})
 
 
 class Line:
@@ -39,11 +43,19 @@ class Line:
             return None
         return v
 
+    def _rule(self, field: str, value: str, *, name: bool) -> str | None:
+        """`value` under the one text rule (docs/development.md "The text rule"), or None and a problem."""
+        try:
+            return clean_name(value, f"{self.where}: {field}") if name else clean_text(value, f"{self.where}: {field}")
+        except TextRefused as err:
+            self.problems.append(str(err))
+            return None
+
     def name(self, field: str) -> str | None:
         """An identifier: a non-empty string or a whole number (kept as its digits)."""
         v = self.rec.get(field)
         if isinstance(v, str) and v.strip():
-            return v.strip()
+            return self._rule(field, v, name=True) or None
         if isinstance(v, int) and not isinstance(v, bool):
             return str(v)
         self._bad(field, "a non-empty string or a whole number")
@@ -60,7 +72,7 @@ class Line:
             self.problems.append(f"{self.where}: {field} is {len(v):,} characters, over the "
                                  f"{MAX_TEXT_CHARS:,}-character limit for a text field; shorten it")
             return None
-        return v
+        return self._rule(field, v, name=field in NAMES)
 
     def flag(self, field: str) -> bool | None:
         v = self.rec.get(field)
