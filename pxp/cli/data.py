@@ -125,13 +125,17 @@ def import_table_cmd(
     split: Split = None,
     images_root: ImagesRoot = None,
     progress: Progress = True,
+    label_set: Annotated[str | None, typer.Option(
+        "--labels", help="The rad task's label set, comma-separated (default: the study's five findings); "
+        "a label outside it is refused.")] = None,
 ) -> None:
     """Import a CSV or JSONL file with a column mapping."""
     from pxp.data.importers.generic import import_table
 
+    chosen = [x for x in (label_set or "").split(",") if x.strip()] or None
     with import_progress(progress) as report:
-        _run(lambda: import_table(state.engine(), file, task=task, mapping=mapping or [],
-                                  name=name, split=split, images_root=images_root, progress=report))
+        _run(lambda: import_table(state.engine(), file, task=task, mapping=mapping or [], name=name, split=split,
+                                  images_root=images_root, progress=report, labels=chosen))
 
 
 import_app.command("csv")(import_table_cmd)

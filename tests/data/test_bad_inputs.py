@@ -290,3 +290,40 @@ def test_a_label_task_is_not_attached_to_a_smiles_dataset(db_url: str, tmp_path:
     with DB(get_engine(db_url)) as db:
         ds = db.exec(select(Dataset).where(Dataset.name == "toy-drug")).one()
         assert "task_config" not in (ds.config or {})
+
+
+def test_rad_labels_come_from_the_task(db_url: str, tmp_path: Path) -> None:
+    """docs/operations.md, Importing data: a rad label outside the task's set (the study's five, or --labels)
+    is refused with its line and the set named; a label in another case or spacing is the set's own; an empty
+    or null label is refused (a rad case needs one)."""
+    from PIL import Image
+
+    Image.new("L", (64, 64)).save(tmp_path / "a.png")
+    f = tmp_path / "r.csv"
+    f.write_text("image,label\na.png,Pneumonia\na.png,Banana\n")
+    res = pxp("--db", db_url, "import", "csv", str(f), "--task", "rad")
+    assert res.exit_code == 1 and errors(res) == [
+        "error: r.csv:3: label 'Banana' is not one of the task's labels (Atelectasis, Pneumonia, Pleural "
+        "Effusion, Cardiomegaly, Pneumothorax); give the dataset's set with --labels"]
+    assert counts(db_url) == (0, 0, 0, 0)
+    res = pxp("--db", db_url, "import", "csv", str(f), "--task", "rad", "--labels", "Banana,pneumonia,Apple")
+    assert res.exit_code == 0, res.output
+    with DB(get_engine(db_url)) as db:
+        from pxp.storage.tables import Dataset, Instance
+
+        assert db.exec(select(Dataset)).one().config["labels"] == ["Banana", "pneumonia", "Apple"]
+        assert [i.label for i in db.exec(select(Instance).order_by(Instance.ordinal)).all()] == ["pneumonia", "Banana"]
+    j = tmp_path / "n.jsonl"
+    j.write_text('{"image": "a.png", "label": "PLEURAL  effusion"}\n{"image": "a.png", "label": null}\n')
+    res = pxp("--db", db_url, "import", "jsonl", str(j), "--task", "rad")
+    assert res.exit_code == 1 and "n.jsonl:2: empty label" in errors(res)[0], res.output
+
+
+def test_empty_predictions_of_a_text_task_are_never_silent(db_url: str, tmp_path: Path) -> None:
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"input": "a", "prediction": "x"}\n{"input": "b", "prediction": ""}\n'
+                 '{"input": "c", "prediction": null}\n')
+    res = pxp("--db", db_url, "import", "jsonl", str(f), "--task", "text")
+    assert res.exit_code == 0, res.output
+    assert ("t.jsonl: 2 row(s) have no prediction (lines 2, 3): a person can annotate them, but the database "
+            "proxy has no answer for them") in " ".join(res.stderr.split())

@@ -182,6 +182,11 @@ def test_refusals_write_nothing(engine: Engine, tmp_path: Path) -> None:
         import_dicom(engine, folder, name="dcm", labels=labels)
     assert any(p.startswith("cut.dcm:") for p in info.value.problems)
     assert "good.dcm: no row for this file in labels.csv" in info.value.problems
+    labels.write_text("file,label\ngood.dcm,\n")  # an empty label is never silent
+    with pytest.raises(ImportProblems) as info:
+        import_dicom(engine, folder, name="dcm", labels=labels)
+    assert info.value.problems == ["labels.csv:2: empty label for file 'good.dcm'; fill it in, or import the "
+                                   "folder without --labels for unlabelled cases"]
     with DB(engine) as db:
         assert db.exec(select(Instance)).first() is None
         assert db.exec(select(Asset)).first() is None

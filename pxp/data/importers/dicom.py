@@ -236,7 +236,10 @@ def _labels_file(path: Path) -> dict[str, tuple[int, dict[str, str]]]:
     problems = []
     for line, r in rows:
         f = r["file"].strip().replace("\\", "/")
-        if f in out:
+        if not r["label"].strip():  # a labelled case needs its label: the proxy has no answer without one
+            problems.append(f"{path.name}:{line}: empty label for file {f!r}; fill it in, or import the "
+                            "folder without --labels for unlabelled cases")
+        elif f in out:
             problems.append(f"{path.name}:{line}: file {f!r} is also on line {out[f][0]}; list each file once")
         else:
             out[f] = (line, r)

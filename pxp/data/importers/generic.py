@@ -40,6 +40,7 @@ from pxp.data.importers.jsonl import iter_jsonl, jsonl_columns
 from pxp.data.importers.reading import CsvRows, Meter, ProgressFn, csv_row_hash, row_hash
 from pxp.data.importers.stage import store_instances
 from pxp.data.importers.study import smiles_problem
+from pxp.data.match import STUDY_LABELS, normalise_label
 from pxp.protocols.text import TextRefused, clean_name, clean_text
 
 FIELDS = ("key", "input", "image", "prediction", "label", "explanation", "split")
@@ -133,12 +134,14 @@ def import_table(
     split: str | None = None,
     images_root: Path | None = None,
     progress: ProgressFn | None = None,
+    labels: Sequence[str] | None = None,
 ) -> ImportResult:
     """Validate a CSV/JSONL file under a column mapping while storing it as dataset `name`, in
     one pass and one transaction (nothing is kept if any row has a problem).
 
     `mapping` is {column: field} or a list of "column=field" strings; `progress` is called with
-    rows done and the fraction of the file read.
+    rows done and the fraction of the file read. A rad dataset's labels come from its task: `labels`,
+    else the study's five findings; a label outside the set is refused with its line.
     """
     path = Path(path)
     if mapping is not None and not isinstance(mapping, Mapping):
@@ -161,23 +164,33 @@ def import_table(
                 col_of, rows = _jsonl_rows(path, mapping, task, problems, meter, full)
             except _HeaderGrew:
                 continue
-        labels: list[str] = []
+        seen: list[str] = []
+        allowed = label_set(labels, path.name) if task == "rad" else None
+        warns: list[str] = []
         items = _items(path, rows, task, col_of, problems, ImageCache(root), fixed_split if split else None,
-                       labels, bool(split))
+                       seen, bool(split), allowed, warns)
         try:
             return store_instances(
                 engine, name=name or path.stem, task=task, items=items, problems=problems, meter=meter,
                 repeats=(path.name, "key"), description=f"imported from {path.name}", source=str(path),
-                config={"labels": labels},
+                warnings=warns,
+                config={"labels": list(allowed.values()) if labels and allowed else seen},
             )
         except _HeaderGrew:
             meter.bytes = meter.rows = 0
     raise AssertionError("unreachable: the second pass knows every column")
 
 
+def label_set(given: Sequence[str] | None, where: str) -> dict[str, str]:
+    """A label task's set, {normalised label: label}: `given` under the text rule, else the study's five."""
+    chosen = [clean_name(x, f"{where}: --labels") for x in (given or STUDY_LABELS)]
+    return {normalise_label(x): x for x in chosen if x}
+
+
 def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, col_of: dict[str, str],
            problems: list[str], cache: ImageCache, fixed_split: str | None, labels: list[str],
-           split_given: bool) -> Iterator[NewInstance]:
+           split_given: bool, allowed: dict[str, str] | None = None,
+           warns: list[str] | None = None) -> Iterator[NewInstance]:
     """The file's rows as instances, each checked; a problem line for each row that fails."""
     required = REQUIRED.get(task, ("input",))
     used = set(col_of.values())
@@ -188,6 +201,7 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
     hasher = csv_row_hash if isinstance(rows, CsvRows) else row_hash
     name = path.name
     as_input = clean_name if task == "drug" else clean_text
+    unlabelled: list[int] = []
     for line, r in rows:
         try:
             x = as_input(r.get(c_in, "").strip(), f"{name}:{line}: input") if c_in else ""
@@ -207,6 +221,14 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
             problems.append(f"{name}:{line}: empty label in column {c_pred!r}; fill it in, or import "
                             "without a label column for an unlabelled dataset")
             continue
+        if c_pred and not prediction:
+            unlabelled.append(line)
+        if allowed is not None and prediction:
+            if normalise_label(prediction) not in allowed:
+                problems.append(f"{name}:{line}: label {prediction!r} is not one of the task's labels "
+                                f"({', '.join(allowed.values())}); give the dataset's set with --labels")
+                continue
+            prediction = allowed[normalise_label(prediction)]
         if task == "drug":
             bad = [p for p in (smiles_problem(x, "target (input)"),
                                smiles_problem(prediction, "reactant (prediction)")
@@ -236,6 +258,10 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
             label=prediction if task == "rad" else "", reference_prediction=prediction,
             reference_explanation=explanation, meta=meta, line=line, row_hash=hasher(r),
         )
+    if unlabelled and warns is not None:  # never silent: a person can annotate them, the proxy cannot
+        first = ", ".join(str(n) for n in unlabelled[:5]) + (", ..." if len(unlabelled) > 5 else "")
+        warns.append(f"{name}: {len(unlabelled):,} row(s) have no {c_pred} (lines {first}): a person can annotate "
+                     "them, but the database proxy has no answer for them")
     if isinstance(rows, CsvRows) and rows.problems:
         problems[:] = rows.problems  # a file it cannot read is reported alone
 
