@@ -327,3 +327,51 @@ def test_empty_predictions_of_a_text_task_are_never_silent(db_url: str, tmp_path
     assert res.exit_code == 0, res.output
     assert ("t.jsonl: 2 row(s) have no prediction (lines 2, 3): a person can annotate them, but the database "
             "proxy has no answer for them") in " ".join(res.stderr.split())
+
+
+@pytest.mark.postgres
+def test_two_imports_of_one_name_at_once_give_one_dataset_or_one_clear_line(pg_engine: Any,
+                                                                            tmp_path: Path) -> None:
+    """Two imports race for a new dataset name: one creates it; the other either updates it after (the same
+    rows: nothing added) or, when the name was taken between its check and its write, says so in one line."""
+    import threading
+
+    from pxp.data.importers.generic import import_table
+
+    f = tmp_path / "race.csv"
+    f.write_text("key,input\n" + "".join(f"k{i},text {i}\n" for i in range(3000)))
+    outcomes: list[str] = []
+
+    def one() -> None:
+        try:
+            import_table(pg_engine, f, task="text", name="raced")
+            outcomes.append("ok")
+        except ImportProblems as err:
+            outcomes.append(str(err))
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert "ok" in outcomes
+    for o in outcomes:
+        assert o == "ok" or o == ("dataset 'raced' was created by another import meanwhile; nothing of "
+                                  f"{f} was stored: import it again (it then updates that dataset) or choose "
+                                  "another --name"), o
+    with DB(pg_engine) as db:
+        from pxp.storage.tables import Dataset, Instance
+
+        assert len(db.exec(select(Dataset)).all()) == 1 and len(db.exec(select(Instance)).all()) == 3000
+
+
+def test_an_excel_sep_line_is_recognised(db_url: str, tmp_path: Path) -> None:
+    f = tmp_path / "x.csv"
+    f.write_text("sep=,\ninput,label\na,b\n")
+    res = pxp("--db", db_url, "import", "csv", str(f), "--name", "x")
+    assert res.exit_code == 0 and "1 instances" in res.stdout, res.output
+    f.write_text("sep=;\ninput;label\na;b\n")
+    res = pxp("--db", db_url, "import", "csv", str(f), "--name", "y")
+    assert res.exit_code == 1 and errors(res) == [
+        "error: x.csv:1: an Excel 'sep=;' line: this file's fields are separated by ';'; save it as CSV (comma "
+        "delimited)"]

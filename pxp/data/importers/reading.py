@@ -142,6 +142,16 @@ class CsvRows:
         except (csv.Error, StopIteration) as err:
             raise ImportProblems([f"{path.name}:1: cannot read the {label} header "
                                   f"({_csv_reason(err)})"]) from None
+        sep = re.fullmatch(r"\s*sep=(.?)\s*", ",".join(header), flags=re.IGNORECASE)
+        if sep is not None:  # Excel's "sep=," first line: names the delimiter, the header follows
+            if sep.group(1) not in (",", ""):
+                raise ImportProblems([f"{path.name}:1: an Excel 'sep={sep.group(1)}' line: this file's fields "
+                                      f"are separated by {sep.group(1)!r}; save it as CSV (comma delimited)"])
+            try:
+                header = next(self._reader)
+            except (csv.Error, StopIteration) as err:
+                raise ImportProblems([f"{path.name}:2: cannot read the {label} header after the Excel 'sep=,' "
+                                      f"line ({_csv_reason(err)})"]) from None
         self.header = [h.strip() for h in header]
         twice = sorted({h for h in self.header if h and self.header.count(h) > 1})
         if twice:

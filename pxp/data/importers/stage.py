@@ -38,11 +38,13 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import select as sm_select
 
 from pxp.data.images import PreparedImage
 from pxp.data.importers.common import ImportProblems, ImportResult, NewInstance
 from pxp.data.importers.reading import Meter
+from pxp.protocols.text import TextRefused, clean_name
 from pxp.storage.store import db_session
 from pxp.storage.tables import Asset, Dataset, Instance, Session, utcnow
 
@@ -242,7 +244,10 @@ def store_instances(
     `config` and `warnings` are read after the items (an importer fills them meanwhile);
     config entries merge into the dataset's (labels united in order, others replaced).
     """
-    name = name.strip()
+    try:
+        name = clean_name(name, "the dataset name")
+    except TextRefused as err:
+        raise ImportProblems([str(err)]) from None
     if not name:
         raise ImportProblems(["the dataset needs a name"])
     if len(name) > 200:
@@ -315,7 +320,12 @@ def store_instances(
         if synthetic:
             ds.synthetic = True
         db.add(ds)
-        db.flush()
+        try:
+            db.flush()
+        except IntegrityError:  # another import made a dataset of this name since this one began
+            raise ImportProblems([f"dataset {name!r} was created by another import meanwhile; nothing of "
+                                  f"{source or 'this file'} was stored: import it again (it then updates that "
+                                  "dataset) or choose another --name"]) from None
         ds_id = int(ds.id or 0)
         if not fresh and conn.execute(select(INSTANCE.c.id).where(INSTANCE.c.dataset_id == ds_id)
                                       .limit(1)).first() is not None:
