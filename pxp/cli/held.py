@@ -11,11 +11,12 @@ import contextlib
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
 from pxp.cli.common import err, fail
+from pxp.errors import fault_note, user_message
 from pxp.llm.local import listening
 from pxp.running.pxp.config import RunError
 from pxp.running.pxp.controlled.progress import StudyProgress, make_progress
@@ -24,6 +25,7 @@ from pxp.running.pxp.controlled.runner import RunOutcome
 from pxp.running.workers.pool import WorkerError, hold
 from pxp.running.workers.queue_schema import ensure_schema
 from pxp.running.workers.queue_wait import run_many, runner
+from pxp.storage.faults import is_database_error
 
 
 def _warner(display: Any) -> Callable[[str], None]:
@@ -67,7 +69,7 @@ def run_held(engine: Any, experiment_id: int, name: str, *, show_progress: bool,
     except (RunError, ValueError) as e:
         fail(f"{e}; the experiment {name!r} is stored, {hint} once fixed")
     except Exception as e:  # a failed repetition: stored and resumable; one line, never a trace
-        fail(f"a repetition of {name} failed ({type(e).__name__}: {e}); {hint}")
+        _paused_or_failed(e, engine, f"a repetition of {name} failed", hint)
 
 
 def run_study_held(engine: Any, experiments: list[tuple[int, str]], *, show_progress: bool) -> list[RunOutcome]:
@@ -97,4 +99,14 @@ def run_study_held(engine: Any, experiments: list[tuple[int, str]], *, show_prog
     except (RunError, ValueError) as e:
         fail(f"{e}; the study's experiments are stored, {hint} once fixed")
     except Exception as e:  # one line, never a trace; everything stored stays
-        fail(f"the study's run failed ({type(e).__name__}: {e}); {hint}")
+        _paused_or_failed(e, engine, "the study's run failed", hint)
+
+
+def _paused_or_failed(e: Exception, engine: Any, what: str, hint: str) -> NoReturn:
+    """A lost database pauses the run (exit 2, its one line and the resume line, docs/operations.md,
+    Troubleshooting); anything else fails in one line; never a driver's text."""
+    if is_database_error(e):
+        err.print(f"paused: {fault_note(e, engine)}", highlight=False, markup=False, soft_wrap=True)
+        err.print(hint, highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(2)
+    fail(f"{what} ({user_message(e)}); {hint}")
