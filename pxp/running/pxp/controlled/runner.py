@@ -164,6 +164,8 @@ def _quietly(write: Callable[[], None], tries: int = 3) -> bool:
         except Exception as exc:
             if not is_database_error(exc):
                 raise
+            if not is_transient(exc):  # a read-only file or a broken one: waiting does not help
+                return False
             time.sleep(DB_RETRY_WAIT * (i + 1))
     return False
 
