@@ -99,6 +99,13 @@ class AnthropicProvider:
             body["tools"] = [{"name": schema.name, "description": schema.description,
                               "input_schema": dict(schema.schema)}]
             body["tool_choice"] = {"type": "tool", "name": schema.name}
+        budget = self.options.thinking_budget
+        if budget:  # asked to think (docs/research.md, Local models): the answer follows the thinking blocks
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            body["max_tokens"] = max_tokens + budget  # the budget counts within max_tokens
+            if schema is not None:  # a forced tool is refused with thinking: the tool is offered, not forced
+                body["tool_choice"] = {"type": "auto"}
+            return body  # and temperature must stay the API's own with thinking
         if temperature is not None:
             # the SDK no longer types `temperature`; the API still accepts it
             body["extra_body"] = {"temperature": temperature}

@@ -189,6 +189,8 @@ class ProviderOptions:
     max_retries: int | None = None
     timeout: float | None = None
     max_image_px: int | None = None
+    #: tokens a Claude model may think before it answers (extended thinking; None: not asked to think)
+    thinking_budget: int | None = None
 
     def client_kwargs(self) -> dict[str, Any]:
         """The SDK client arguments these options set (both SDKs take the same names)."""
@@ -213,17 +215,23 @@ class ProviderOptions:
         retries = pick("max_retries", "PXP_LLM_MAX_RETRIES")
         timeout = pick("timeout", "PXP_LLM_TIMEOUT")
         max_px = pick("max_image_px", "PXP_MAX_IMAGE_PX")
+        budget = pick("thinking_budget", "PXP_THINKING_BUDGET")
         try:
             out = cls(
                 base_url=base_url or None,
                 max_retries=int(retries) if retries not in (None, "") else None,
                 timeout=float(timeout) if timeout not in (None, "") else None,
                 max_image_px=int(max_px) if max_px not in (None, "") else None,
+                thinking_budget=int(budget) if budget not in (None, "", 0, "0") else None,
             )
         except ValueError:
             raise LLMConfigError(
-                f"max_retries/timeout/max_image_px must be numbers (got {retries!r}, {timeout!r}, {max_px!r})"
+                f"max_retries/timeout/max_image_px/thinking_budget must be numbers (got {retries!r}, {timeout!r}, "
+                f"{max_px!r}, {budget!r})"
             ) from None
+        if out.thinking_budget is not None and out.thinking_budget < 1024:
+            raise LLMConfigError(f"thinking_budget must be at least 1024 tokens, the API's least (got "
+                                 f"{out.thinking_budget})")
         if out.max_image_px is not None and out.max_image_px < 16:
             raise LLMConfigError(f"max_image_px must be at least 16 pixels (got {out.max_image_px})")
         return out

@@ -17,7 +17,7 @@ from sqlmodel import col, select
 from pxp.agents.base import ContextTooLong
 from pxp.analysis.queries import Selection
 from pxp.analysis.tables import table1
-from pxp.llm.base import Prompt, ProviderOptions, Schema, TextPart, Turn, streaming
+from pxp.llm.base import LLMConfigError, Prompt, ProviderOptions, Schema, TextPart, Turn, streaming
 from pxp.llm.local import LOCAL_TIMEOUT, listening, split_thinking
 from pxp.llm.registry import make_provider
 from pxp.running.pxp.config import RunConfig
@@ -357,3 +357,25 @@ def test_images_go_at_the_largest_size_allowed_downscaled_once(
     calls = [c for c in _calls(engine, exp) if c.purpose == "ask"]
     assert calls and all(c.detail == {"image": {"sent": list(sent), "source": [2400, 2000], "limit": limit}}
                          for c in calls)
+
+
+def test_a_claude_model_asked_to_think_keeps_its_thinking_apart(server: FakeLLM,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """PXP_THINKING_BUDGET asks a Claude model to think (extended thinking): the request carries the budget, a
+    larger max_tokens, the tool offered not forced, no temperature; the reply's thinking blocks stay apart."""
+    monkeypatch.setenv("PXP_THINKING_BUDGET", "2048")
+    server.handler = lambda req: answer("Pneumonia", EXPLANATION, structured=True)
+    server.mode = "anthropic-thinking"
+    provider = make_provider("anthropic:claude-sonnet-4-6", ProviderOptions.from_env())
+    prompt = Prompt(system="s", turns=[Turn("user", [TextPart("Case 1.")])])
+    out = provider.complete(prompt, max_tokens=300, temperature=0.0, schema=SCHEMA)
+    body = server.requests[-1].body
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048} and body["max_tokens"] == 2348
+    assert body["tool_choice"] == {"type": "auto"} and "temperature" not in body
+    assert out.thinking == THINKING  # kept apart: the answer read is the one after it
+    from pxp.tasks.rad import rad_spec
+
+    assert rad_spec().parse(out.text, out.data)[0] == "Pneumonia"
+    monkeypatch.setenv("PXP_THINKING_BUDGET", "100")
+    with pytest.raises(LLMConfigError, match="thinking_budget must be at least 1024"):
+        ProviderOptions.from_env()
