@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.errors import PxpError
+from pxp.protocols.text import TextRefused, clean_name
 
 #: the study's five findings: the RAD label set when a dataset names none
 STUDY_LABELS = ("Atelectasis", "Pneumonia", "Pleural Effusion", "Cardiomegaly", "Pneumothorax")
@@ -33,6 +34,21 @@ def fold_case(text: str) -> str:
     if text.isascii():
         return text.lower()
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)).casefold()
+
+
+def label_set(given: Sequence[str] | None, where: str) -> dict[str, str]:
+    """A label task's set, {normalised label: label}: `given` under the text rule, else the study's five."""
+    chosen = [clean_name(x, f"{where}: --labels") for x in (given or STUDY_LABELS)]
+    return {normalise_label(x): x for x in chosen if x}
+
+
+def label_in(allowed: dict[str, str], label: str, where: str, hint: str = "") -> str | TextRefused:
+    """The set's own spelling of `label`, or the one line (an error to report) naming the set."""
+    known = allowed.get(normalise_label(label))
+    if known is not None:
+        return known
+    return TextRefused(f"{where}: label {label!r} is not one of the task's labels ({', '.join(allowed.values())})"
+                       f"{hint}")
 
 
 def match_label(y1: str, y2: str) -> bool:

@@ -272,3 +272,19 @@ def test_every_truncation_is_a_clear_refusal(name: str) -> None:
         with pytest.raises(ImageRejected) as info:
             prepare_image(data[:cut], where=name)
         assert info.value.args[0].startswith(name) and "\n" not in info.value.args[0]
+
+
+def test_a_study_label_outside_the_five_findings_is_refused(engine: Engine, tmp_path: Path) -> None:
+    """The study X-ray CSV's labels are the study's five findings (docs/operations.md, Importing data): another
+    is refused with its line and the set named; another spelling of one is stored as the set's own."""
+    Image.new("L", (64, 64)).save(tmp_path / "a.png")
+    csv_path = tmp_path / "x.csv"
+    csv_path.write_text(RAD_HEADER + "c1,pleural  EFFUSION,,a.png,blunted angle,\nc2,Banana,,a.png,fruit,\n")
+    with pytest.raises(ImportProblems) as info:
+        import_study_rad(engine, csv_path, images_root=tmp_path)
+    assert info.value.problems == ["x.csv:3: label 'Banana' is not one of the task's labels (Atelectasis, "
+                                   "Pneumonia, Pleural Effusion, Cardiomegaly, Pneumothorax)"]
+    csv_path.write_text(RAD_HEADER + "c1,pleural  EFFUSION,,a.png,blunted angle,\n")
+    import_study_rad(engine, csv_path, images_root=tmp_path)
+    with DB(engine) as db:
+        assert [i.label for i in db.exec(select(Instance)).all()] == ["Pleural Effusion"]

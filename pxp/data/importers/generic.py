@@ -40,7 +40,7 @@ from pxp.data.importers.jsonl import iter_jsonl, jsonl_columns
 from pxp.data.importers.reading import CsvRows, Meter, ProgressFn, csv_row_hash, row_hash
 from pxp.data.importers.stage import store_instances
 from pxp.data.importers.study import smiles_problem
-from pxp.data.match import STUDY_LABELS, normalise_label
+from pxp.data.match import label_in, label_set
 from pxp.protocols.text import TextRefused, clean_name, clean_text
 
 FIELDS = ("key", "input", "image", "prediction", "label", "explanation", "split")
@@ -181,12 +181,6 @@ def import_table(
     raise AssertionError("unreachable: the second pass knows every column")
 
 
-def label_set(given: Sequence[str] | None, where: str) -> dict[str, str]:
-    """A label task's set, {normalised label: label}: `given` under the text rule, else the study's five."""
-    chosen = [clean_name(x, f"{where}: --labels") for x in (given or STUDY_LABELS)]
-    return {normalise_label(x): x for x in chosen if x}
-
-
 def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, col_of: dict[str, str],
            problems: list[str], cache: ImageCache, fixed_split: str | None, labels: list[str],
            split_given: bool, allowed: dict[str, str] | None = None,
@@ -224,11 +218,11 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
         if c_pred and not prediction:
             unlabelled.append(line)
         if allowed is not None and prediction:
-            if normalise_label(prediction) not in allowed:
-                problems.append(f"{name}:{line}: label {prediction!r} is not one of the task's labels "
-                                f"({', '.join(allowed.values())}); give the dataset's set with --labels")
+            known = label_in(allowed, prediction, f"{name}:{line}", "; give the dataset's set with --labels")
+            if isinstance(known, TextRefused):
+                problems.append(str(known))
                 continue
-            prediction = allowed[normalise_label(prediction)]
+            prediction = known
         if task == "drug":
             bad = [p for p in (smiles_problem(x, "target (input)"),
                                smiles_problem(prediction, "reactant (prediction)")

@@ -28,6 +28,7 @@ from pxp.data.importers.common import (
 )
 from pxp.data.importers.reading import CsvRows, Meter, ProgressFn, csv_row_hash, read_csv
 from pxp.data.importers.stage import store_instances
+from pxp.data.match import label_in, label_set
 from pxp.protocols.text import TextRefused, clean_name, clean_text
 
 RAD_COLUMNS = ("case", "label", "img_path", "report")
@@ -91,6 +92,7 @@ def import_study_rad(
 def _rad_items(csv_path: Path, reader: CsvRows, rows: Iterable[tuple[int, dict[str, str]]],
                problems: list[str], cache: ImageCache, fixed_split: str | None, split_given: bool,
                synthetic: bool, labels: list[str], short: dict[str, str]) -> Iterator[NewInstance]:
+    allowed = label_set(None, csv_path.name)
     for line, r in rows:
         where = f"{csv_path.name}:{line}"
         try:
@@ -111,6 +113,11 @@ def _rad_items(csv_path: Path, reader: CsvRows, rows: Iterable[tuple[int, dict[s
         except ImageRejected as err:
             problems.append(str(err))
             continue
+        known = label_in(allowed, label, where)
+        if isinstance(known, TextRefused):  # the study's five findings (docs/operations.md, Importing data)
+            problems.append(str(known))
+            continue
+        label = known
         row_split = fixed_split if split_given else check_split(r.get("split"), where, problems)
         if label not in labels:
             labels.append(label)
