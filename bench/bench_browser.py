@@ -274,7 +274,7 @@ def ready_ahead(engine: Any, who: str, deadline: float = 60.0) -> None:
 
 
 def bench_editor(browser: Any, base: str, read_s: float, opens: int = 5) -> None:
-    from tests.browser.test_browser_chem import READY, SHOWN, editor_frame
+    from tests.browser.test_browser_chem import READY, SHOWN, editor_frame, until
 
     ctx = browser.new_context(viewport={"width": 1280, "height": 720})
     page = ctx.new_page()
@@ -288,11 +288,10 @@ def bench_editor(browser: Any, base: str, read_s: float, opens: int = 5) -> None
         t0 = time.perf_counter()
         page.keyboard.press("Alt+M")
         wait_for(page, SHOWN, None, "the editor shown")
-        while (frame := editor_frame(page)) is None:
-            time.sleep(POLL_MS / 1000)
+        until(lambda: editor_frame(page) is not None, 120)
+        frame = editor_frame(page)
         frame.wait_for_function(READY, timeout=120_000, polling=POLL_MS)
-        while not frame.evaluate("async () => !!(await window.ketcher.getSmiles())"):  # pre-filled
-            time.sleep(POLL_MS / 1000)
+        until(lambda f=frame: f.evaluate("async () => !!(await window.ketcher.getSmiles())"), 120)  # pre-filled
         took.append(time.perf_counter() - t0)
         page.keyboard.press("Escape")
         wait_for(page, "() => !(" + SHOWN + ")()", None, "the editor closed")
