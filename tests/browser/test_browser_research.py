@@ -12,6 +12,7 @@ import pytest
 from sqlmodel import Session as DB
 from sqlmodel import select
 
+from pxp.analysis.statistics import compare_experiments, difference_line
 from pxp.running.workers import pool as workers
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Experiment
@@ -69,5 +70,13 @@ def test_the_launch_summary_is_the_run_that_started(server: tuple[str, str]) -> 
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=90_000)  # plotly draws after the script run
             page.screenshot(path=str(ARTIFACTS / "analytics-figure1.png"), full_page=True)
             assert f"exp={exp.id}" in page.url  # the selection is in the URL
+
+            # Compare says in one line every difference and how many sessions it paired
+            with DB(engine) as db:
+                demo = db.exec(select(Experiment).where(Experiment.name == "demo-rad-simulated")).one()
+            line = difference_line(compare_experiments(engine, demo.name, exp.name))
+            assert "A and B differ in " in line and " Paired " in line
+            page.goto(f"{base}/analytics?view=Compare&exp={demo.id},{exp.id}")
+            expect(page.get_by_text(f"A = {demo.name}, B = {exp.name}. {line}")).to_be_visible(timeout=90_000)
         finally:
             browser.close()
