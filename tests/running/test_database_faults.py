@@ -72,7 +72,8 @@ def test_cut_connections_pause_in_one_line_or_are_waited_out(pg_url: str, tmp_pa
         cutter.join()
     lines = errs.strip().splitlines()
     assert not [ln for ln in lines if any(leak in ln for leak in LEAKS)], errs
-    if retry == "0":
+    if retry == "0" and proc.returncode != 0:  # a cut inside a write pauses at once (a cut idle connection
+        # is replaced by the pool's pre-ping unseen: then the run simply finishes)
         assert proc.returncode == 2, errs
         paused = [ln for ln in lines if ln.startswith("paused:")]
         assert paused and all(f"the database {e.url.render_as_string(hide_password=True)} failed: " in ln
