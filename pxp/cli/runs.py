@@ -333,20 +333,25 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
     from pxp.cli.held import run_held
     from pxp.running.pxp.controlled.progress import render_usage
     from pxp.running.pxp.controlled.runner import usage_summary
-    from pxp.storage.faults import is_database_error
+    from pxp.storage.faults import describe, is_database_error, retrying, shown_database
 
     engine = state.engine()
     hint = f"resume with `pxp run --resume {name}`"
     outcome = run_held(engine, experiment_id, name, show_progress=show_progress, concurrency=concurrency,
                        distributed=distributed)
-    try:
+    try:  # a read: tried again while the database is briefly away
         # csv and json carry the whole performance series; table and markdown a summary unless --full
-        typer.echo(render(report_json(engine, name), fmt, full=full or fmt == "csv"))
-        summary = render_usage(usage_summary(engine, experiment_id), outcome.seconds)
+        report = retrying(lambda: render(report_json(engine, name), fmt, full=full or fmt == "csv"))
+        summary = render_usage(retrying(lambda: usage_summary(engine, experiment_id)), outcome.seconds)
     except Exception as exc:  # the database went away with the run: its pause lines still say what to do
-        if not (outcome.paused and is_database_error(exc)):
+        if not is_database_error(exc):
             raise
-        summary = []
+        if not outcome.paused:
+            fail(f"{name!r} finished, but its report could not be read: the database {shown_database(engine)} "
+                 f"failed: {describe(exc)}; show it with `pxp report {name}`")
+        report, summary = None, []
+    if report is not None:
+        typer.echo(report)
     if fmt in ("table", "markdown"):
         typer.echo("\n".join(summary))
     elif summary:

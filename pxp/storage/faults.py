@@ -10,7 +10,9 @@ which faults a run may wait out (a lost connection, a locked or full database) b
 from __future__ import annotations
 
 import re
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pxp.protocols.errors import PxpError
 
@@ -38,6 +40,9 @@ _PHRASES: tuple[tuple[str, str], ...] = (
 )
 _TRANSIENT = ("the connection to the database was cut", "the database server cannot be reached",
               "the database is locked by another process", "the disk is full (or the database reached its size limit)")
+
+
+T = TypeVar("T")
 
 
 class DatabaseFault(PxpError, RuntimeError):
@@ -101,3 +106,17 @@ def shown_database(engine: Any) -> str:
     if url.get_backend_name() == "sqlite" and url.database:
         return str(url.database)
     return str(url.render_as_string(hide_password=True))
+
+
+def retrying(step: Callable[[], T], tries: int = 3, wait: float = 1.0) -> T:
+    """`step()`, tried again (after `wait`, then twice that, ...) while it fails with a transient database
+    fault; any other error, or the last try's fault, is raised. For steps that may be repeated: a read, or
+    a write of a value that is set, not added."""
+    for i in range(tries):
+        try:
+            return step()
+        except Exception as exc:
+            if i == tries - 1 or not (is_database_error(exc) and is_transient(exc)):
+                raise
+            time.sleep(wait * (i + 1))
+    raise AssertionError("unreachable")  # tries >= 1

@@ -13,8 +13,9 @@ expect.set_options(timeout=60_000)
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """With test workers (pytest -n), the browser tests run one after another on one worker: each drives a
-    real server and a browser, and several at once on two cores only slow each other down."""
+    """With test workers (pytest -n), a module's browser tests run one after another on one worker (they may
+    share a server); a browser test spends about half its time waiting for the page, so two modules at once
+    fit on two cores."""
     for item in items:
         if item.path.parent == HERE and not any(m.name == "xdist_group" for m in item.iter_markers()):
-            item.add_marker(pytest.mark.xdist_group("browser"))
+            item.add_marker(pytest.mark.xdist_group(f"browser-{item.path.stem}"))

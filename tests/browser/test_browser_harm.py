@@ -35,7 +35,7 @@ from tests.browser.test_browser_app import _FORM_KEY, CHROMIUM, _idle, _stop, la
 from tests.browser.test_browser_auth import _log_in, _log_out, start_with_login
 from tests.factories import make_drug, make_rad_images
 
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]  # one server per module (module fixture)
+pytestmark = pytest.mark.browser  # one server per module (module fixture): conftest keeps a module on one worker
 
 ANN = ("ann@example.org", "Ann Annotator")
 EVIL = "![x](http://2130706433:9/x) [c](http://127.0.0.2:9/c) [click](javascript:alert(1))"

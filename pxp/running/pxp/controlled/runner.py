@@ -28,7 +28,7 @@ from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.config import RunConfig, RunError
 from pxp.running.pxp.controlled.repetition import Observer, run_repetition, set_run_status
 from pxp.running.pxp.factory import make_agents
-from pxp.storage.faults import DatabaseFault, describe, is_database_error, is_transient, shown_database
+from pxp.storage.faults import DatabaseFault, describe, is_database_error, is_transient, retrying, shown_database
 from pxp.storage.store import db_session, experiment_runs, find_experiment, run_sessions
 from pxp.storage.tables import Experiment, LLMCall, Run
 
@@ -157,17 +157,13 @@ def db_retry_seconds() -> float:
 
 def _quietly(write: Callable[[], None], tries: int = 3) -> bool:
     """A status write while the database may be away: a few tries, then give up (the run stays resumable)."""
-    for i in range(tries):
-        try:
-            write()
-            return True
-        except Exception as exc:
-            if not is_database_error(exc):
-                raise
-            if not is_transient(exc):  # a read-only file or a broken one: waiting does not help
-                return False
-            time.sleep(DB_RETRY_WAIT * (i + 1))
-    return False
+    try:
+        retrying(write, tries, DB_RETRY_WAIT)
+        return True
+    except Exception as exc:
+        if not is_database_error(exc):
+            raise
+        return False
 
 
 def _final_statuses(engine: Engine, experiment_id: int, known: dict[int, tuple[str, str | None]],
