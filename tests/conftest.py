@@ -21,6 +21,9 @@ from pxp.storage.store import make_engine, upgrade
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 STUDY = SHARED / "data" / "pxp-study"
+# The app's first start makes the demo films in the background (about 15 s of work): only the tests that are
+# about them turn it on (tests/app/test_app.py), so servers started by other tests stay light.
+os.environ.setdefault("PXP_DEMO_FILMS", "0")
 PG_URL = os.environ.get("PXP_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 

@@ -149,7 +149,31 @@ def _start(url: str) -> Started:
         ensure_demo(engine)
     except Exception as err:
         return Started(engine, f"The demo data could not be loaded: {' '.join(str(err).split())}")
-    return Started(engine, "Demo data loaded: a synthetic chest X-ray set and a drug-synthesis set.")
+    loaded = "Demo data loaded: a synthetic chest X-ray set and a drug-synthesis set."
+    if not demo_films_wanted():
+        return Started(engine, loaded)
+    threading.Thread(target=_make_demo_films, args=(engine,), name="pxp-demo-films", daemon=True).start()
+    return Started(engine, f"{loaded} The demo films (demo-rad-films: 2048-px 12-bit DICOM, for the Lung, Soft "
+                           "tissue and Bone windows) are being made and appear in the Dataset list in about 15 s.")
+
+
+def demo_films_wanted() -> bool:
+    """Whether first start makes the demo films too (docs/annotating.md, Pages); PXP_DEMO_FILMS=0 turns it off."""
+    return os.environ.get("PXP_DEMO_FILMS", "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def _make_demo_films(engine: Engine) -> None:
+    """First start's background step: the demo films, after the demo (all-or-nothing, like every import); a
+    failure is one log line and leaves the demo as it is."""
+    import logging
+
+    from pxp.errors import user_message
+    from pxp.running.pxp.controlled.demo import ensure_demo_films
+
+    try:
+        ensure_demo_films(engine)
+    except Exception as err:  # another replica made them first, or the disk is full: the demo stands
+        logging.getLogger("pxp.app").warning("the demo films were not made: %s", user_message(err))
 
 
 class DatabaseUnavailable(PxpError, RuntimeError):

@@ -169,6 +169,26 @@ def test_first_start_loads_the_demo(app_db: tuple[str, Engine]) -> None:
     assert "Simulated agent" in texts(at)
 
 
+def test_first_start_makes_the_demo_films_in_the_background(app_db: tuple[str, Engine],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo shows what the viewer is for: 2048-px 12-bit films with the Lung, Soft tissue and Bone windows
+    follow the demo on first start (docs/annotating.md, Pages), while the app already serves."""
+    _, engine = app_db
+    monkeypatch.setenv("PXP_DEMO_FILMS", "1")
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    notice = " ".join(str(t.value) for t in at.toast).replace("\\", "")  # as shown: markdown escapes removed
+    assert "demo-rad-films" in notice and "being made" in notice, notice
+    from pxp.app.data import datasets_table
+
+    deadline = time.monotonic() + 180
+    while "demo-rad-films" not in set(datasets_table(engine)["name"]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    at = login(new_app("annotate"), "demo-rad-films")
+    head = read_header(at.get("bidi_component")[0].proto.bytes)
+    assert head["w"] == head["h"] == 2048
+    assert {"Lung", "Soft tissue", "Bone"} <= {p["name"] for p in head["presets"]}
+
+
 # --- Annotate ------------------------------------------------------------------------------
 
 
