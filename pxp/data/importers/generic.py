@@ -38,7 +38,7 @@ from pxp.data.importers.common import (
 )
 from pxp.data.importers.jsonl import iter_jsonl, jsonl_columns
 from pxp.data.importers.reading import CsvRows, Meter, ProgressFn, csv_row_hash, row_hash
-from pxp.data.importers.stage import store_instances
+from pxp.data.importers.stage import store_instances, store_twice
 from pxp.data.importers.study import smiles_problem
 from pxp.data.match import label_in, label_set
 from pxp.protocols.text import TextRefused, clean_name, clean_text
@@ -152,35 +152,44 @@ def import_table(
         raise ImportProblems([f"{path.name}: expected a .csv or .jsonl file"])
     meter = Meter(progress)
     root = Path(images_root) if images_root is not None else path.parent
-    for full in (False, True):
-        problems: list[str] = []
-        fixed_split = check_split(split, "--split", problems)
-        rows: Iterable[tuple[int, dict[str, str]]]
-        if suffix == ".csv":
-            rows = CsvRows(path, meter=meter)
-            col_of = _columns(path, rows.header, mapping, task)
-        else:
+    full = False
+
+    def store(direct: bool) -> ImportResult:
+        nonlocal full
+        while True:
             try:
-                col_of, rows = _jsonl_rows(path, mapping, task, problems, meter, full)
-            except _HeaderGrew:
-                continue
-        seen: list[str] = []
-        allowed = label_set(labels, path.name) if task == "rad" else None
-        warns: list[str] = []
-        items = _items(path, rows, task, col_of, problems, ImageCache(root), fixed_split if split else None,
-                       seen, bool(split), allowed, warns)
-        try:
-            return store_instances(
-                engine, name=name or path.stem, task=task, items=items, problems=problems, meter=meter,
-                repeats=(path.name, "key"), description=f"imported from {path.name}", source=str(path),
-                warnings=warns,
-                config={"labels": list(allowed.values()) if labels and allowed else seen},
-            )
-        except _HeaderGrew:
-            meter.bytes = meter.rows = 0
-    raise AssertionError("unreachable: the second pass knows every column")
+                return _store(engine, path, task, mapping, name, split, root, meter, labels, full, direct)
+            except _HeaderGrew:  # rolled back: read the file again knowing every column
+                full = True
+                meter.bytes = meter.rows = 0
+
+    return store_twice(meter, store)
 
 
+def _store(engine: Engine, path: Path, task: str, mapping: Mapping[str, str] | None, name: str | None,
+           split: str | None, root: Path, meter: Meter, labels: Sequence[str] | None, full: bool,
+           direct: bool) -> ImportResult:
+    """One reading of the file, stored as it is read (see import_table); _HeaderGrew when a JSONL
+    line brings a column that changes the mapping."""
+    problems: list[str] = []
+    fixed_split = check_split(split, "--split", problems)
+    rows: Iterable[tuple[int, dict[str, str]]]
+    if path.suffix.lower() == ".csv":
+        rows = CsvRows(path, meter=meter)
+        col_of = _columns(path, rows.header, mapping, task)
+    else:
+        col_of, rows = _jsonl_rows(path, mapping, task, problems, meter, full)
+    seen: list[str] = []
+    allowed = label_set(labels, path.name) if task == "rad" else None
+    warns: list[str] = []
+    items = _items(path, rows, task, col_of, problems, ImageCache(root), fixed_split if split else None,
+                   seen, bool(split), allowed, warns)
+    return store_instances(
+        engine, name=name or path.stem, task=task, items=items, problems=problems, meter=meter,
+        repeats=(path.name, "key"), description=f"imported from {path.name}", source=str(path),
+        warnings=warns, config={"labels": list(allowed.values()) if labels and allowed else seen},
+        direct=direct,
+    )
 def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, col_of: dict[str, str],
            problems: list[str], cache: ImageCache, fixed_split: str | None, labels: list[str],
            split_given: bool, allowed: dict[str, str] | None = None,
