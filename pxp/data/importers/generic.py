@@ -30,6 +30,7 @@ from sqlalchemy import Engine
 
 from pxp.data.images import ImageCache, ImageRejected, PreparedImage
 from pxp.data.importers.common import (
+    SPLITS,
     ImportProblems,
     ImportResult,
     NewInstance,
@@ -190,6 +191,8 @@ def _store(engine: Engine, path: Path, task: str, mapping: Mapping[str, str] | N
         warnings=warns, config={"labels": list(allowed.values()) if labels and allowed else seen},
         direct=direct,
     )
+
+
 def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, col_of: dict[str, str],
            problems: list[str], cache: ImageCache, fixed_split: str | None, labels: list[str],
            split_given: bool, allowed: dict[str, str] | None = None,
@@ -207,14 +210,14 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
     unlabelled: list[int] = []
     for line, r in rows:
         try:
-            x = as_input(r.get(c_in, "").strip(), f"{name}:{line}: input") if c_in else ""
-            prediction = clean_name(r.get(c_pred, ""), f"{name}:{line}: prediction") if c_pred else ""
-            explanation = clean_text(r.get(c_expl, "").strip(), f"{name}:{line}: explanation") if c_expl else ""
-            given_key = clean_name(r.get(c_key, ""), f"{name}:{line}: key") if c_key else ""
-            meta: dict[str, Any] = {k: clean_text(v, f"{name}:{line}: {k}") for k, v in r.items()
-                                    if v != "" and k not in used}
+            # the field alone: the refusal is prefixed with the file and line (not built per row)
+            x = as_input(r.get(c_in, "").strip(), "input") if c_in else ""
+            prediction = clean_name(r.get(c_pred, ""), "prediction") if c_pred else ""
+            explanation = clean_text(r.get(c_expl, "").strip(), "explanation") if c_expl else ""
+            given_key = clean_name(r.get(c_key, ""), "key") if c_key else ""
+            meta: dict[str, Any] = {k: clean_text(v, k) for k, v in r.items() if v != "" and k not in used}
         except TextRefused as err:
-            problems.append(str(err))
+            problems.append(f"{name}:{line}: {err}")
             continue
         empty = [f for f, c in req_cols if not (x if f == "input" else r.get(c, "").strip())]
         if empty:
@@ -249,8 +252,9 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
         key = given_key or "row-" + hashlib.sha256(
             "\x1f".join((x, img.sha256 if img else "", prediction, explanation)).encode()
         ).hexdigest()[:16]
-        row_split = fixed_split if split_given else check_split(
-            r.get(c_split, "") if c_split else None, f"{name}:{line}", problems)
+        given_split = r.get(c_split, "") if c_split and not split_given else None
+        row_split = fixed_split if split_given else given_split if given_split in SPLITS else check_split(
+            given_split, f"{name}:{line}", problems)
         if c_img:
             meta["file"] = r.get(c_img, "").strip()
         if task == "rad" and prediction and prediction not in seen_labels:
