@@ -41,7 +41,6 @@ STAGE = Table(
     Column("reference_explanation", Text), Column("meta", Text), Column("dropped", Integer),
     prefixes=["TEMPORARY"], postgresql_on_commit="DROP",
 )
-_COLS = [c.name for c in STAGE.columns]
 #: the columns of `instance` an import fills, in the order of a direct row
 _DIRECT = ["dataset_id", "key", "ordinal", "split", "asset_sha256", "payload", "label",
            "reference_prediction", "reference_explanation", "meta"]
@@ -54,17 +53,17 @@ class KeyRepeated(Exception):
 
 
 class Stager:
-    """Sends rows to the temporary table (COPY on PostgreSQL); with `ds_id`, straight into
+    """Sends rows to a temporary table, `stage` (COPY on PostgreSQL); with `ds_id`, straight into
     `instance` as that dataset's (PostgreSQL, a dataset with no instance yet)."""
 
-    def __init__(self, conn: Connection, ds_id: int | None = None) -> None:
-        self.conn, self.ds_id = conn, ds_id
+    def __init__(self, conn: Connection, ds_id: int | None = None, *, stage: Table = STAGE) -> None:
+        self.conn, self.ds_id, self.stage = conn, ds_id, stage
         self.pg = conn.dialect.name == "postgresql"
-        self.table, cols = ("pxp_import_stage", _COLS) if ds_id is None else ("instance", _DIRECT)
+        self.table, cols = (stage.name, [c.name for c in stage.columns]) if ds_id is None else ("instance", _DIRECT)
         self.cols = ", ".join(cols)
         if ds_id is None:
             self.drop()
-            STAGE.create(conn)
+            stage.create(conn)
         marks = ", ".join("?" if not self.pg else "%s" for _ in cols)
         self.sql = f"INSERT INTO {self.table} ({self.cols}) VALUES ({marks})"
 
@@ -92,7 +91,7 @@ class Stager:
     def drop(self) -> None:
         if self.ds_id is None:
             schema = "" if self.pg else "temp."  # never a stored table of that name
-            self.conn.exec_driver_sql(f"DROP TABLE IF EXISTS {schema}pxp_import_stage")
+            self.conn.exec_driver_sql(f"DROP TABLE IF EXISTS {schema}{self.stage.name}")
 
 
 def copy_rows(conn: Connection, table: str, columns: str, rows: Iterable[Iterable[Any]]) -> None:
