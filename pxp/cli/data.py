@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -26,12 +26,19 @@ def _run(call: Callable[[], Any]) -> None:
     try:
         res = call()
     except ImportProblems as e:
-        for p in e.problems:
-            err.print(f"[red]error:[/red] {escape(p)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        refuse(e.problems)
     out.print(f"imported {res.summary()}", highlight=False, markup=False, soft_wrap=True)
     for w in res.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False, soft_wrap=True)
+
+
+def refuse(problems: list[str]) -> NoReturn:
+    """Print an import's problems, one a line (the first 20, then their count), and exit 1."""
+    from pxp.data.importers.common import shown_problems
+
+    for p in shown_problems(problems):
+        err.print(f"[red]error:[/red] {escape(p)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
 
 
 @contextmanager
@@ -194,9 +201,7 @@ def demo_cmd(
                       markup=False, soft_wrap=True)
         loaded = ensure_demo(state.engine())
     except ImportProblems as e:
-        for p in e.problems:
-            err.print(f"[red]error:[/red] {escape(p)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        refuse(e.problems)
     exps = ", ".join(DEMO_EXPERIMENTS.values())
     if loaded:
         line = ("loaded the demo: datasets demo-rad (synthetic chest X-ray phantoms) and "
@@ -228,13 +233,13 @@ def import_transcripts_cmd(
         res = import_transcripts(state.engine(), file, name=name, n=n, k=k, task=task,
                                  allow_nonconformant=allow_nonconformant)
     except ImportProblems as e:
-        for p in e.problems:
-            err.print(f"[red]error:[/red] {escape(p)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        refuse(e.problems)
     out.print(
         escape(f"imported {res.sessions} sessions ({res.messages} messages) as experiment {res.experiment!r}"),
         highlight=False,
         soft_wrap=True,
     )
-    for p in res.nonconformant:
+    from pxp.data.importers.common import shown_problems
+
+    for p in shown_problems(res.nonconformant):
         err.print(f"[yellow]warning:[/yellow] {escape(p)}", highlight=False, soft_wrap=True)

@@ -133,13 +133,14 @@ def import_cmd(
 ) -> None:
     """Read, validate and score every episode; a bad one is one error line (file and field), and then
     nothing is stored (all or nothing) unless --keep-good."""
+    from pxp.data.importers.common import shown_problems
     from pxp.running.scorekeeping.games import GameError, import_clembench
 
     try:
         res = import_clembench(state.engine(), folder, name, keep_good=keep_good)
     except GameError as e:
         fail(str(e))
-    for line in res.errors:
+    for line in shown_problems(res.errors):
         err.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
     for line in res.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(line)}", highlight=False, soft_wrap=True)

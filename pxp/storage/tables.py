@@ -49,10 +49,11 @@ class Instance(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("dataset_id", "key", name="uq_instance_dataset_key"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    dataset_id: int = Field(foreign_key="dataset.id", index=True)
+    #: indexed by the unique (dataset_id, key) index, which leads with it; split is not indexed (three values)
+    dataset_id: int = Field(foreign_key="dataset.id")
     key: str = Field(max_length=300)
     ordinal: int = 0
-    split: str | None = Field(default=None, max_length=16, index=True)
+    split: str | None = Field(default=None, max_length=16)
     asset_sha256: str | None = Field(default=None, foreign_key="asset.sha256", max_length=64)
     payload: str = Field(default="", sa_type=Text)
     label: str = Field(default="", max_length=200)

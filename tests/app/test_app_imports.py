@@ -63,6 +63,14 @@ def test_generic_csv_with_a_mapping_and_its_refusal(engine: Engine) -> None:
         assert (inst.key, inst.payload, inst.reference_prediction) == ("c1", "Rash after amoxicillin", "Probable")
 
 
+def test_an_upload_shows_the_first_20_problems_then_their_count(engine: Engine) -> None:
+    csv = b"key,input\n" + b"".join(b"k%d,\n" % i for i in range(24))
+    bad = imports.run_import(engine, "generic", Up("e.csv", csv), name="e", options={"task": "text"})
+    assert not bad.ok
+    assert bad.messages == [f"e.csv:{i + 2}: empty input" for i in range(20)] + [
+        "... and 4 more problems not shown (fix these and import again)"]
+
+
 def test_attach_a_custom_task_config(engine: Engine) -> None:
     csv = b"key,input,prediction,explanation\nc1,Rash after amoxicillin,Probable,Onset on day 3.\n"
     assert imports.run_import(engine, "generic", Up("adr.csv", csv), name="adr", options={"task": "text"}).ok

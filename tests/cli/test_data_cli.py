@@ -87,3 +87,36 @@ def test_import_progress_draws_on_a_terminal_only(db_url: str, tmp_path: Path) -
     f.write_text("input\nsome text\n")
     code, out, err = run(db_url, "import", "csv", str(f), "--no-progress")
     assert code == 0 and "1 added" in out and "rows/s" not in err
+
+
+def _capped(err: str, total: int) -> list[str]:
+    """The error lines: the first 20 each name their line, then one counts the rest."""
+    lines = err.splitlines()
+    assert len(lines) == 21, lines
+    assert lines[-1] == f"error: ... and {total - 20} more problems not shown (fix these and import again)"
+    return lines[:20]
+
+
+def test_every_importer_shows_the_first_20_problems_then_their_count(db_url: str, tmp_path: Path) -> None:
+    bad = tmp_path / "r.csv"
+    bad.write_text("key,input,split\n" + "".join(f"k{i},x,nosplit\n" for i in range(25)))
+    code, out, err = run(db_url, "import", "csv", str(bad))
+    assert code == 1 and out == ""
+    assert _capped(err, 25) == [f"error: r.csv:{i + 2}: split must be train, val or test, not 'nosplit'"
+                                for i in range(20)]
+    drug = tmp_path / "d.csv"
+    drug.write_text("output,input,explanation\n" + "CCO,C1CC,x\n" * 30)
+    code, _, err = run(db_url, "import", "study-drug", str(drug))
+    assert code == 1 and _capped(err, 30)[19] == "error: d.csv:21: invalid target (input) SMILES 'C1CC'"
+    msgs = tmp_path / "t.jsonl"
+    msgs.write_text('{"session": "s", "instance": "x", "j": 1, "sender": "machine"}\n' * 22)
+    code, _, err = run(db_url, "import", "transcripts", str(msgs), "--name", "t")
+    assert code == 1 and _capped(err, 22)[0] == ("error: t.jsonl:1: missing tag; every message needs "
+                                                 "session, instance, j, sender, tag")
+    runs = tmp_path / "runs" / "pair" / "privateshared" / "exp"
+    for k in range(23):
+        (runs / f"episode_{k}").mkdir(parents=True)
+        (runs / f"episode_{k}" / "interactions.json").write_text("{")
+    code, out, err = run(db_url, "scorekeeping", "import-clembench", str(tmp_path / "runs"), "--name", "g")
+    assert code == 1 and "23 episode(s) refused" in out
+    assert _capped(err, 23)[0].startswith(f"error: {runs / 'episode_0' / 'interactions.json'}: malformed JSON")

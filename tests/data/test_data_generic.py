@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from sqlmodel import select
 from pxp.data.importers.common import ImportProblems
 from pxp.data.importers.generic import import_table, parse_mapping
 from pxp.storage.store import count_rows
-from pxp.storage.tables import Asset, Dataset, Instance
+from pxp.storage.tables import Asset, Dataset, Instance, Session
 
 
 def png(path: Path, value: int) -> None:
@@ -200,10 +201,10 @@ def test_killed_mid_import_leaves_nothing_and_the_next_import_succeeds(
     assert import_table(any_engine, f).added == 12_000
 
 
-def _peak(engine: Engine, path: Path, name: str) -> int:
+def _peak(engine: Engine, path: Path, name: str, importer: Callable[..., object] = import_table) -> int:
     tracemalloc.start()
     try:
-        import_table(engine, path, name=name)
+        importer(engine, path, name=name)
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -259,3 +260,29 @@ def test_a_csv_with_old_mac_line_ends_reads_as_before(engine: Engine, tmp_path: 
     f.write_bytes(b'key,input\rk1,one\rk2,"two\rlines"\r')
     assert import_table(engine, f).added == 2
     assert [(i.key, i.payload) for i in instances(engine)] == [("k1", "one"), ("k2", "two\nlines")]
+
+
+def write_transcripts(path: Path, sessions: int) -> Path:
+    """Three messages a session, each session's lines apart (the file's order is not the sessions')."""
+    with path.open("w") as fh:
+        for j in range(1, 4):
+            for s in range(sessions):
+                fh.write(json.dumps({"session": f"s{s}", "instance": f"x{s}", "j": j,
+                                     "sender": ("machine", "human", "machine")[j - 1],
+                                     "tag": ("INIT", "RATIFY", "RATIFY")[j - 1], "prediction": "Pneumonia",
+                                     "explanation": f"opacity in the lower lobe {s}"}) + "\n")
+    return path
+
+
+def test_transcript_memory_stays_flat_as_the_file_grows(engine: Engine, tmp_path: Path) -> None:
+    from pxp.data.importers.transcripts import import_transcripts
+
+    def run(db: Engine, path: Path, name: str) -> object:
+        return import_transcripts(db, path, name=name, n=10, k=3)
+
+    run(engine, write_transcripts(tmp_path / "warm.jsonl", 30), "warm")  # first-use caches
+    peak_small = _peak(engine, write_transcripts(tmp_path / "small.jsonl", 600), "small", run)
+    peak_large = _peak(engine, write_transcripts(tmp_path / "large.jsonl", 4_000), "large", run)
+    assert peak_large < peak_small * 1.25 + 256 * 1024, (peak_small, peak_large)
+    with DB(engine) as db:
+        assert count_rows(db, Session) == 30 + 600 + 4_000

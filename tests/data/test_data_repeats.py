@@ -114,7 +114,8 @@ def test_drug_rows_with_the_same_reaction_are_kept(engine: Engine, tmp_path: Pat
 
 
 @pytest.mark.parametrize("suffix", ["csv", "jsonl"])
-def test_generic_repeated_keys_are_kept(engine: Engine, tmp_path: Path, suffix: str) -> None:
+def test_generic_repeated_keys_are_kept(any_engine: Engine, tmp_path: Path, suffix: str) -> None:
+    engine = any_engine
     path = tmp_path / f"t.{suffix}"
     if suffix == "csv":
         path.write_text("key,input,label\nk1,hello,a\nk1,world,b\nk2,x,c\nk2,x,c\n")
@@ -131,6 +132,28 @@ def test_generic_repeated_keys_are_kept(engine: Engine, tmp_path: Path, suffix: 
                             f"(key#2, ...): k1 (lines {1 + n}, {2 + n})"]
     with DB(engine) as db:
         assert sorted(i.key for i in db.exec(select(Instance))) == ["k1", "k1#2", "k2"]
+
+
+def test_a_key_repeated_after_the_first_batch_is_numbered_on_both_databases(any_engine: Engine,
+                                                                            tmp_path: Path) -> None:
+    """On PostgreSQL a new dataset's rows go straight into `instance`; a key repeated in a later
+    batch rolls that back and the import is done again through the staging table: the same
+    instances, numbers and ordinals as on SQLite, and one count of rows in the progress."""
+    from pxp.data.importers.sending import BATCH
+
+    n = BATCH + 500
+    path = tmp_path / "late.csv"
+    path.write_text("key,input\n" + "".join(f"k{i},row {i}\n" for i in range(n - 1)) + "k7,again\n")
+    seen: list[int] = []
+    res = import_table(any_engine, path, task="text", progress=lambda rows, _: seen.append(rows))
+    assert (res.added, res.warnings) == (n, [f"late.csv: key repeated, each row kept as its own instance "
+                                             f"(key#2, ...): k7 (lines 9, {n + 1})"])
+    assert max(seen) == n
+    with DB(any_engine) as db:
+        rows = db.exec(select(Instance.key, Instance.ordinal, Instance.payload).order_by(Instance.ordinal)).all()
+    assert [r[1] for r in rows] == list(range(1, n + 1))
+    assert rows[-1] == ("k7#2", n, "again") and rows[7] == ("k7", 8, "row 7")
+    assert import_table(any_engine, path, task="text").unchanged == n
 
 
 def test_datasets_page_upload_shows_the_same_warning(engine: Engine, tmp_path: Path) -> None:

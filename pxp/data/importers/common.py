@@ -11,6 +11,7 @@ importing the same file again adds nothing.
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,20 @@ class ImportProblems(PxpError, ValueError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("; ".join(problems[:5]) + (" ..." if len(problems) > 5 else ""))
+
+
+#: the problems an import shows one per line; the rest are counted on one more line
+SHOWN_PROBLEMS = 20
+
+
+def shown_problems(problems: Sequence[str]) -> list[str]:
+    """The lines that show an import's problems (CLI and app alike): the first SHOWN_PROBLEMS, each
+    naming its file and line, then one line counting the rest."""
+    rest = len(problems) - SHOWN_PROBLEMS
+    if rest <= 0:
+        return list(problems)
+    return [*problems[:SHOWN_PROBLEMS],
+            f"... and {rest:,} more problem{'s' if rest > 1 else ''} not shown (fix these and import again)"]
 
 
 @dataclass(slots=True)

@@ -30,6 +30,7 @@ from sqlalchemy import Engine
 
 from pxp.data.images import ImageCache, ImageRejected, PreparedImage
 from pxp.data.importers.common import (
+    SPLITS,
     ImportProblems,
     ImportResult,
     NewInstance,
@@ -38,7 +39,7 @@ from pxp.data.importers.common import (
 )
 from pxp.data.importers.jsonl import iter_jsonl, jsonl_columns
 from pxp.data.importers.reading import CsvRows, Meter, ProgressFn, csv_row_hash, row_hash
-from pxp.data.importers.stage import store_instances
+from pxp.data.importers.stage import store_instances, store_twice
 from pxp.data.importers.study import smiles_problem
 from pxp.data.match import label_in, label_set
 from pxp.protocols.text import TextRefused, clean_name, clean_text
@@ -152,33 +153,44 @@ def import_table(
         raise ImportProblems([f"{path.name}: expected a .csv or .jsonl file"])
     meter = Meter(progress)
     root = Path(images_root) if images_root is not None else path.parent
-    for full in (False, True):
-        problems: list[str] = []
-        fixed_split = check_split(split, "--split", problems)
-        rows: Iterable[tuple[int, dict[str, str]]]
-        if suffix == ".csv":
-            rows = CsvRows(path, meter=meter)
-            col_of = _columns(path, rows.header, mapping, task)
-        else:
+    full = False
+
+    def store(direct: bool) -> ImportResult:
+        nonlocal full
+        while True:
             try:
-                col_of, rows = _jsonl_rows(path, mapping, task, problems, meter, full)
-            except _HeaderGrew:
-                continue
-        seen: list[str] = []
-        allowed = label_set(labels, path.name) if task == "rad" else None
-        warns: list[str] = []
-        items = _items(path, rows, task, col_of, problems, ImageCache(root), fixed_split if split else None,
-                       seen, bool(split), allowed, warns)
-        try:
-            return store_instances(
-                engine, name=name or path.stem, task=task, items=items, problems=problems, meter=meter,
-                repeats=(path.name, "key"), description=f"imported from {path.name}", source=str(path),
-                warnings=warns,
-                config={"labels": list(allowed.values()) if labels and allowed else seen},
-            )
-        except _HeaderGrew:
-            meter.bytes = meter.rows = 0
-    raise AssertionError("unreachable: the second pass knows every column")
+                return _store(engine, path, task, mapping, name, split, root, meter, labels, full, direct)
+            except _HeaderGrew:  # rolled back: read the file again knowing every column
+                full = True
+                meter.bytes = meter.rows = 0
+
+    return store_twice(meter, store)
+
+
+def _store(engine: Engine, path: Path, task: str, mapping: Mapping[str, str] | None, name: str | None,
+           split: str | None, root: Path, meter: Meter, labels: Sequence[str] | None, full: bool,
+           direct: bool) -> ImportResult:
+    """One reading of the file, stored as it is read (see import_table); _HeaderGrew when a JSONL
+    line brings a column that changes the mapping."""
+    problems: list[str] = []
+    fixed_split = check_split(split, "--split", problems)
+    rows: Iterable[tuple[int, dict[str, str]]]
+    if path.suffix.lower() == ".csv":
+        rows = CsvRows(path, meter=meter)
+        col_of = _columns(path, rows.header, mapping, task)
+    else:
+        col_of, rows = _jsonl_rows(path, mapping, task, problems, meter, full)
+    seen: list[str] = []
+    allowed = label_set(labels, path.name) if task == "rad" else None
+    warns: list[str] = []
+    items = _items(path, rows, task, col_of, problems, ImageCache(root), fixed_split if split else None,
+                   seen, bool(split), allowed, warns)
+    return store_instances(
+        engine, name=name or path.stem, task=task, items=items, problems=problems, meter=meter,
+        repeats=(path.name, "key"), description=f"imported from {path.name}", source=str(path),
+        warnings=warns, config={"labels": list(allowed.values()) if labels and allowed else seen},
+        direct=direct,
+    )
 
 
 def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, col_of: dict[str, str],
@@ -198,14 +210,14 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
     unlabelled: list[int] = []
     for line, r in rows:
         try:
-            x = as_input(r.get(c_in, "").strip(), f"{name}:{line}: input") if c_in else ""
-            prediction = clean_name(r.get(c_pred, ""), f"{name}:{line}: prediction") if c_pred else ""
-            explanation = clean_text(r.get(c_expl, "").strip(), f"{name}:{line}: explanation") if c_expl else ""
-            given_key = clean_name(r.get(c_key, ""), f"{name}:{line}: key") if c_key else ""
-            meta: dict[str, Any] = {k: clean_text(v, f"{name}:{line}: {k}") for k, v in r.items()
-                                    if v != "" and k not in used}
+            # the field alone: the refusal is prefixed with the file and line (not built per row)
+            x = as_input(r.get(c_in, "").strip(), "input") if c_in else ""
+            prediction = clean_name(r.get(c_pred, ""), "prediction") if c_pred else ""
+            explanation = clean_text(r.get(c_expl, "").strip(), "explanation") if c_expl else ""
+            given_key = clean_name(r.get(c_key, ""), "key") if c_key else ""
+            meta: dict[str, Any] = {k: clean_text(v, k) for k, v in r.items() if v != "" and k not in used}
         except TextRefused as err:
-            problems.append(str(err))
+            problems.append(f"{name}:{line}: {err}")
             continue
         empty = [f for f, c in req_cols if not (x if f == "input" else r.get(c, "").strip())]
         if empty:
@@ -240,8 +252,9 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
         key = given_key or "row-" + hashlib.sha256(
             "\x1f".join((x, img.sha256 if img else "", prediction, explanation)).encode()
         ).hexdigest()[:16]
-        row_split = fixed_split if split_given else check_split(
-            r.get(c_split, "") if c_split else None, f"{name}:{line}", problems)
+        given_split = r.get(c_split, "") if c_split and not split_given else None
+        row_split = fixed_split if split_given else given_split if given_split in SPLITS else check_split(
+            given_split, f"{name}:{line}", problems)
         if c_img:
             meta["file"] = r.get(c_img, "").strip()
         if task == "rad" and prediction and prediction not in seen_labels:

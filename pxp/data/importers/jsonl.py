@@ -18,11 +18,13 @@ class _Duplicate(ValueError):
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _Duplicate(f"the key {k!r} appears twice")
-        out[k] = v
+    out = dict(pairs)
+    if len(out) < len(pairs):  # a key given twice: name the first
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _Duplicate(f"the key {k!r} appears twice")
+            seen.add(k)
     return out
 
 

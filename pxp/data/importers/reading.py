@@ -6,10 +6,13 @@ UTF-8, NUL bytes), each naming its line, and a meter that reports progress.
 from __future__ import annotations
 
 import csv
+import io
+import itertools
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from pxp.data.importers.common import ImportProblems, field_limit
 from pxp.data.importers.limits import MAX_TABLE_BYTES
@@ -84,7 +87,7 @@ def text_lines(path: Path, meter: Meter | None = None, *, cr: bool = False) -> I
     line ends kept), decoded as UTF-8 with a BOM allowed.
 
     Refuses (ImportProblems, one line) a missing, too large or empty file, a line that is
-    not UTF-8 and a NUL byte, naming the line; reads nothing twice and holds one line.
+    not UTF-8 and a NUL byte, naming the line; reads nothing twice and holds about 64 KiB.
     """
     size = _size(path)
     if meter is not None:
@@ -92,18 +95,35 @@ def text_lines(path: Path, meter: Meter | None = None, *, cr: bool = False) -> I
     if _blank(path):
         raise ImportProblems([f"{path.name}: the file is empty"])
     with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+        lineno = 0
+        while lines := fh.readlines(1 << 16):  # about 64 KiB of whole lines at a time
+            block = b"".join(lines)
             if meter is not None:
-                meter.bytes += len(raw)
-            line = _decode(path, lineno, raw)
-            if "\x00" in line:  # refused as before: a byte that is not UTF-8 anywhere is named first
-                for later, rest in enumerate(fh, start=lineno + 1):
-                    _decode(path, later, rest)
-                raise ImportProblems([f"{path.name}:{lineno}: contains NUL bytes; not a text file"])
-            if cr and "\r" in line and (line.count("\r") > 1 or not line.endswith("\r\n")):
-                yield from _LONE_CR.split(line)  # a file with old Mac line ends
-                continue
-            yield line
+                meter.bytes += len(block)
+            try:
+                text = block.decode("utf-8-sig" if lineno == 0 else "utf-8")
+            except UnicodeDecodeError:
+                text = "\x00"
+            if "\x00" in text:  # a line to name: the block again, a line at a time
+                yield from _named_lines(path, fh, lines, lineno, cr)
+            else:  # split at LF only, or (cr) at LF, CR LF and a lone CR, as a CSV reader expects
+                yield from io.StringIO(text, newline="" if cr else "\n")
+            lineno += len(lines)
+
+
+def _named_lines(path: Path, fh: BinaryIO, lines: list[bytes], lineno: int, cr: bool) -> Iterator[str]:
+    """The lines of a block holding a byte that is not UTF-8 or a NUL, up to the first such line,
+    which is refused with its number (ImportProblems)."""
+    for n, raw in enumerate(lines, start=lineno + 1):
+        line = _decode(path, n, raw)
+        if "\x00" in line:  # refused as before: a byte that is not UTF-8 anywhere is named first
+            for later, rest in enumerate(itertools.chain(lines[n - lineno:], fh), start=n + 1):
+                _decode(path, later, rest)
+            raise ImportProblems([f"{path.name}:{n}: contains NUL bytes; not a text file"])
+        if cr and "\r" in line and (line.count("\r") > 1 or not line.endswith("\r\n")):
+            yield from _LONE_CR.split(line)  # a file with old Mac line ends
+            continue
+        yield line
 
 
 def _decode(path: Path, lineno: int, raw: bytes) -> str:

@@ -12,17 +12,11 @@ database as it was.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlalchemy import (
     JSON,
-    BigInteger,
-    Column,
-    Integer,
-    MetaData,
-    String,
     Table,
     Text,
     and_,
@@ -39,64 +33,18 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session as DB
 from sqlmodel import select as sm_select
 
-from pxp.data.images import PreparedImage
 from pxp.data.importers.common import ImportProblems, ImportResult, NewInstance
 from pxp.data.importers.reading import Meter
+from pxp.data.importers.sending import STAGE, KeyRepeated, Stager, send_items
 from pxp.protocols.text import TextRefused, clean_name
 from pxp.storage.store import db_session
-from pxp.storage.tables import Asset, Dataset, Instance, Session, utcnow
+from pxp.storage.tables import Dataset, Instance, Session
 
-#: rows sent to the database at a time
-BATCH = 5000
-#: the longest instance key and label the store keeps (Instance.key, Instance.label)
-MAX_KEY_CHARS, MAX_LABEL_CHARS = 300, 200
-
-_MD = MetaData()
-STAGE = Table(
-    "pxp_import_stage", _MD,
-    Column("seq", Integer, primary_key=True, autoincrement=False),  # SQLite's rowid: free
-    Column("line", Integer), Column("key", String), Column("rowhash", BigInteger),
-    Column("split", String), Column("asset_sha256", String), Column("payload", Text),
-    Column("label", String), Column("reference_prediction", Text),
-    Column("reference_explanation", Text), Column("meta", Text), Column("dropped", Integer),
-    prefixes=["TEMPORARY"], postgresql_on_commit="DROP",
-)
-_COLS = [c.name for c in STAGE.columns]
 INSTANCE: Table = Instance.__table__  # type: ignore[attr-defined]
-ASSET: Table = Asset.__table__  # type: ignore[attr-defined]
-#: images sent with their batch at most (a batch of instances is sent early when it has this many)
-IMAGE_BATCH = 64
 SESSION: Table = Session.__table__  # type: ignore[attr-defined]
-
-
-class _Stager:
-    """Sends staged rows to the temporary table in batches (COPY on PostgreSQL)."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self.pg = conn.dialect.name == "postgresql"
-        self.drop()
-        STAGE.create(conn)
-        marks = ", ".join("?" if not self.pg else "%s" for _ in _COLS)
-        self.sql = f"INSERT INTO pxp_import_stage ({', '.join(_COLS)}) VALUES ({marks})"
-
-    def send(self, rows: list[tuple[Any, ...]]) -> None:
-        if not rows:
-            return
-        if self.pg:
-            raw: Any = self.conn.connection.dbapi_connection
-            with raw.cursor() as cur, cur.copy(
-                    f"COPY pxp_import_stage ({', '.join(_COLS)}) FROM STDIN") as cp:
-                for row in rows:
-                    cp.write_row(row)
-        else:
-            self.conn.exec_driver_sql(self.sql, rows)  # type: ignore[arg-type]
-
-    def drop(self) -> None:
-        schema = "" if self.pg else "temp."  # never a stored table of that name
-        self.conn.exec_driver_sql(f"DROP TABLE IF EXISTS {schema}pxp_import_stage")
 
 
 def _repeats(conn: Connection, what: tuple[str, str] | None, problems: list[str]) -> tuple[list[str], int]:
@@ -196,29 +144,52 @@ def _insert_new(conn: Connection, ds_id: int, fresh: bool, dense: bool) -> int:
     return int(conn.execute(select(func.count()).select_from(i).where(i.c.dataset_id == ds_id)).scalar_one()) - before
 
 
-def _store_assets(conn: Connection, images: list[PreparedImage]) -> int:
-    """Insert the images not stored yet (Core, nothing kept by the session); how many."""
-    by_sha = {img.sha256: img for img in images}
-    if not by_sha:
-        return 0
-    stored = set(conn.execute(select(ASSET.c.sha256).where(ASSET.c.sha256.in_(list(by_sha)))).scalars())
-    now = utcnow()
-    rows = [{"sha256": sha, "mime": img.mime, "width": img.width, "height": img.height, "size": len(img.data),
-             "data": img.data, "meta": dict(img.meta), "created_at": now}
-            for sha, img in by_sha.items() if sha not in stored]
-    if rows:
-        conn.execute(insert(ASSET), rows)
-    return len(rows)
+def _dataset(db: DB, name: str, task: str, *, ds: Dataset | None, synthetic: bool, **about: str) -> Dataset:
+    """The dataset `name` (`ds` if found), made now if new; refused if another import just made it."""
+    if ds is None:
+        ds = Dataset(name=name, task=task, synthetic=synthetic, config={}, description=about["description"],
+                     source=about["source"])
+        db.add(ds)
+        try:
+            db.flush()
+        except IntegrityError:  # another import made a dataset of this name since this one began
+            raise ImportProblems([f"dataset {name!r} was created by another import meanwhile; nothing of "
+                                  f"{about['source'] or 'this file'} was stored: import it again (it then updates that "
+                                  "dataset) or choose another --name"]) from None
+    return ds
 
 
-def _length_problems(item: NewInstance) -> list[str]:
-    out = []
-    if len(item.key) > MAX_KEY_CHARS:
-        out.append(f"key {item.key[:40]!r}...: longer than the {MAX_KEY_CHARS} characters a key may have")
-    if len(item.label) > MAX_LABEL_CHARS:
-        out.append(f"key {item.key!r}: label {item.label[:40]!r}... is longer than the {MAX_LABEL_CHARS} "
-                   "characters a label may have")
-    return out
+def _configure(db: DB, ds: Dataset, config: dict[str, Any] | None, synthetic: bool) -> None:
+    """Merge `config` into the dataset's: labels united in order, other entries replaced."""
+    merged = dict(ds.config or {})
+    for k, v in (config or {}).items():
+        if k == "labels":
+            old = [str(x) for x in merged.get("labels", [])]
+            merged["labels"] = old + [str(x) for x in v if str(x) not in old]
+            if not merged["labels"]:
+                del merged["labels"]
+        else:
+            merged[k] = v
+    ds.config = merged
+    if synthetic:
+        ds.synthetic = True
+    db.add(ds)
+    db.flush()
+
+
+def _has_instances(conn: Connection, ds_id: int) -> bool:
+    return conn.execute(select(INSTANCE.c.id).where(INSTANCE.c.dataset_id == ds_id).limit(1)).first() is not None
+
+
+def store_twice(meter: Meter | None, store: Callable[[bool], ImportResult]) -> ImportResult:
+    """`store(True)`, which may send the rows straight into `instance`; when a key repeats there,
+    the import is rolled back and done again as `store(False)`, through the staging table."""
+    try:
+        return store(True)
+    except KeyRepeated:
+        if meter is not None:
+            meter.bytes = meter.rows = 0
+        return store(False)
 
 
 def store_instances(
@@ -235,6 +206,7 @@ def store_instances(
     warnings: Iterable[str] = (),
     repeats: tuple[str, str] | None = None,
     meter: Meter | None = None,
+    direct: bool = False,
 ) -> ImportResult:
     """Store the instances `items` yields in one transaction, idempotently by (dataset, key).
 
@@ -243,6 +215,8 @@ def store_instances(
     (file, what) numbers repeated keys with warnings; without it a repeated key is a problem.
     `config` and `warnings` are read after the items (an importer fills them meanwhile);
     config entries merge into the dataset's (labels united in order, others replaced).
+    With `direct`, on PostgreSQL, a dataset with no instance yet gets its rows by COPY straight
+    into `instance`; a repeated key then raises KeyRepeated (see store_twice).
     """
     try:
         name = clean_name(name, "the dataset name")
@@ -254,81 +228,43 @@ def store_instances(
         raise ImportProblems(["the dataset name is longer than 200 characters"])
     problems = problems if problems is not None else []
     result = ImportResult(dataset=name)
+    about = {"description": description, "source": source}
     with db_session(engine) as db:
         conn = db.connection()
+        ds: Dataset | None = None
         if conn.dialect.name == "postgresql":  # the repeated-key grouping of a million keys, in memory
             conn.exec_driver_sql("SET LOCAL work_mem = '64MB'")
-        stager = _Stager(conn)
-        batch: list[tuple[Any, ...]] = []
-        images: list[PreparedImage] = []
-        shas: set[str] = set()
-        seq = 0
-        for item in items:
-            if problems:
-                continue  # keep reading: every problem of the file is reported
-            long = _length_problems(item)
-            if long:
-                problems += long
-                continue
-            seq += 1
-            sha = item.image.sha256 if item.image is not None else None
-            batch.append((seq, item.line, item.key, item.row_hash, item.split, sha, item.payload, item.label,
-                          item.reference_prediction, item.reference_explanation,
-                          json.dumps(item.meta) if item.meta else "{}", 0))
-            if item.image is not None or item.extra_assets:
-                new = [a for a in (item.image, *item.extra_assets) if a is not None and a.sha256 not in shas]
-                shas.update(a.sha256 for a in new)
-                images += new
-            if len(batch) >= BATCH or len(images) >= IMAGE_BATCH:
-                stager.send(batch)
-                if meter is not None:
-                    meter.tick(len(batch))
-                batch = []
-                result.assets_added += _store_assets(conn, images)
-                images = []
+            if direct:
+                ds = db.exec(sm_select(Dataset).where(Dataset.name == name)).first()
+                if ds is None or ds.task == task:  # else refused below, as through the stage
+                    ds = _dataset(db, name, task, ds=ds, synthetic=synthetic, **about)
+                    direct = not _has_instances(conn, int(ds.id or 0))
+                else:
+                    direct = False
+        stager = Stager(conn, int(ds.id or 0) if direct and ds is not None else None)
+        seq = send_items(conn, stager, items, problems, result, meter)
         if problems:
             raise ImportProblems(problems)
+        if stager.ds_id is not None and ds is not None:  # stored already; no key repeated
+            result.added = seq
+            result.warnings = list(warnings)
+            _configure(db, ds, config, synthetic)
+            return result
         # the stored tables are first read here, after the file: on SQLite a read transaction held
         # while another connection writes could not become a write one (a stale snapshot)
         ds = db.exec(sm_select(Dataset).where(Dataset.name == name)).first()
         if ds is not None and ds.task != task:
             raise ImportProblems([f"dataset {name!r} already exists for task {ds.task!r}, "
                                   f"not {task!r}; choose another --name"])
-        stager.send(batch)
-        if meter is not None:
-            meter.tick(len(batch), force=True)
-        result.assets_added += _store_assets(conn, images)
-        result.images = len(shas)
         repeated, dropped = _repeats(conn, repeats, problems)
         result.warnings = list(warnings) + repeated
         if problems:
             raise ImportProblems(problems)
         fresh = ds is None
-        if ds is None:
-            ds = Dataset(name=name, task=task, description=description, source=source,
-                         synthetic=synthetic, config={})
-        merged = dict(ds.config or {})
-        for k, v in (config or {}).items():
-            if k == "labels":
-                old = [str(x) for x in merged.get("labels", [])]
-                merged["labels"] = old + [str(x) for x in v if str(x) not in old]
-                if not merged["labels"]:
-                    del merged["labels"]
-            else:
-                merged[k] = v
-        ds.config = merged
-        if synthetic:
-            ds.synthetic = True
-        db.add(ds)
-        try:
-            db.flush()
-        except IntegrityError:  # another import made a dataset of this name since this one began
-            raise ImportProblems([f"dataset {name!r} was created by another import meanwhile; nothing of "
-                                  f"{source or 'this file'} was stored: import it again (it then updates that "
-                                  "dataset) or choose another --name"]) from None
+        ds = _dataset(db, name, task, ds=ds, synthetic=synthetic, **about)
+        _configure(db, ds, config, synthetic)
         ds_id = int(ds.id or 0)
-        if not fresh and conn.execute(select(INSTANCE.c.id).where(INSTANCE.c.dataset_id == ds_id)
-                                      .limit(1)).first() is not None:
+        if not fresh and _has_instances(conn, ds_id):
             matched = _merge(conn, ds_id, name, problems, result)
             if problems:
                 raise ImportProblems(problems)

@@ -27,7 +27,7 @@ from pxp.data.importers.common import (
     check_split,
 )
 from pxp.data.importers.reading import CsvRows, Meter, ProgressFn, csv_row_hash, read_csv
-from pxp.data.importers.stage import store_instances
+from pxp.data.importers.stage import store_instances, store_twice
 from pxp.data.match import label_in, label_set
 from pxp.protocols.text import TextRefused, clean_name, clean_text
 
@@ -67,26 +67,30 @@ def import_study_rad(
     """
     csv_path = Path(csv_path)
     meter = Meter(progress)
-    rows = CsvRows(csv_path, required=RAD_COLUMNS, label="X-ray CSV", meter=meter)
-    stream = iter(rows)
-    first = next(stream, None)
-    problems: list[str] = []
-    fixed_split = check_split(split, "--split", problems)
-    root = Path(images_root) if images_root is not None else default_images_root(
-        csv_path, [first[1]["img_path"]] if first else [])
-    if images_root is not None and not root.is_dir():
-        raise ImportProblems([f"images root {root} is not a folder"])
-    labels: list[str] = []
-    short: dict[str, str] = {}
-    items = _rad_items(csv_path, rows, itertools.chain([first] if first else [], stream), problems,
-                       ImageCache(root), fixed_split if split else None, bool(split), synthetic,
-                       labels, short)
-    return store_instances(
-        engine, name=name or csv_path.stem, task="rad", items=items, synthetic=synthetic,
-        description=description or f"X-ray cases from {csv_path.name}", problems=problems,
-        source=str(csv_path), config={"labels": labels, "label_short": short},
-        repeats=(csv_path.name, "case"), meter=meter,
-    )
+
+    def store(direct: bool) -> ImportResult:
+        rows = CsvRows(csv_path, required=RAD_COLUMNS, label="X-ray CSV", meter=meter)
+        stream = iter(rows)
+        first = next(stream, None)
+        problems: list[str] = []
+        fixed_split = check_split(split, "--split", problems)
+        root = Path(images_root) if images_root is not None else default_images_root(
+            csv_path, [first[1]["img_path"]] if first else [])
+        if images_root is not None and not root.is_dir():
+            raise ImportProblems([f"images root {root} is not a folder"])
+        labels: list[str] = []
+        short: dict[str, str] = {}
+        items = _rad_items(csv_path, rows, itertools.chain([first] if first else [], stream), problems,
+                           ImageCache(root), fixed_split if split else None, bool(split), synthetic,
+                           labels, short)
+        return store_instances(
+            engine, name=name or csv_path.stem, task="rad", items=items, synthetic=synthetic,
+            description=description or f"X-ray cases from {csv_path.name}", problems=problems,
+            source=str(csv_path), config={"labels": labels, "label_short": short},
+            repeats=(csv_path.name, "case"), meter=meter, direct=direct,
+        )
+
+    return store_twice(meter, store)
 
 
 def _rad_items(csv_path: Path, reader: CsvRows, rows: Iterable[tuple[int, dict[str, str]]],
@@ -201,24 +205,28 @@ def import_study_drug(
     """
     csv_path = Path(csv_path)
     meter = Meter(progress)
-    rows = CsvRows(csv_path, required=DRUG_COLUMNS, label="retrosynthesis CSV", meter=meter)
-    problems: list[str] = []
-    fixed_split = check_split(split, "--split", problems)
-    shots: list[dict[str, str]] | None = None
-    if few_shot is not None:
-        try:
-            shots = read_few_shot(Path(few_shot))
-        except ImportProblems as err:
-            problems.extend(err.problems)
-    config: dict[str, Any] = {}
-    if shots is not None:
-        config["few_shot"] = shots
-    return store_instances(
-        engine, name=name or csv_path.stem, task="drug", config=config, problems=problems, meter=meter,
-        items=_drug_items(csv_path, rows, problems, fixed_split if split else None, bool(split)),
-        description=description or f"single-step retrosynthesis records from {csv_path.name}",
-        source=str(csv_path), repeats=(csv_path.name, "reaction"),
-    )
+
+    def store(direct: bool) -> ImportResult:
+        rows = CsvRows(csv_path, required=DRUG_COLUMNS, label="retrosynthesis CSV", meter=meter)
+        problems: list[str] = []
+        fixed_split = check_split(split, "--split", problems)
+        shots: list[dict[str, str]] | None = None
+        if few_shot is not None:
+            try:
+                shots = read_few_shot(Path(few_shot))
+            except ImportProblems as err:
+                problems.extend(err.problems)
+        config: dict[str, Any] = {}
+        if shots is not None:
+            config["few_shot"] = shots
+        return store_instances(
+            engine, name=name or csv_path.stem, task="drug", config=config, problems=problems, meter=meter,
+            items=_drug_items(csv_path, rows, problems, fixed_split if split else None, bool(split)),
+            description=description or f"single-step retrosynthesis records from {csv_path.name}",
+            source=str(csv_path), repeats=(csv_path.name, "reaction"), direct=direct,
+        )
+
+    return store_twice(meter, store)
 
 
 def _drug_items(csv_path: Path, rows: CsvRows, problems: list[str], fixed_split: str | None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -110,11 +110,18 @@ def read_episode(path: Path) -> tuple[EpisodeRecord, dict[str, Any]]:
 
 def read_results(root: Path | str) -> ReadResult:
     """Every scorekeeping episode under a clembench results folder, scored; bad ones as error lines."""
-    root = Path(root)
     result = ReadResult()
+    result.episodes = list(iter_results(root, result))
+    return result
+
+
+def iter_results(root: Path | str, result: ReadResult) -> Iterator[ClembenchEpisode]:
+    """read_results one episode at a time (memory does not grow with the folder): each episode
+    is yielded once read and scored; error and warning lines go to `result`."""
+    root = Path(root)
     if not root.is_dir():
         result.errors.append(f"{root}: not a folder")
-        return result
+        return
     found = False
     for model, experiment, k, ep_dir in _episode_dirs(root):
         found = True
@@ -132,11 +139,10 @@ def read_results(root: Path | str) -> ReadResult:
             diffs = score_differences(published, scores)
             if diffs:  # one line per file; the episode keeps pxp's scores
                 result.warnings.append(f"{ep_dir / 'scores.json'}: differs from pxp's re-scoring: {'; '.join(diffs)}")
-        result.episodes.append(ClembenchEpisode(model, experiment, k, record, scores, path, published))
+        yield ClembenchEpisode(model, experiment, k, record, scores, path, published)
     if not found:
         result.errors.append(f"{root}: no {GAME} episodes found (expected [<version>/]<model>/{GAME}/"
                              f"<experiment>/episode_<k>/interactions.json)")
-    return result
 
 
 def _published(path: Path, warnings: list[str]) -> dict[str, Any] | None:

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, Table, func, insert, select
+from sqlalchemy import Connection, Engine, Table, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from pxp.data.scorekeeping.clembench import read_results, write_episode
+from pxp.data.scorekeeping.clembench import ReadResult, iter_results, write_episode
 from pxp.protocols.errors import PxpError
 from pxp.protocols.scorekeeping.episode import EpisodeRecord, RecordError, from_interactions
 from pxp.protocols.scorekeeping.instances import Instance, InstanceError, parse_instance
@@ -134,37 +134,63 @@ def _instance_beside(path: Path | None, experiment: str) -> Instance | None:
         return None
 
 
+#: episodes inserted at a time by an import
+EPISODE_BATCH = 100
+
+
+class _Refused(Exception):
+    """Some episodes were refused and --keep-good was not given: the import's transaction rolls back."""
+
+
 def import_clembench(engine: Engine, root: Path | str, name: str, *, keep_good: bool = False) -> ImportResult:
     """Read, validate and score every episode of a clembench results folder into game `name`.
 
     All or nothing, like every importer: a bad episode gives one error line (file and field) and
-    nothing is stored, unless `keep_good`, when the good episodes are stored in one transaction;
-    episodes already in the game are skipped.
+    nothing is stored, unless `keep_good`, when the good episodes are stored. One pass and one
+    transaction: episodes are read one at a time and inserted in batches, so memory does not grow
+    with the folder; episodes already in the game are skipped.
     """
-    read = read_results(root)
-    result = ImportResult(name, errors=list(read.errors), warnings=list(read.warnings))
-    if not read.episodes or (read.errors and not keep_good):
-        return result
-    game = find_game(engine, name) or create_game(engine, name, source="clembench",
-                                                  config={"folder": str(Path(root).resolve())})
-    if game.source != "clembench":
-        raise GameError(f"game {name!r} holds a {game.source} of {game.answerer}; import into another --name")
-    assert game.id is not None
-    have = stored_keys(engine, game.id)
-    rows = []
-    for ep in read.episodes:
-        key = (ep.model, ep.experiment, ep.episode)
-        if key in have:
-            result.skipped += 1
-            continue
-        rows.append(episode_values(game.id, key, ep.record, instance=_instance_beside(ep.path, ep.experiment),
-                                   scores=ep.scores))
-    if rows:
+    read = ReadResult()
+    result = ImportResult(name, errors=read.errors, warnings=read.warnings)
+    try:
         with engine.begin() as conn:
-            conn.execute(insert(_E), rows)
-    result.stored = len(rows)
-    set_status(engine, game.id, "finished")
+            game = _game_for_import(conn, name, root)
+            have = {(r.model, r.experiment, int(r.episode)) for r in conn.execute(
+                select(_E.c.model, _E.c.experiment, _E.c.episode).where(_E.c.game_id == game))}
+            rows: list[dict[str, Any]] = []
+            for ep in iter_results(root, read):
+                key = (ep.model, ep.experiment, ep.episode)
+                if key in have:
+                    result.skipped += 1
+                    continue
+                have.add(key)
+                rows.append(episode_values(game, key, ep.record, instance=_instance_beside(ep.path, ep.experiment),
+                                           scores=ep.scores))
+                result.stored += 1
+                if len(rows) >= EPISODE_BATCH:
+                    conn.execute(insert(_E), rows)
+                    rows = []
+            if rows:
+                conn.execute(insert(_E), rows)
+            if (read.errors and not keep_good) or not (result.stored or result.skipped):
+                raise _Refused
+            conn.execute(_G.update().where(_G.c.id == game).values(status="finished", note=None))
+    except _Refused:
+        result.stored = result.skipped = 0  # nothing was kept
     return result
+
+
+def _game_for_import(conn: Connection, name: str, root: Path | str) -> int:
+    """The id of game `name`, made in the import's transaction if new; GameError if it is not a
+    clembench import."""
+    row = conn.execute(select(_G.c.id, _G.c.source, _G.c.answerer).where(_G.c.name == name)).first()
+    if row is None:
+        return int(conn.execute(insert(_G).values(
+            name=name, source="clembench", answerer="", seed=0, status="created",
+            config={"folder": str(Path(root).resolve())}, created_at=utcnow()).returning(_G.c.id)).scalar_one())
+    if row.source != "clembench":
+        raise GameError(f"game {name!r} holds a {row.source} of {row.answerer}; import into another --name")
+    return int(row.id)
 
 
 def export_game(engine: Engine, name: str, out: Path | str) -> list[Path]:
