@@ -51,18 +51,25 @@ def test_the_editor_is_made_with_the_case_and_drawn_steps_are_shown(app_db: tupl
     assert key != first and "CCO.OC(=O)c1ccccc1" in args, "other reactants in the field: a new editor with them"
     by_suffix(at.text_input, "_pred").input("OC(=O)c1ccccc1.OCC").run()
     assert _ketcher(at)[0] == key, "the same molecules: the same editor"
+    by_suffix(at.text_input, "_pred").input("OC(=O)c1ccccc1.OC(").run()
+    assert _ketcher(at)[0] == key, "a field RDKit cannot read (yet, as it is typed): the editor there is"
+    by_suffix(at.text_input, "_pred").input("OC(=O)c1ccccc1.OCC").run()
+    assert _ketcher(at)[0] == key
     assert not _shown(at)
     by_suffix(at.button, "_draw").click().run()
     ok(at)
     assert _shown(at) and _ketcher(at)[0] == key
-    by_suffix(at.button, "_ed_close").click().run()
+    assert by_suffix(at.button, "_editor_close").proto.shortcut == "escape"
+    by_suffix(at.button, "_editor_close").click().run()
     assert not _shown(at)
+    assert not [b for b in at.button if b.key.endswith("_editor_close")], "hidden, the editor has no key (Esc)"
     by_suffix(at.button, "_match_no").click().run()
     by_suffix(at.button, "_agree_no").click().run()
     by_suffix(at.button, "_send").click().run()
     ok(at)
     assert all_msgs(engine, sid)[1].prediction == "OC(=O)c1ccccc1.OCC"
     assert _editors(at) == 1 and not _shown(at)
+    assert _ketcher(at)[0] == key, "the next reply form, pre-filled with the same molecules: the same editor"
     shown = texts(at)
     assert shown.count("The human's proposed step: reactants → target") == 1
     assert shown.count("The machine's proposed step: reactants → target") == 2

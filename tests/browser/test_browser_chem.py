@@ -1,6 +1,7 @@
 """The chemist's workstation in a real browser at 1280×720 (docs/annotating.md, "Drawing the reactants").
 
-On a demo DRUG case: Ketcher is loaded in the background before the chemist opens the editor; opened
+On a demo DRUG case: Ketcher is loaded in the background before the chemist opens the editor, and
+takes no focus while hidden; opened
 (Alt+M), it covers the window, its canvas at least 70% of the window's height and both side toolbars
 whole; Esc closes it; a molecule set through Ketcher's own API and its Apply button fill the reactant
 SMILES field, which Send stores as the human's prediction; the human's proposed step is then drawn
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pxp.app.annotate.editor import DRAW_KEY
+from pxp.app.annotate.editor import BOX, DRAW_KEY
 from pxp.data.chem import InvalidSmiles, smiles_set
 from tests.browser.test_browser_app import (
     _annotate_as,
@@ -55,7 +56,7 @@ FIND_KETCHER = """() => {
   return false;
 }"""
 #: the editor's box is shown over the window (it is hidden, off screen, until Draw)
-SHOWN = """() => { const b = [...document.querySelectorAll('[class*="st-key-annotate_"][class*="_editor"]')].pop();
+SHOWN = """() => { const b = document.querySelector('.st-key-""" + BOX + """');
   if (!b) return false; const r = b.getBoundingClientRect();
   return r.left >= 0 && r.width > 0 && getComputedStyle(b).visibility === 'visible'; }"""
 #: in the editor's frame: Ketcher is up (its "Loading..." gone) and found
@@ -95,9 +96,13 @@ def open_editor(page: Any, draw_key: str | None = None) -> Any:
 
 
 def editor_frame(page: Any) -> Any:
-    """The newest Ketcher frame of the page (the editor's: a new pre-fill makes a new one), if any."""
-    frames = [f for f in page.frames if KETCHER_URL in f.url and not f.is_detached()]
-    return frames[-1] if frames else None
+    """The Ketcher frame in the editor's box (a new pre-fill makes a new one), if any: found by its
+    element (the page's list of frames can hold a re-created frame under an empty URL)."""
+    for el in page.locator(f'.st-key-{BOX} iframe[src*="{KETCHER_URL}"]').element_handles():
+        frame = el.content_frame()
+        if frame is not None and not frame.is_detached():
+            return frame
+    return None
 
 
 def smiles_in(frame: Any) -> str:
@@ -144,9 +149,14 @@ def test_draw_apply_and_send_the_reactants(server: tuple[str, str]) -> None:  # 
             smiles.focus()
             page.keyboard.press("Tab")
             assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "My explanation"
-            # the editor is loaded in the background once the case is on screen, hidden
+            # the editor is loaded in the background once the case is on screen, hidden: it takes
+            # neither the focus (Ketcher focuses itself as it starts) nor the page's keys
             until(lambda: any(".chunk.js" in u for u in requests if KETCHER_URL in u))
             assert not page.evaluate(SHOWN)
+            until(lambda: editor_frame(page) is not None)
+            editor_frame(page).wait_for_function(READY, timeout=90_000)
+            assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "My explanation"
+            assert page.evaluate(f"() => document.querySelector('.st-key-{BOX}').inert")
 
             frame = open_editor(page)  # Alt+M: over the whole window, every toolbar whole
             until(lambda: frame.evaluate(FIT)["frameH"] >= 600, 10)  # fitted to the window
@@ -155,8 +165,7 @@ def test_draw_apply_and_send_the_reactants(server: tuple[str, str]) -> None:  # 
             for side in ("left", "right"):
                 _, bottom, content, height, arrows = fit[side]
                 assert content <= height + 1 and not arrows and bottom <= fit["frameH"], (side, fit)
-            box = page.evaluate("""() => [...document.querySelectorAll('[class*="_editor"]')].pop()
-              .getBoundingClientRect().toJSON()""")
+            box = page.evaluate(f"() => document.querySelector('.st-key-{BOX}').getBoundingClientRect().toJSON()")
             assert box["top"] <= 1 and box["height"] >= 719 and box["width"] >= 1279, box
             until(lambda: same(smiles_in(frame), msgs[0].prediction))  # pre-filled with the machine's
             page.screenshot(path="artifacts/annotate-1280x720-ketcher.png")
@@ -178,9 +187,13 @@ def test_draw_apply_and_send_the_reactants(server: tuple[str, str]) -> None:  # 
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
             _keys(page, "Alt+6", "Alt+8")  # neither matches: the AGENT rule tags REFUTE
             expect(page.get_by_text("Your message will be tagged", exact=False)).to_be_visible()
+            until(lambda: editor_frame(page) is not None)
+            editor_frame(page).evaluate("() => { window.pxpMark = 1; }")  # the editor made for the drawn molecules
             _keys(page, "Control+Enter")
             expect(page.get_by_text("Your reply (message 4)")).to_be_visible(timeout=90_000)
             _idle(page)
+            # the next reply form, pre-filled with the same molecules, keeps the page's editor
+            assert editor_frame(page).evaluate("() => window.pxpMark") == 1
             stored, _ = _session_of(url, sid)
             assert (stored[1].sender, stored[1].prediction, stored[1].tag) == ("human", drawn, "REFUTE")
             # the chemist's own proposal is drawn like the machine's, and every drawing fits its column
