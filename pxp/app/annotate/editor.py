@@ -5,8 +5,8 @@ app's own server) is one editor per page, made hidden, in the background, once a
 on screen, outside that form (a new form keeps it); Draw (or DRAW_KEY) shows it over the whole window.
 Ketcher takes its molecules only when it is made, so other reactants in the field make a new editor,
 again in the background (a new frame takes about 4 s on two cores); the same molecules, or a field
-RDKit cannot read yet, keep the one there is. Hidden, it is inert: it takes no focus and no key from
-the page. Apply puts Ketcher's SMILES into the reactant field, which checks it with RDKit like typed
+RDKit cannot read yet, keep the one there is. It never takes the focus, and so no key, from the page
+(hidden, it is also inert). Apply puts Ketcher's SMILES into the reactant field, which checks it with RDKit like typed
 SMILES.
 """
 
@@ -35,10 +35,11 @@ _HIDDEN = """<style>.st-key-{box} {{ position: fixed; left: -300vw; top: 0; widt
 _SHOWN = """<style>.st-key-{box} {{ position: fixed; inset: 0; z-index: 1000100;
   background-color: white; padding: 0.15rem 1rem 0 1rem; gap: 0; overflow: hidden; }}
 .st-key-{box} [data-testid="stCaptionContainer"] p {{ margin: 0; }}</style>"""
-#: hidden, the editor takes no focus: Ketcher focuses its frame as it starts (a textarea of its own,
-#: autofocused), and the page's keys (Ctrl+Enter, Alt+1, ...) would then go to the hidden frame; so
-#: the frame's focus() does nothing while its box is hidden (set as soon as the frame has a document,
-#: before Ketcher starts), and the box is inert. Ketcher's height follows the window: the frame's own
+#: the editor never takes the focus from the page: Ketcher focuses its frame as it starts (a textarea
+#: of its own, autofocused), and the page's keys (Ctrl+Enter, Alt+1, ...; Esc once it is shown) would
+#: then go to the frame, hidden or not; so the frame's focus() acts only while it is shown and the
+#: focus is already in it (the chemist clicked in Ketcher), from as soon as the frame has a document,
+#: before Ketcher starts; hidden, its box is also inert. Ketcher's height follows the window: the frame's own
 #: wrapper (same origin) is given what the window leaves below the frame's top, and Reset/Apply move
 #: onto the free end of Ketcher's bottom toolbar. Our own element key, no page text read or written.
 FIT_JS = """<script>
@@ -49,8 +50,8 @@ FIT_JS = """<script>
     let fw;
     try { fw = f.contentWindow; if (!fw || fw.__pxpGuard) return; fw.__pxpGuard = true; } catch (e) { return; }
     const focus = fw.HTMLElement.prototype.focus;
-    fw.HTMLElement.prototype.focus = function (o) { if (!hidden(f)) focus.call(this, o); };
-    if (fw.document.activeElement !== fw.document.body && hidden(f) && d.activeElement === f) {
+    fw.HTMLElement.prototype.focus = function (o) { if (!hidden(f) && d.activeElement === f) focus.call(this, o); };
+    if (d.activeElement === f && fw.document.activeElement !== fw.document.body) {
       fw.document.activeElement.blur();  // focused before it could be guarded
     }
   };
