@@ -15,9 +15,14 @@ with PYTHONPATH=<checkout>, so "before" figures come from an older worktree), as
     browser profile (no cached files) and in a new tab of a browser that opened the app before (its static files
     cached); on demo data plus a second demo-rad experiment (so Compare pairs two) and on two 10,000-session
     experiments (bench/bench_analytics.py's bulk load); each page's first visit after the server started (its
-    data computed then, not yet cached) is given apart.
+    data computed then, not yet cached) is given apart;
+(e) Annotate, a demo DRUG case at 1280×720: Alt+M → the molecule editor over the window with Ketcher ready and
+    pre-filled, the first time (pressed `--read` seconds after the reply form is ready: the chemist reading the
+    case while the editor loads in the background) and later times (Esc between), and the first time pressed as
+    soon as the form is ready (in a new browser context: the editor still starting).
 
     PYTHONPATH=$PWD python bench/bench_browser.py [--quick] [--only a,b,c,d] [--visits N] [--sends N] [--film WxH]
+        [--read S]
 
 Figures only; a loaded machine slows everything (2 cores here).
 """
@@ -269,6 +274,43 @@ def ready_ahead(engine: Any, who: str, deadline: float = 60.0) -> None:
         time.sleep(0.1)
 
 
+def bench_editor(browser: Any, base: str, read_s: float, opens: int = 5) -> None:
+    took = _editor_opens(browser, base, "bench-e", read_s, opens)
+    at_once = _editor_opens(browser, base, "bench-e0", 0, 1)
+    print(f"(e) Annotate, demo DRUG case, 1280×720: Alt+M → the molecule editor shown, Ketcher ready and pre-filled "
+          f"(the first pressed {read_s:g} s after the form was ready)")
+    print(f"  first open {took[0]:.2f} s; later opens " + ", ".join(f"{t:.2f}" for t in took[1:]) + " s; "
+          f"the first pressed as soon as the form was ready (Ketcher still starting): {at_once[0]:.2f} s")
+
+
+def _editor_opens(browser: Any, base: str, who: str, read_s: float, opens: int) -> list[float]:
+    """Alt+M → the editor ready and pre-filled, `opens` times (Esc between) on the first case of `who`,
+    in a new browser context (nothing cached), the first `read_s` seconds after the form was ready."""
+    from tests.browser.test_browser_chem import READY, SHOWN, editor_frame, until
+
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    page.goto(f"{base}/annotate?annotator={who}&role=Chemist&dataset=demo-drug")
+    wait_for(page, FORM_READY, {"old": None, "focus": False}, "the first reply form")
+    time.sleep(read_s)
+    took = []
+    for _ in range(opens):
+        page.evaluate("() => document.activeElement && document.activeElement.blur()")
+        _idle(page)
+        t0 = time.perf_counter()
+        page.keyboard.press("Alt+M")
+        wait_for(page, SHOWN, None, "the editor shown")
+        until(lambda: editor_frame(page) is not None, 120)
+        frame = editor_frame(page)
+        frame.wait_for_function(READY, timeout=120_000, polling=POLL_MS)
+        until(lambda f=frame: f.evaluate("async () => !!(await window.ketcher.getSmiles())"), 120)  # pre-filled
+        took.append(time.perf_counter() - t0)
+        page.keyboard.press("Escape")  # the focus stays on the page: Ketcher never takes it
+        wait_for(page, "() => !(" + SHOWN + ")()", None, "the editor closed")
+    ctx.close()
+    return took
+
+
 def annotate(args: argparse.Namespace, tmp: Path) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -286,6 +328,8 @@ def annotate(args: argparse.Namespace, tmp: Path) -> None:
                         bench_llm(browser, server.base, max(2, args.sends // 2))
                     if "c" in args.only:
                         bench_prepare(browser, server.base, url, max(4, args.sends // 2), args.film)
+                    if "e" in args.only:
+                        bench_editor(browser, server.base, args.read)
                 finally:
                     browser.close()
         finally:
@@ -378,11 +422,12 @@ def analytics(args: argparse.Namespace, tmp: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer Sends and visits (about three minutes)")
-    ap.add_argument("--only", default="abcd", help="sections to run, e.g. a,d")
+    ap.add_argument("--only", default="abcde", help="sections to run, e.g. a,d")
     ap.add_argument("--sends", type=int, default=None, help="Sends in (a); (b) and (c) do fewer")
     ap.add_argument("--visits", type=int, default=None, help="cold visits per page in (d)")
     ap.add_argument("--sessions", type=int, default=10_000, help="sessions per experiment of the big study")
     ap.add_argument("--film", default="x".join(map(str, FILM_SIZE)), help="the films' size in (c), WxH")
+    ap.add_argument("--read", type=float, default=3.0, help="(e): seconds between the case shown and Alt+M")
     args = ap.parse_args()
     w, h = (int(v) for v in args.film.lower().split("x"))
     args.film = (w, h)
@@ -391,7 +436,7 @@ def main() -> None:
     import pxp
 
     print(f"pxp from {Path(pxp.__file__).resolve().parent}")
-    sections: list[tuple[str, Callable[[argparse.Namespace, Path], None]]] = [("abc", annotate), ("d", analytics)]
+    sections: list[tuple[str, Callable[[argparse.Namespace, Path], None]]] = [("abce", annotate), ("d", analytics)]
     with tempfile.TemporaryDirectory() as tmp:
         for which, run in sections:
             if set(which) & set(args.only):

@@ -1,5 +1,6 @@
 """The chemist's workstation (docs/annotating.md, "Drawing the reactants"): the Draw button of the DRUG
-reply form loads the molecule editor only when pressed, and every proposed step with valid SMILES,
+reply form shows the molecule editor made (hidden) with the case, pre-filled with the field's reactants
+or the machine's, and every proposed step with valid SMILES,
 the chemist's as the machine's, is drawn under its message. Ketcher's Apply is driven in a real
 browser (tests/browser/test_browser_chem.py)."""
 
@@ -20,26 +21,55 @@ def _editors(at: AppTest) -> int:
                for c in at.get("component_instance"))
 
 
-def test_the_editor_loads_only_when_draw_is_pressed_and_sent_steps_are_drawn(app_db: tuple[str, Engine]) -> None:
+def _ketcher(at: AppTest) -> tuple[str, str]:
+    """The editor's (key, pre-fill)."""
+    (c,) = [c for c in at.get("component_instance")
+            if "streamlit_ketcher" in str(getattr(c.proto, "component_name", ""))]
+    return c.proto.id, str(c.proto.json_args)
+
+
+def _shown(at: AppTest) -> bool:
+    """Whether the editor's box is styled over the window (else hidden off screen)."""
+    return any("inset: 0" in str(getattr(h.proto, "body", "")) for h in at.get("html"))
+
+
+def test_the_editor_is_made_with_the_case_and_drawn_steps_are_shown(app_db: tuple[str, Engine]) -> None:
     _, engine = app_db
     make_drug(engine)
     at = login(new_app("annotate"), "toy-drug")
     sid, msgs = current(engine)
     draw = by_suffix(at.button, "_draw")
     assert draw.label == "Draw" and draw.proto.shortcut == "alt+m"
-    assert _editors(at) == 0, "Ketcher on the page before the chemist asked for it"
+    assert _editors(at) == 1 and not _shown(at), "Ketcher made hidden with the case"
+    first, args = _ketcher(at)
+    assert msgs[0].prediction in args  # pre-filled with the machine's
+    at.run()
+    assert _ketcher(at)[0] == first, "a rerun keeps the editor"
     by_suffix(at.text_input, "_pred").input("CCO.OC(=O)c1ccccc1").run()
     ok(at)
-    assert _editors(at) == 0, "a rerun loads no editor"
+    key, args = _ketcher(at)
+    assert key != first and "CCO.OC(=O)c1ccccc1" in args, "other reactants in the field: a new editor with them"
+    by_suffix(at.text_input, "_pred").input("OC(=O)c1ccccc1.OCC").run()
+    assert _ketcher(at)[0] == key, "the same molecules: the same editor"
+    by_suffix(at.text_input, "_pred").input("OC(=O)c1ccccc1.OC(").run()
+    assert _ketcher(at)[0] == key, "a field RDKit cannot read (yet, as it is typed): the editor there is"
+    by_suffix(at.text_input, "_pred").input("OC(=O)c1ccccc1.OCC").run()
+    assert _ketcher(at)[0] == key
+    assert not _shown(at)
     by_suffix(at.button, "_draw").click().run()
     ok(at)
-    assert _editors(at) == 1
+    assert _shown(at) and _ketcher(at)[0] == key
+    assert by_suffix(at.button, "_editor_close").proto.shortcut == "escape"
+    by_suffix(at.button, "_editor_close").click().run()
+    assert not _shown(at)
+    assert not [b for b in at.button if b.key.endswith("_editor_close")], "hidden, the editor has no key (Esc)"
     by_suffix(at.button, "_match_no").click().run()
     by_suffix(at.button, "_agree_no").click().run()
     by_suffix(at.button, "_send").click().run()
     ok(at)
-    assert all_msgs(engine, sid)[1].prediction == "CCO.OC(=O)c1ccccc1"
-    assert _editors(at) == 0, "the editor closes with the rerun"
+    assert all_msgs(engine, sid)[1].prediction == "OC(=O)c1ccccc1.OCC"
+    assert _editors(at) == 1 and not _shown(at)
+    assert _ketcher(at)[0] == key, "the next reply form, pre-filled with the same molecules: the same editor"
     shown = texts(at)
     assert shown.count("The human's proposed step: reactants → target") == 1
     assert shown.count("The machine's proposed step: reactants → target") == 2

@@ -1,9 +1,12 @@
 """The chemist's workstation in a real browser at 1280×720 (docs/annotating.md, "Drawing the reactants").
 
-On a demo DRUG case: Ketcher is not loaded until the chemist opens the editor; a molecule set through
-Ketcher's own API and its Apply button fill the reactant SMILES field, which Send stores as the
-human's prediction; the human's proposed step is then drawn like the machine's; every reaction
-drawing stays inside its column, on Annotate and on Sessions.
+On a demo DRUG case: Ketcher is loaded in the background before the chemist opens the editor, and
+takes no focus while hidden; opened
+(Alt+M), it covers the window, its canvas at least 70% of the window's height and both side toolbars
+whole; Esc closes it; a molecule set through Ketcher's own API and its Apply button fill the reactant
+SMILES field, which Send stores as the human's prediction; the human's proposed step is then drawn
+like the machine's; every reaction drawing stays inside its column, on Annotate and on Sessions. (The
+time to open is measured in bench/bench_browser.py, not here.)
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pxp.app.annotate.editor import DRAW_KEY
+from pxp.app.annotate.editor import BOX, DRAW_KEY
 from pxp.data.chem import InvalidSmiles, smiles_set
 from tests.browser.test_browser_app import (
     _annotate_as,
@@ -52,6 +55,21 @@ FIND_KETCHER = """() => {
   }
   return false;
 }"""
+#: the editor's box is shown over the window (it is hidden, off screen, until Draw)
+SHOWN = """() => { const b = document.querySelector('.st-key-""" + BOX + """');
+  if (!b) return false; const r = b.getBoundingClientRect();
+  return r.left >= 0 && r.width > 0 && getComputedStyle(b).visibility === 'visible'; }"""
+#: in the editor's frame: Ketcher is up (its "Loading..." gone) and found
+READY = "() => !document.querySelector('[data-testid=\"loading-placeholder\"]') && (" + FIND_KETCHER + ")()"
+#: in the editor's frame: the canvas' height, and each side toolbar's [top, bottom, content height, height,
+#: its scroll arrows shown]
+FIT = """() => { const q = (s) => document.querySelector(s);
+  const bar = (s) => { const e = q(s), r = e.getBoundingClientRect();
+    return [r.top, r.bottom, e.scrollHeight, e.clientHeight,
+            [...e.parentElement.querySelectorAll('*')].filter((x) => !x.children.length && x.textContent.trim() === '▼'
+              && x.getBoundingClientRect().height > 0).length]; };
+  return {canvas: q('[class*="StructEditor"]').getBoundingClientRect().height, frameH: innerHeight,
+          left: bar('[class*="LeftToolbar"]'), right: bar('[class*="RightToolbar"]')}; }"""
 #: every drawn image (molecules, reaction pieces) that sticks out of its column: [left, right, column]
 OVERFLOW = """() => [...document.querySelectorAll('[data-testid="stImage"] img, [data-testid="stImageContainer"] img')]
   .map((i) => [i.getBoundingClientRect(), i.closest('[data-testid="stColumn"]')])
@@ -69,14 +87,22 @@ def open_editor(page: Any, draw_key: str | None = None) -> Any:
     else:
         page.evaluate("() => document.activeElement && document.activeElement.blur()")
         page.keyboard.press(DRAW_KEY)
-    page.wait_for_selector('[role="dialog"] iframe', timeout=90_000)
-    page.wait_for_function("(u) => [...document.querySelectorAll('iframe')].some((f) => f.src.includes(u))",
-                           arg=KETCHER_URL, timeout=90_000)
-    page.wait_for_load_state()
-    frame = next((f for f in page.frames if KETCHER_URL in f.url), None)
+    page.wait_for_function(SHOWN, timeout=90_000)
+    until(lambda: editor_frame(page) is not None)
+    frame = editor_frame(page)
     assert frame is not None, "the editor's frame"
-    frame.wait_for_function(FIND_KETCHER, timeout=90_000)
+    frame.wait_for_function(READY, timeout=90_000)
     return frame
+
+
+def editor_frame(page: Any) -> Any:
+    """The Ketcher frame in the editor's box (a new pre-fill makes a new one), if any: found by its
+    element (the page's list of frames can hold a re-created frame under an empty URL)."""
+    for el in page.locator(f'.st-key-{BOX} iframe[src*="{KETCHER_URL}"]').element_handles():
+        frame = el.content_frame()
+        if frame is not None and not frame.is_detached():
+            return frame
+    return None
 
 
 def smiles_in(frame: Any) -> str:
@@ -123,15 +149,35 @@ def test_draw_apply_and_send_the_reactants(server: tuple[str, str]) -> None:  # 
             smiles.focus()
             page.keyboard.press("Tab")
             assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "My explanation"
-            assert not [u for u in requests if KETCHER_URL in u], "Ketcher loaded before the editor was opened"
+            # the editor is loaded in the background once the case is on screen, hidden: it takes
+            # neither the focus (Ketcher focuses itself as it starts) nor the page's keys
+            until(lambda: any(".chunk.js" in u for u in requests if KETCHER_URL in u))
+            assert not page.evaluate(SHOWN)
+            until(lambda: editor_frame(page) is not None)
+            editor_frame(page).wait_for_function(READY, timeout=90_000)
+            assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "My explanation"
+            assert page.evaluate(f"() => document.querySelector('.st-key-{BOX}').inert")
+
+            frame = open_editor(page)  # Alt+M: over the whole window, every toolbar whole
+            until(lambda: frame.evaluate(FIT)["frameH"] >= 600, 10)  # fitted to the window
+            fit = frame.evaluate(FIT)
+            assert fit["canvas"] >= 0.7 * 720, fit
+            for side in ("left", "right"):
+                _, bottom, content, height, arrows = fit[side]
+                assert content <= height + 1 and not arrows and bottom <= fit["frameH"], (side, fit)
+            box = page.evaluate(f"() => document.querySelector('.st-key-{BOX}').getBoundingClientRect().toJSON()")
+            assert box["top"] <= 1 and box["height"] >= 719 and box["width"] >= 1279, box
+            until(lambda: same(smiles_in(frame), msgs[0].prediction))  # pre-filled with the machine's
+            page.screenshot(path="artifacts/annotate-1280x720-ketcher.png")
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            page.keyboard.press("Escape")  # Streamlit's key: the focus on the page, not in Ketcher's frame
+            page.wait_for_function("() => !(" + SHOWN + ")()", timeout=90_000)
 
             frame = open_editor(page, f"annotate_{sid}_2_draw")
-            assert [u for u in requests if KETCHER_URL in u]
-            until(lambda: same(smiles_in(frame), msgs[0].prediction))  # pre-filled with the machine's
             frame.evaluate("async () => { await window.ketcher.setMolecule('CCO.OC(=O)c1ccccc1'); }")
             until(lambda: same(smiles_in(frame), "CCO.O=C(O)c1ccccc1"))
             frame.get_by_role("button", name="Apply").click()
-            page.wait_for_selector('[role="dialog"]', state="detached", timeout=90_000)
+            page.wait_for_function("() => !(" + SHOWN + ")()", timeout=90_000)
             field = page.get_by_label(SMILES_LABEL).last
             expect(field).to_have_value(re.compile(r"\S"))
             _idle(page)
@@ -141,9 +187,13 @@ def test_draw_apply_and_send_the_reactants(server: tuple[str, str]) -> None:  # 
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
             _keys(page, "Alt+6", "Alt+8")  # neither matches: the AGENT rule tags REFUTE
             expect(page.get_by_text("Your message will be tagged", exact=False)).to_be_visible()
+            until(lambda: editor_frame(page) is not None)
+            editor_frame(page).evaluate("() => { window.pxpMark = 1; }")  # the editor made for the drawn molecules
             _keys(page, "Control+Enter")
             expect(page.get_by_text("Your reply (message 4)")).to_be_visible(timeout=90_000)
             _idle(page)
+            # the next reply form, pre-filled with the same molecules, keeps the page's editor
+            assert editor_frame(page).evaluate("() => window.pxpMark") == 1
             stored, _ = _session_of(url, sid)
             assert (stored[1].sender, stored[1].prediction, stored[1].tag) == ("human", drawn, "REFUTE")
             # the chemist's own proposal is drawn like the machine's, and every drawing fits its column

@@ -54,8 +54,7 @@ def test_first_direct_page_load_has_pxp_navigation_and_no_external_request(serve
             _pick_dataset(page, "demo-drug (drug)")
             page.get_by_text("The machine's proposed step", exact=False).first.wait_for(timeout=90000)
             _idle(page)
-            assert not [u for u in requests if KETCHER_URL in u], "Ketcher loaded before the editor was opened"
-            open_editor(page)  # by its key chord
+            open_editor(page)  # by its key chord (Ketcher was loaded in the background, from the app's server)
             assert [u for u in requests if KETCHER_URL in u]
         finally:
             browser.close()

@@ -1,60 +1,163 @@
-"""The chemist's molecule editor in the DRUG reply form (docs/annotating.md, "Drawing the reactants").
+"""The chemist's molecule editor of the DRUG reply form (docs/annotating.md, "Drawing the reactants").
 
 Ketcher (streamlit-ketcher: its build and the Indigo toolkit ship in the wheel and are served by the
-app's own server) opens in a dialog, and only then: its bundle of about 12 MB is not loaded for a
-case nor on a rerun unless the chemist asks for it. Apply puts Ketcher's SMILES into the reactant
-field, which checks it with RDKit like typed SMILES.
+app's own server) is one editor per page, made hidden, in the background, once a DRUG reply form is
+on screen, outside that form (a new form keeps it); Draw (or DRAW_KEY) shows it over the whole window.
+Ketcher takes its molecules only when it is made, so other reactants in the field make a new editor,
+again in the background (a new frame takes about 4 s on two cores); the same molecules, or a field
+RDKit cannot read yet, keep the one there is. It never takes the focus, and so no key, from the page
+(hidden, it is also inert). Apply puts Ketcher's SMILES into the reactant field, which checks it with RDKit like typed
+SMILES.
 """
 
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from pxp.app.annotate.keys import S
+from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.pxp.rules import Sender
 from pxp.running.pxp.live.turns import LiveSession
 
 #: opens the editor, also from inside the SMILES field (Alt chords reach Streamlit there)
 DRAW_KEY = "Alt+M"
-EDITOR_HEIGHT = 430  # the dialog fits a 1280×720 window with Ketcher's Reset and Apply in view
+CLOSE_KEY = "Escape"
+#: the page's one editor: its box's element key, and the prefix of its session-state keys
+BOX = "annotate_editor"
+#: Ketcher's own height (its toolbars and canvas) at a 1280×720 window; the fitting script
+#: (FIT_JS) gives it the height the window has, in any window
+EDITOR_HEIGHT = 590
+#: the editor, hidden (but laid out, so Ketcher starts as it would on screen) or over the whole
+#: window; our own constant CSS on our own element key, no user text
+_HIDDEN = """<style>.st-key-{box} {{ position: fixed; left: -300vw; top: 0; width: 100vw;
+  visibility: hidden; pointer-events: none; }}</style>"""
+_SHOWN = """<style>.st-key-{box} {{ position: fixed; inset: 0; z-index: 1000100;
+  background-color: white; padding: 0.15rem 1rem 0 1rem; gap: 0; overflow: hidden; }}
+.st-key-{box} [data-testid="stCaptionContainer"] p {{ margin: 0; }}</style>"""
+#: the editor never takes the focus from the page: Ketcher focuses its frame as it starts (a textarea
+#: of its own, autofocused), and the page's keys (Ctrl+Enter, Alt+1, ...; Esc once it is shown) would
+#: then go to the frame, hidden or not; so the frame's focus() acts only while it is shown and the
+#: focus is already in it (the chemist clicked in Ketcher), from as soon as the frame has a document,
+#: before Ketcher starts; hidden, its box is also inert. Ketcher's height follows the window: the frame's own
+#: wrapper (same origin) is given what the window leaves below the frame's top, and Reset/Apply move
+#: onto the free end of Ketcher's bottom toolbar. Our own element key, no page text read or written.
+FIT_JS = """<script>
+(function () {
+  const w = window.parent, d = w.document, box = '.st-key-""" + BOX + """';
+  const hidden = (e) => { const b = e.closest(box); return !b || w.getComputedStyle(b).visibility === 'hidden'; };
+  const guard = (f) => {
+    let fw;
+    try { fw = f.contentWindow; if (!fw || fw.__pxpGuard) return; fw.__pxpGuard = true; } catch (e) { return; }
+    const focus = fw.HTMLElement.prototype.focus;
+    fw.HTMLElement.prototype.focus = function (o) { if (!hidden(f) && d.activeElement === f) focus.call(this, o); };
+    if (d.activeElement === f && fw.document.activeElement !== fw.document.body) {
+      fw.document.activeElement.blur();  // focused before it could be guarded
+    }
+  };
+  const watched = new w.WeakSet();
+  const guardAll = () => d.querySelectorAll(box).forEach((b) => {
+    const h = w.getComputedStyle(b).visibility === 'hidden';
+    if (b.inert !== h) b.inert = h;
+    b.querySelectorAll('iframe').forEach((f) => {
+      if (!watched.has(f)) { watched.add(f); f.addEventListener('load', () => guard(f)); }
+      guard(f);
+    });
+  });
+  const fit = () => {
+    guardAll();
+    d.querySelectorAll(box + ' iframe').forEach((f) => {
+      const doc = f.contentDocument, root = doc && doc.querySelector('.Ketcher-root');
+      const wrap = root && root.parentElement, row = wrap && wrap.nextElementSibling;
+      if (!row) return;
+      if (row.style.position !== 'absolute') {  // Reset and Apply over the bottom toolbar's free right end
+        wrap.parentElement.style.position = 'relative';
+        Object.assign(row.style, {position: 'absolute', right: '0.5rem', bottom: '2px', padding: '0',
+                                  gap: '0.5rem', zIndex: '2'});
+        row.querySelectorAll('button').forEach((b) => { b.style.padding = '0 0.75rem'; });
+      }
+      const h = Math.max(320, Math.floor(w.innerHeight - Math.max(0, f.getBoundingClientRect().top) - 4));
+      if (wrap.style.height !== h + 'px') wrap.style.height = h + 'px';
+    });
+  };
+  if (w.__pxpFitKetcher) w.clearInterval(w.__pxpFitKetcher);
+  if (w.__pxpGuardKetcher) w.__pxpGuardKetcher.disconnect();
+  w.__pxpFitKetcher = w.setInterval(fit, 250);
+  w.__pxpGuardKetcher = new w.MutationObserver(guardAll);  // a new frame is guarded at once
+  w.__pxpGuardKetcher.observe(d.body, {childList: true, subtree: true});
+  w.addEventListener('resize', fit);
+  fit();
+})();
+</script>"""
 
 
 def take_drawn(key: str) -> None:
-    """Put the molecule applied in the editor into the reactant field (state `{key}_pred`); called
-    before the field is made, in the rerun that closed the editor."""
-    drawn = S.pop(f"{key}_drawn", None)
-    if drawn is not None:
-        S[f"{key}_pred"] = drawn
+    """Put the molecule applied in the editor into the reactant field (state `{key}_pred`) of the
+    reply form keyed `key`; called before the field is made, in the rerun after Apply."""
+    drawn = S.pop(f"{BOX}_drawn", None)
+    if drawn is not None and drawn[0] == key:
+        S[f"{key}_pred"] = drawn[1]
 
 
-def draw_button(s: LiveSession, key: str, smiles: str) -> None:
-    """The Draw button under the reactant field; pressed (or DRAW_KEY), the editor opens pre-filled
-    with `smiles`, or the machine's when that is empty. Kept out of the Tab order
-    (pxp.app.annotate.tab_order) so that Tab goes from the prediction to the explanation."""
+def draw_button(key: str) -> None:
+    """The Draw button under the reactant field of the reply form keyed `key`: it shows the editor
+    (molecule_editor). Kept out of the Tab order (pxp.app.annotate.tab_order) so that Tab goes from
+    the prediction to the explanation."""
     if st.button("Draw", key=f"{key}_draw", icon=":material/draw:", type="tertiary", shortcut=DRAW_KEY,
                  help="Draw the reactants in a molecule editor (Ketcher); Apply puts them in the field"):
-        S[f"{key}_draw_n"] = S.get(f"{key}_draw_n", 0) + 1  # a fresh editor each time it opens
-        S[f"{key}_draw_opened"] = True
-        machine = s.last_from(Sender.MACHINE)
-        _editor(key, smiles.strip() or (machine.prediction if machine else ""))
+        S[f"{BOX}_open"] = True
 
 
-@st.dialog("Draw the reactants", width="large", icon=":material/draw:")
-def _editor(key: str, smiles: str) -> None:
-    """Ketcher, pre-filled. Its only widget is the editor itself, so a rerun of this dialog other
-    than the one that opened it is Apply: the SMILES goes to the field and the dialog closes (an
-    empty canvas changes nothing)."""
+def _readable(smiles: str) -> bool:
+    try:
+        smiles_set(smiles)
+    except InvalidSmiles:
+        return False
+    return True
+
+
+def editor_box() -> DeltaGenerator:
+    """The editor's box: made first in the conversation pane, so its place in the page, and the
+    editor in it, stay the same from one reply form to the next (the editor is put in it by
+    molecule_editor, after the form). Fixed over or off the window, it takes no room in the pane."""
+    return st.container(key=BOX)
+
+
+def molecule_editor(box: DeltaGenerator, s: LiveSession, key: str) -> None:
+    """The page's editor in `box`, hidden or shown, for the reply form keyed `key`, pre-filled with
+    its field's reactants, or the machine's when that is empty. Its only value is Ketcher's Apply: a
+    value that is neither its pre-fill nor one already taken goes to the field and the editor is
+    hidden (an empty canvas changes nothing)."""
     from streamlit_ketcher import st_ketcher
 
-    opened = S.pop(f"{key}_draw_opened", False)
-    st.caption("Draw the reactants (a molecule each), then Apply. Esc closes the editor and leaves "
-               "your answer as it was.")
-    value = st_ketcher(smiles, molecule_format="SMILES", height=EDITOR_HEIGHT,
-                       key=f"{key}_ketcher_{S.get(f'{key}_draw_n', 0)}")
-    if opened:
+    machine = s.last_from(Sender.MACHINE)
+    prefill = str(S.get(f"{key}_pred") or "").strip() or (machine.prediction if machine else "")
+    made_for = S.get(f"{BOX}_for")
+    if made_for is None or (_readable(prefill) and not (_readable(made_for)
+                                                        and smiles_set(prefill) == smiles_set(made_for))):
+        S[f"{BOX}_n"] = S.get(f"{BOX}_n", 0) + 1
+        S[f"{BOX}_for"] = prefill
+    prefill = S[f"{BOX}_for"]
+    shown = bool(S.get(f"{BOX}_open"))
+    with box:
+        st.html((_SHOWN if shown else _HIDDEN).format(box=BOX))
+        with st.container(horizontal=True, vertical_alignment="center"):
+            st.caption("**Draw the reactants** (a molecule each), then **Apply**: they go to the field. "
+                       "Close (Esc) leaves your answer as it was.")
+            if shown:  # hidden, the editor has no key (Esc stays the page's)
+                st.button("Close", key=f"{BOX}_close", icon=":material/close:", shortcut=CLOSE_KEY,
+                          type="tertiary", on_click=S.__setitem__, args=(f"{BOX}_open", False))
+        value = str(st_ketcher(prefill, molecule_format="SMILES", height=EDITOR_HEIGHT,
+                               key=f"{BOX}_ketcher_{S[f'{BOX}_n']}") or "")
+        st.iframe(FIT_JS, height=1)
+        warn = st.empty()
+    if value == prefill or value == S.get(f"{BOX}_taken"):
         return
-    if not str(value or "").strip():  # an empty canvas, or Apply before Ketcher had loaded the molecule
-        st.warning("Nothing to apply: draw the reactants first (the field is left as it was).")
+    if not value.strip():  # Apply on an empty canvas
+        if shown:
+            warn.warning("Nothing to apply: draw the reactants first (the field is left as it was).")
         return
-    S[f"{key}_drawn"] = str(value)
+    S[f"{BOX}_taken"] = value
+    S[f"{BOX}_drawn"] = (key, value)
+    S[f"{BOX}_open"] = False
     st.rerun()

@@ -48,6 +48,11 @@ def _answer(state_key: str, value: bool, fill: tuple[str, str]) -> None:
         S[field] = machine_value
 
 
+def reply_key(s: LiveSession) -> str:
+    """The element and session-state key prefix of the reply form on screen."""
+    return f"annotate_{s.id}_{s.j}"
+
+
 def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
     """The human's turn: my answer, the two questions, the tag, the live preview, Send.
 
@@ -56,7 +61,7 @@ def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
     stored with the message.
     """
     j = s.j
-    key = f"annotate_{s.id}_{j}"
+    key = reply_key(s)
     machine = s.last_from(Sender.MACHINE)
     mine = s.last_from(Sender.HUMAN)
     assert machine is not None
@@ -158,7 +163,7 @@ def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str 
         value = st.text_input("My prediction: reactant SMILES (separate with a dot)",
                               key=pkey, placeholder="e.g. CC(=O)OC(C)=O.Nc1ccc(O)cc1, or Draw them",
                               live="1s")  # kept (and checked) a second after typing pauses
-        draw_button(s, key, value)
+        draw_button(key)
         if not value.strip():
             return "", NO_PREDICTION
         if (why := smiles_problem(value)) is not None:

@@ -12,8 +12,9 @@ import streamlit as st
 from pxp.app import auth, resources, ui
 from pxp.app.annotate.case_pane import instance_panel, settled_window, split
 from pxp.app.annotate.conversation import current_session, finished_note, machine_turn, transcript_panel
+from pxp.app.annotate.editor import editor_box, molecule_editor
 from pxp.app.annotate.keys import SUBMIT_KEY, S
-from pxp.app.annotate.reply_form import answer_form, keyboard_help
+from pxp.app.annotate.reply_form import answer_form, keyboard_help, reply_key
 from pxp.app.annotate.sidebar import choose_experiment, identity, show_abandoned, show_progress
 from pxp.app.annotate.tab_order import tab_order
 from pxp.app.prepare import prepare_next_case
@@ -109,11 +110,13 @@ def _reply(sid: int, eid: int, annotator_id: int) -> None:
     if not may_open(resources.engine(), sid, annotator_id):  # taken over or closed meanwhile
         stale_send(sid, annotator_id)  # a Send pressed for it is refused in words, not lost
         st.rerun(scope="app")
+    s = load_session(resources.engine(), sid)
+    # first in the pane: the DRUG molecule editor's box keeps its place from one reply form to the next
+    editor = editor_box() if s.match_kind == "smiles" else None
     notice = S.pop("annotate_notice", None)
     if notice:
         st.warning(ui.escape_md(notice))
     refused_note()
-    s = load_session(resources.engine(), sid)
     if s.turn is Sender.MACHINE and not machine_turn(s):
         transcript_panel(s)
         return
@@ -132,5 +135,7 @@ def _reply(sid: int, eid: int, annotator_id: int) -> None:
         form = f"annotate_form_{s.id}_{s.j}"
         with st.container(key=form):
             answer_form(s, settled_window(s))
+        if editor is not None:
+            molecule_editor(editor, s, reply_key(s))
 
 render()
