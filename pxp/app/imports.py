@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
-from pxp.data.importers.common import ImportProblems, shown_problems
+from pxp.data.importers.common import ImportProblems, Problems, shown_problems
 from pxp.data.importers.zips import extract_zip
 
 
@@ -150,7 +150,7 @@ def match_images(csv_path: Path, root: Path) -> Path:
 def _problems(err: Exception) -> list[str]:
     probs = getattr(err, "problems", None)
     if isinstance(probs, list) and probs:
-        return shown_problems([str(p) for p in probs])
+        return shown_problems(Problems([str(p) for p in probs], more=int(getattr(probs, "more", 0))))
     return [" ".join(str(err).split()) or type(err).__name__]
 
 

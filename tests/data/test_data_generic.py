@@ -219,6 +219,37 @@ def test_memory_stays_flat_as_the_file_grows(engine: Engine, tmp_path: Path) -> 
     assert peak_large < peak_small * 1.25 + 256 * 1024, (peak_small, peak_large)
 
 
+def test_a_file_of_bad_rows_keeps_its_first_problems_and_counts_the_rest_in_flat_memory(engine: Engine,
+                                                                                       tmp_path: Path) -> None:
+    from pxp.data.importers.common import KEPT_PROBLEMS, problem_count, shown_problems
+
+    def bad(path: Path, n: int) -> Path:  # every row names an unknown split
+        with path.open("w") as fh:
+            fh.write("key,input,split\n")
+            fh.writelines(f"r{i},case {i} with a longer text to make each problem line longer,spring\n"
+                          for i in range(n))
+        return path
+
+    peaks = []
+    for n in (5_000, 30_000):
+        tracemalloc.start()
+        try:
+            with pytest.raises(ImportProblems) as info:
+                import_table(engine, bad(tmp_path / f"bad{n}.csv", n), name=f"bad{n}")
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        found = info.value.problems
+        assert len(found) == KEPT_PROBLEMS and problem_count(found) == n
+        assert found[0].startswith(f"bad{n}.csv:2: ") and found[-1].startswith(f"bad{n}.csv:{KEPT_PROBLEMS + 1}: ")
+        assert shown_problems(found)[-1] == (f"... and {n - 20:,} more problems not shown (fix these and import "
+                                             "again)")
+        del info, found
+    assert peaks[1] < peaks[0] * 1.25 + 256 * 1024, peaks
+    with DB(engine) as db:
+        assert count_rows(db, Dataset) == 0
+
+
 def test_keys_equal_under_the_text_rule_are_one_key_repeated(engine: Engine, tmp_path: Path) -> None:
     f = tmp_path / "k.csv"
     f.write_text("key,input\na,first\na\u200b,second\n b ,third\n", encoding="utf-8")

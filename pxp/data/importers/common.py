@@ -11,9 +11,9 @@ importing the same file again adds nothing.
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 from sqlmodel import select
@@ -27,14 +27,49 @@ from pxp.storage.tables import Dataset
 SPLITS = ("train", "val", "test")
 
 csv.field_size_limit(MAX_FIELD_CHARS)
+T = TypeVar("T")
+
+
+#: the problems an import keeps (in the order found); later ones are only counted, so a file of bad rows
+#: takes no more memory than a good one
+KEPT_PROBLEMS = 1_000
+
+
+class Problems(list[T]):
+    """An import's problems as found: the first KEPT_PROBLEMS kept, the rest counted in `more`."""
+
+    def __init__(self, found: Iterable[T] = (), more: int = 0) -> None:
+        super().__init__()
+        self.more = more
+        self.extend(found)
+
+    def append(self, problem: T) -> None:
+        if len(self) < KEPT_PROBLEMS:
+            super().append(problem)
+        else:
+            self.more += 1
+
+    def extend(self, found: Iterable[T]) -> None:
+        for problem in found:
+            self.append(problem)
+
+    def __iadd__(self, found: Iterable[T]) -> Problems[T]:  # type: ignore[override,misc]  # list's returns list
+        self.extend(found)
+        return self
+
+
+def problem_count(problems: Sequence[object]) -> int:
+    """How many problems were found, the counted-only ones included."""
+    return len(problems) + int(getattr(problems, "more", 0))
 
 
 class ImportProblems(PxpError, ValueError):
-    """Everything wrong with an input file, one line per problem (nothing was written)."""
+    """Everything wrong with an input file, one line per problem (nothing was written); `more` counts
+    those found past KEPT_PROBLEMS."""
 
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(problems[:5]) + (" ..." if len(problems) > 5 else ""))
+    def __init__(self, problems: list[str], more: int = 0) -> None:
+        self.problems = Problems(problems, more + int(getattr(problems, "more", 0)))
+        super().__init__("; ".join(problems[:5]) + (" ..." if problem_count(self.problems) > 5 else ""))
 
 
 #: the problems an import shows one per line; the rest are counted on one more line
@@ -44,10 +79,10 @@ SHOWN_PROBLEMS = 20
 def shown_problems(problems: Sequence[str]) -> list[str]:
     """The lines that show an import's problems (CLI and app alike): the first SHOWN_PROBLEMS, each
     naming its file and line, then one line counting the rest."""
-    rest = len(problems) - SHOWN_PROBLEMS
+    rest = problem_count(problems) - SHOWN_PROBLEMS
     if rest <= 0:
         return list(problems)
-    return [*problems[:SHOWN_PROBLEMS],
+    return [*list(problems)[:SHOWN_PROBLEMS],
             f"... and {rest:,} more problem{'s' if rest > 1 else ''} not shown (fix these and import again)"]
 
 

@@ -31,6 +31,7 @@ from pxp.data.importers.common import (
     ImportProblems,
     ImportResult,
     NewInstance,
+    Problems,
     check_split,
 )
 from pxp.data.importers.deidentify import deidentify
@@ -233,7 +234,7 @@ def _labels_file(path: Path) -> dict[str, tuple[int, dict[str, str]]]:
     twice is refused naming both lines."""
     rows = read_csv(path, required=("file", "label"), label="labels CSV")
     out: dict[str, tuple[int, dict[str, str]]] = {}
-    problems = []
+    problems: list[str] = Problems()
     for line, r in rows:
         f = r["file"].strip().replace("\\", "/")
         if not r["label"].strip():  # a labelled case needs its label: the proxy has no answer without one
@@ -295,7 +296,7 @@ def import_dicom(
         folder, labels = folder.parent, folder
     if not folder.is_dir():
         raise ImportProblems([f"{folder}: not a folder"])
-    problems: list[str] = []
+    problems: list[str] = Problems()
     warns: list[str] = []
     fixed_split = check_split(split, "--split", problems)
     table = _labels_file(labels) if labels is not None else {}

@@ -34,6 +34,7 @@ from pxp.data.importers.common import (
     ImportProblems,
     ImportResult,
     NewInstance,
+    Problems,
     check_split,
     check_task,
 )
@@ -51,7 +52,7 @@ REQUIRED = {"rad": ("image",), "drug": ("input",)}
 def parse_mapping(items: Sequence[str]) -> dict[str, str]:
     """`col=field` strings to {column: field}; ImportProblems for a malformed one."""
     mapping: dict[str, str] = {}
-    problems = []
+    problems: list[str] = Problems()
     for item in items:
         col, sep, fld = item.partition("=")
         col, fld = col.strip(), fld.strip().lower()
@@ -172,7 +173,7 @@ def _store(engine: Engine, path: Path, task: str, mapping: Mapping[str, str] | N
            direct: bool) -> ImportResult:
     """One reading of the file, stored as it is read (see import_table); _HeaderGrew when a JSONL
     line brings a column that changes the mapping."""
-    problems: list[str] = []
+    problems: list[str] = Problems()
     fixed_split = check_split(split, "--split", problems)
     rows: Iterable[tuple[int, dict[str, str]]]
     if path.suffix.lower() == ".csv":

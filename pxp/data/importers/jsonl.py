@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pxp.data.importers.common import ImportProblems, field_limit
+from pxp.data.importers.common import ImportProblems, Problems, field_limit
 from pxp.data.importers.limits import MAX_FIELD_CHARS
 from pxp.data.importers.reading import Meter, text_lines
 
@@ -67,7 +67,7 @@ def _objects(path: Path, problems: list[str], meter: Meter | None = None, *,
 def read_objects(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """The JSON objects of a (small) JSONL file with their line numbers (iter_objects); its
     problems raised together."""
-    problems: list[str] = []
+    problems: list[str] = Problems()
     rows = list(iter_objects(path, problems))
     if problems:
         raise ImportProblems(problems)
@@ -129,7 +129,7 @@ def iter_jsonl(path: Path, problems: list[str], meter: Meter | None = None
 def jsonl_columns(path: Path) -> list[str]:
     """Every key of a JSONL file's objects, in order of first appearance: a first pass that
     refuses (ImportProblems) a line that is not one JSON object, as iter_jsonl would."""
-    problems: list[str] = []
+    problems: list[str] = Problems()
     header: dict[str, None] = {}
     seen = 0
     for _, rec, _ in _objects(path, problems, twice=False):
@@ -146,7 +146,7 @@ def jsonl_columns(path: Path) -> list[str]:
 def read_jsonl(path: Path) -> list[tuple[int, dict[str, str]]]:
     """Objects of a (small) JSONL file with their line numbers, values as text (iter_jsonl); its
     problems raised together."""
-    problems: list[str] = []
+    problems: list[str] = Problems()
     rows = list(iter_jsonl(path, problems))
     if problems:
         raise ImportProblems(problems)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from pxp.data.importers.common import ImportProblems, field_limit
+from pxp.data.importers.common import ImportProblems, Problems, field_limit
 from pxp.data.importers.limits import MAX_TABLE_BYTES
 
 #: progress callback: rows done, fraction of the input read (0..1)
@@ -155,7 +155,7 @@ class CsvRows:
     def __init__(self, path: Path, *, required: Sequence[str] = (), label: str = "CSV",
                  meter: Meter | None = None) -> None:
         self.path, self.count = path, 0
-        self.problems: list[str] = []
+        self.problems: list[str] = Problems()
         self._reader = csv.reader(text_lines(path, meter, cr=True), strict=True)
         try:
             header = next(self._reader)

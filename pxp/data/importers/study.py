@@ -24,6 +24,7 @@ from pxp.data.importers.common import (
     ImportProblems,
     ImportResult,
     NewInstance,
+    Problems,
     check_split,
 )
 from pxp.data.importers.reading import CsvRows, Meter, ProgressFn, csv_row_hash, read_csv
@@ -72,7 +73,7 @@ def import_study_rad(
         rows = CsvRows(csv_path, required=RAD_COLUMNS, label="X-ray CSV", meter=meter)
         stream = iter(rows)
         first = next(stream, None)
-        problems: list[str] = []
+        problems: list[str] = Problems()
         fixed_split = check_split(split, "--split", problems)
         root = Path(images_root) if images_root is not None else default_images_root(
             csv_path, [first[1]["img_path"]] if first else [])
@@ -208,7 +209,7 @@ def import_study_drug(
 
     def store(direct: bool) -> ImportResult:
         rows = CsvRows(csv_path, required=DRUG_COLUMNS, label="retrosynthesis CSV", meter=meter)
-        problems: list[str] = []
+        problems: list[str] = Problems()
         fixed_split = check_split(split, "--split", problems)
         shots: list[dict[str, str]] | None = None
         if few_shot is not None:

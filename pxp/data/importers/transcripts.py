@@ -44,7 +44,7 @@ from sqlalchemy import select as select_core
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.data.importers.common import ImportProblems
+from pxp.data.importers.common import ImportProblems, Problems, problem_count
 from pxp.data.importers.jsonl import iter_objects
 from pxp.data.importers.sending import Stager, copy_rows
 from pxp.data.importers.transcript_lines import Filed, Line, check_prediction, settle_facts
@@ -231,7 +231,7 @@ def import_transcripts(
     with db_session(engine) as db:
         conn = db.connection()
         stage = Stager(conn, stage=STAGE)
-        problems: list[tuple[int, str]] = []  # (line, problem): reported in the order of the file
+        problems: list[tuple[int, str]] = Problems()  # (line, problem): reported in the order of the file
         syntax: list[str] = []  # a line that is not one JSON object: reported alone
         batch: list[tuple[Any, ...]] = []
         for lineno, rec in iter_objects(path, syntax):
@@ -263,7 +263,8 @@ def import_transcripts(
             if store is not None and not settled and (allow_nonconformant or not (bad or violations)):
                 store.add(one, msgs)
         if problems:
-            raise ImportProblems([p for _, p in sorted(problems, key=lambda lp: lp[0])])
+            in_order = [p for _, p in sorted(problems, key=lambda lp: lp[0])]
+            raise ImportProblems(in_order, problem_count(problems) - len(problems))
         if settled:
             raise ImportProblems(settled)
         bad += violations
