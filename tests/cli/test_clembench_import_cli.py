@@ -5,9 +5,13 @@ that disagrees is one warning line, the episode is still imported."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine
+import pytest
+from sqlalchemy import Engine, text
 from typer.testing import CliRunner
 
 from pxp.cli.main import app
@@ -48,3 +52,32 @@ def test_cli_import_runs_root_with_a_disagreeing_scores_file(db_url: str, tmp_pa
     empty.mkdir()
     res = runner.invoke(app, ["--db", db_url, "scorekeeping", "import-clembench", str(empty), "--name", "runs"])
     assert res.exit_code == 1 and res.stderr.strip().startswith(f"error: {empty}: no {GAME} episodes found")
+
+
+@pytest.mark.postgres
+def test_an_import_racing_another_for_a_new_game_reads_again_and_shares_it(pg_engine: Engine,
+                                                                           tmp_path: Path) -> None:
+    """Another import creates the same new game while this one runs: this one waits on the game's unique name,
+    fails on it, reads the folder again and stores its episodes into that game (nothing lost, no driver text)."""
+    from pxp.running.scorekeeping.games import _G
+    from pxp.storage.tables import utcnow
+
+    write_runs(tmp_path)
+    other = pg_engine.connect()
+    tx = other.begin()
+    other.execute(_G.insert().values(name="runs", source="clembench", answerer="", seed=0, status="created",
+                                     config={}, created_at=utcnow()))
+    done: list[Any] = []
+    racing = threading.Thread(target=lambda: done.append(import_clembench(pg_engine, tmp_path, "runs")))
+    racing.start()
+    deadline = time.monotonic() + 60
+    with pg_engine.connect() as watch:  # until the import waits on the other's uncommitted game
+        while time.monotonic() < deadline and not watch.execute(text(
+                "select count(*) from pg_stat_activity where wait_event_type = 'Lock' and datname = "
+                "current_database()")).scalar():
+            time.sleep(0.05)
+    tx.commit()
+    other.close()
+    racing.join(60)
+    assert done and (done[0].stored, done[0].errors) == (len(FIXTURES), [])
+    assert len(stored_scores(pg_engine, ["runs"])) == len(FIXTURES)

@@ -150,6 +150,17 @@ def import_clembench(engine: Engine, root: Path | str, name: str, *, keep_good: 
     transaction: episodes are read one at a time and inserted in batches, so memory does not grow
     with the folder; episodes already in the game are skipped.
     """
+    try:
+        return _import_once(engine, root, name, keep_good)
+    except IntegrityError:  # another import made the game or stored an episode meanwhile: read again
+        try:
+            return _import_once(engine, root, name, keep_good)
+        except IntegrityError:
+            raise GameError(f"another import into game {name!r} ran at the same time; run this one again once it "
+                            "has finished") from None
+
+
+def _import_once(engine: Engine, root: Path | str, name: str, keep_good: bool) -> ImportResult:
     read = ReadResult()
     result = ImportResult(name, errors=read.errors, warnings=read.warnings)
     try:
