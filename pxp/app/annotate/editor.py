@@ -108,12 +108,12 @@ def draw_button(key: str) -> None:
         S[f"{BOX}_open"] = True
 
 
-def _readable(smiles: str) -> bool:
+def _molecules(smiles: str) -> frozenset[str] | None:
+    """The molecules of `smiles` by RDKit, or None while it cannot read them (half typed)."""
     try:
-        smiles_set(smiles)
+        return smiles_set(smiles)
     except InvalidSmiles:
-        return False
-    return True
+        return None
 
 
 def editor_box() -> DeltaGenerator:
@@ -133,8 +133,8 @@ def molecule_editor(box: DeltaGenerator, s: LiveSession, key: str) -> None:
     machine = s.last_from(Sender.MACHINE)
     prefill = str(S.get(f"{key}_pred") or "").strip() or (machine.prediction if machine else "")
     made_for = S.get(f"{BOX}_for")
-    if made_for is None or (_readable(prefill) and not (_readable(made_for)
-                                                        and smiles_set(prefill) == smiles_set(made_for))):
+    wanted = _molecules(prefill)
+    if made_for is None or (wanted is not None and wanted != _molecules(made_for)):
         S[f"{BOX}_n"] = S.get(f"{BOX}_n", 0) + 1
         S[f"{BOX}_for"] = prefill
     prefill = S[f"{BOX}_for"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, func, insert, select
+from sqlalchemy import Connection, Engine, Insert, Table, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from pxp.data.scorekeeping.clembench import ReadResult, iter_results, write_episode
@@ -62,22 +62,35 @@ def create_game(engine: Engine, name: str, *, source: str, answerer: str = "", s
     """A new game; when another process created it first, that one is returned."""
     try:
         with engine.begin() as conn:
-            conn.execute(insert(_G).values(name=name, source=source, answerer=answerer, seed=seed, status="created",
-                                           config=config or {}, created_at=utcnow()))
+            conn.execute(_new_game(name, source=source, answerer=answerer, seed=seed, config=config))
     except IntegrityError:
         pass
     return get_game(engine, name)
 
 
+def _new_game(name: str, *, source: str, answerer: str = "", seed: int = 0,
+              config: dict[str, Any] | None = None) -> Insert:
+    return insert(_G).values(name=name, source=source, answerer=answerer, seed=seed, status="created",
+                             config=config or {}, created_at=utcnow())
+
+
 def set_status(engine: Engine, game_id: int, status: str, note: str | None = None) -> None:
     with engine.begin() as conn:
-        conn.execute(_G.update().where(_G.c.id == game_id).values(status=status, note=note))
+        _set_status(conn, game_id, status, note)
+
+
+def _set_status(conn: Connection, game_id: int, status: str, note: str | None = None) -> None:
+    conn.execute(_G.update().where(_G.c.id == game_id).values(status=status, note=note))
 
 
 def stored_keys(engine: Engine, game_id: int) -> set[Key]:
     with engine.connect() as conn:
-        rows = conn.execute(select(_E.c.model, _E.c.experiment, _E.c.episode).where(_E.c.game_id == game_id))
-        return {(r.model, r.experiment, int(r.episode)) for r in rows}
+        return _stored_keys(conn, game_id)
+
+
+def _stored_keys(conn: Connection, game_id: int) -> set[Key]:
+    rows = conn.execute(select(_E.c.model, _E.c.experiment, _E.c.episode).where(_E.c.game_id == game_id))
+    return {(r.model, r.experiment, int(r.episode)) for r in rows}
 
 
 def episode_values(game_id: int, key: Key, record: EpisodeRecord, *, instance: Instance | None = None,
@@ -166,8 +179,7 @@ def _import_once(engine: Engine, root: Path | str, name: str, keep_good: bool) -
     try:
         with engine.begin() as conn:
             game = _game_for_import(conn, name, root)
-            have = {(r.model, r.experiment, int(r.episode)) for r in conn.execute(
-                select(_E.c.model, _E.c.experiment, _E.c.episode).where(_E.c.game_id == game))}
+            have = _stored_keys(conn, game)
             rows: list[dict[str, Any]] = []
             for ep in iter_results(root, read):
                 key = (ep.model, ep.experiment, ep.episode)
@@ -185,7 +197,7 @@ def _import_once(engine: Engine, root: Path | str, name: str, keep_good: bool) -
                 conn.execute(insert(_E), rows)
             if (read.errors and not keep_good) or not (result.stored or result.skipped):
                 raise _Refused
-            conn.execute(_G.update().where(_G.c.id == game).values(status="finished", note=None))
+            _set_status(conn, game, "finished")
     except _Refused:
         result.stored = result.skipped = 0  # nothing was kept
     return result
@@ -196,9 +208,8 @@ def _game_for_import(conn: Connection, name: str, root: Path | str) -> int:
     clembench import."""
     row = conn.execute(select(_G.c.id, _G.c.source, _G.c.answerer).where(_G.c.name == name)).first()
     if row is None:
-        return int(conn.execute(insert(_G).values(
-            name=name, source="clembench", answerer="", seed=0, status="created",
-            config={"folder": str(Path(root).resolve())}, created_at=utcnow()).returning(_G.c.id)).scalar_one())
+        new = _new_game(name, source="clembench", config={"folder": str(Path(root).resolve())})
+        return int(conn.execute(new.returning(_G.c.id)).scalar_one())
     if row.source != "clembench":
         raise GameError(f"game {name!r} holds a {row.source} of {row.answerer}; import into another --name")
     return int(row.id)
