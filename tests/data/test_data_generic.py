@@ -171,6 +171,29 @@ def test_reimport_counts_unchanged_updated_and_added(any_engine: Engine, tmp_pat
     assert r5.payload == "another finding" and (r5.ordinal, new.ordinal) == (6, 12_001)
 
 
+def test_reimport_refuses_other_content_under_a_session_in_a_later_batch(any_engine: Engine,
+                                                                       tmp_path: Path) -> None:
+    """On PostgreSQL a re-import is compared batch by batch as it is sent: a row changed in a later
+    batch, on an instance a stored session refers to, is still refused, and nothing changes."""
+    from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator
+
+    f = write_csv(tmp_path / "t.csv", 12_000)
+    import_table(any_engine, f, name="t")
+    with DB(any_engine) as db:
+        late = db.exec(select(Instance).where(Instance.key == "r11000")).one()
+    eid = create_live_experiment(any_engine, dataset="t", case_lists={"reader": ["r11000"]})
+    assert claim_next(any_engine, experiment_id=eid, annotator_id=ensure_annotator(any_engine, name="reader"))
+    f.write_text(f.read_text().replace("a finding in case 11000,", "another finding,")
+                 .replace("a finding in case 3,", "a third finding,"))
+    with pytest.raises(ImportProblems) as info:
+        import_table(any_engine, f, name="t")
+    assert info.value.problems == ["dataset 't': key 'r11000' already holds other content, and stored sessions "
+                                   "were run on it; import under a new --name (a new version of the dataset)"]
+    with DB(any_engine) as db:
+        assert db.exec(select(Instance.payload).where(Instance.key == "r3")).one() == "a finding in case 3"
+        assert db.get(Instance, late.id).payload == "a finding in case 11000"  # type: ignore[union-attr]
+
+
 CHILD = """
 import sys
 from pxp.storage.store import make_engine

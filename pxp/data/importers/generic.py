@@ -40,7 +40,7 @@ from pxp.data.importers.common import (
 )
 from pxp.data.importers.jsonl import iter_jsonl, jsonl_columns
 from pxp.data.importers.reading import CsvRows, Meter, ProgressFn, csv_row_hash, row_hash
-from pxp.data.importers.stage import store_instances, store_twice
+from pxp.data.importers.stage import hashes_rows, store_instances, store_twice
 from pxp.data.importers.study import smiles_problem
 from pxp.data.match import label_in, label_set
 from pxp.protocols.text import TextRefused, clean_name, clean_text
@@ -185,7 +185,7 @@ def _store(engine: Engine, path: Path, task: str, mapping: Mapping[str, str] | N
     allowed = label_set(labels, path.name) if task == "rad" else None
     warns: list[str] = []
     items = _items(path, rows, task, col_of, problems, ImageCache(root), fixed_split if split else None,
-                   seen, bool(split), allowed, warns)
+                   seen, bool(split), allowed, warns, hashed=hashes_rows(engine, direct))
     return store_instances(
         engine, name=name or path.stem, task=task, items=items, problems=problems, meter=meter,
         repeats=(path.name, "key"), description=f"imported from {path.name}", source=str(path),
@@ -197,15 +197,16 @@ def _store(engine: Engine, path: Path, task: str, mapping: Mapping[str, str] | N
 def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, col_of: dict[str, str],
            problems: list[str], cache: ImageCache, fixed_split: str | None, labels: list[str],
            split_given: bool, allowed: dict[str, str] | None = None,
-           warns: list[str] | None = None) -> Iterator[NewInstance]:
-    """The file's rows as instances, each checked; a problem line for each row that fails."""
+           warns: list[str] | None = None, *, hashed: bool = True) -> Iterator[NewInstance]:
+    """The file's rows as instances, each checked; a problem line for each row that fails. Without
+    `hashed` the instances' row_hash is left 0 (not read where they are stored)."""
     required = REQUIRED.get(task, ("input",))
     used = set(col_of.values())
     c_in, c_pred, c_expl = col_of.get("input"), col_of.get("prediction"), col_of.get("explanation")
     c_img, c_key, c_split = col_of.get("image"), col_of.get("key"), col_of.get("split")
     req_cols = [(f, col_of[f]) for f in required]
     seen_labels = set(labels)
-    hasher = csv_row_hash if isinstance(rows, CsvRows) else row_hash
+    hasher = (csv_row_hash if isinstance(rows, CsvRows) else row_hash) if hashed else _unhashed
     name = path.name
     as_input = clean_name if task == "drug" else clean_text
     unlabelled: list[int] = []
@@ -272,6 +273,10 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
                      "them, but the database proxy has no answer for them")
     if isinstance(rows, CsvRows) and rows.problems:
         problems[:] = rows.problems  # a file it cannot read is reported alone
+
+
+def _unhashed(row: dict[str, str]) -> int:
+    return 0
 
 
 import_generic = import_table

@@ -4,7 +4,9 @@ no instance yet on PostgreSQL, straight into `instance`.
 
 On PostgreSQL a writer thread sends each batch (and the database checks its keys and foreign keys)
 while the importer reads and checks the next; the importer's thread never touches the connection
-until the writer has finished. Python holds at most three batches.
+until the writer has finished. Python holds at most three batches. A stage `checked` as it is sent
+(PostgreSQL, a dataset that has instances) has unique keys, and each batch is compared with the
+stored instances by the writer while the next is read; a key given twice then raises KeyRepeated.
 """
 
 from __future__ import annotations
@@ -38,32 +40,43 @@ STAGE = Table(
     Column("line", Integer), Column("key", String), Column("rowhash", BigInteger),
     Column("split", String), Column("asset_sha256", String), Column("payload", Text),
     Column("label", String), Column("reference_prediction", Text),
-    Column("reference_explanation", Text), Column("meta", Text), Column("dropped", Integer),
+    Column("reference_explanation", Text), Column("meta", Text), Column("dropped", Integer, server_default="0"),
     prefixes=["TEMPORARY"], postgresql_on_commit="DROP",
 )
 #: the columns of `instance` an import fills, in the order of a direct row
 _DIRECT = ["dataset_id", "key", "ordinal", "split", "asset_sha256", "payload", "label",
            "reference_prediction", "reference_explanation", "meta"]
+#: the columns of a checked stage's row (no key repeats there: no line or row hash to tell them apart)
+_CHECKED = ["seq", "key", "split", "asset_sha256", "payload", "label", "reference_prediction",
+            "reference_explanation", "meta"]
 ASSET: Table = Asset.__table__  # type: ignore[attr-defined]
 
 
 class KeyRepeated(Exception):
-    """A key came twice while storing straight into `instance`: the import is rolled back, to be
-    done again through the staging table (pxp.data.importers.stage.store_twice)."""
+    """A key came twice while storing straight into `instance` or to a checked stage: the import is
+    rolled back, to be done again through the plain staging table
+    (pxp.data.importers.stage.store_twice)."""
 
 
 class Stager:
     """Sends rows to a temporary table, `stage` (COPY on PostgreSQL); with `ds_id`, straight into
-    `instance` as that dataset's (PostgreSQL, a dataset with no instance yet)."""
+    `instance` as that dataset's (PostgreSQL, a dataset with no instance yet). With `checked`
+    (PostgreSQL, to the stage), the stage's keys are unique (one given twice raises KeyRepeated)
+    and `checked(lo, hi)` is called once the batch of seq lo < seq <= hi is sent."""
 
-    def __init__(self, conn: Connection, ds_id: int | None = None, *, stage: Table = STAGE) -> None:
+    def __init__(self, conn: Connection, ds_id: int | None = None, *, stage: Table = STAGE,
+                 checked: Callable[[int, int], None] | None = None) -> None:
         self.conn, self.ds_id, self.stage = conn, ds_id, stage
         self.pg = conn.dialect.name == "postgresql"
-        self.table, cols = (stage.name, [c.name for c in stage.columns]) if ds_id is None else ("instance", _DIRECT)
+        self.checked = checked if self.pg and ds_id is None else None
+        self.table, cols = (stage.name, _CHECKED if self.checked else [c.name for c in stage.columns]) \
+            if ds_id is None else ("instance", _DIRECT)
         self.cols = ", ".join(cols)
         if ds_id is None:
             self.drop()
             stage.create(conn)
+            if self.checked is not None:
+                conn.exec_driver_sql(f"CREATE UNIQUE INDEX {stage.name}_key ON {stage.name} (key)")
         marks = ", ".join("?" if not self.pg else "%s" for _ in cols)
         self.sql = f"INSERT INTO {self.table} ({self.cols}) VALUES ({marks})"
 
@@ -72,6 +85,9 @@ class Stager:
         if self.ds_id is not None:
             return (self.ds_id, item.key, seq, item.split, sha, item.payload, item.label,
                     item.reference_prediction, item.reference_explanation, meta)
+        if self.checked is not None:
+            return (seq, item.key, item.split, sha, item.payload, item.label, item.reference_prediction,
+                    item.reference_explanation, meta)
         return (seq, item.line, item.key, item.row_hash, item.split, sha, item.payload, item.label,
                 item.reference_prediction, item.reference_explanation, meta, 0)
 
@@ -84,14 +100,30 @@ class Stager:
         try:
             copy_rows(self.conn, self.table, self.cols, rows)
         except Exception as err:
-            if self.ds_id is not None and getattr(err, "sqlstate", None) == "23505":  # unique_violation
+            if (self.ds_id is not None or self.checked is not None) and _repeated(err):
                 raise KeyRepeated from None
             raise
+        if self.checked is not None:
+            self.checked(rows[0][0] - 1, rows[-1][0])
 
     def drop(self) -> None:
         if self.ds_id is None:
             schema = "" if self.pg else "temp."  # never a stored table of that name
             self.conn.exec_driver_sql(f"DROP TABLE IF EXISTS {schema}{self.stage.name}")
+
+
+def whole_tables(conn: Connection) -> None:
+    """From here to the end of the transaction, PostgreSQL joins no tables by nested loop: the
+    statements that follow compare a whole file with a whole dataset, and the planner's statistics
+    of a table just filled, or of a dataset it has not analysed yet, put a few rows where there
+    are a million (a nested loop over both would take hours). A hash or merge join costs one
+    pass over each."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL enable_nestloop = off")
+
+
+def _repeated(err: Exception) -> bool:
+    return getattr(err, "sqlstate", None) == "23505"  # PostgreSQL's unique_violation
 
 
 def copy_rows(conn: Connection, table: str, columns: str, rows: Iterable[Iterable[Any]]) -> None:
@@ -194,9 +226,8 @@ def send_items(conn: Connection, stager: Stager, items: Iterable[NewInstance], p
         for item in items:
             if problems:
                 continue  # keep reading: every problem of the file is reported
-            long = length_problems(item)
-            if long:
-                problems += long
+            if len(item.key) > MAX_KEY_CHARS or len(item.label) > MAX_LABEL_CHARS:
+                problems += length_problems(item)
                 continue
             seq += 1
             batch.append(stager.row(seq, item, item.image.sha256 if item.image is not None else None))

@@ -6,8 +6,10 @@ The importer's rows stream into a temporary table (SQLAlchemy Core `executemany`
 rest is set-based SQL in the same transaction: repeated keys (`key`, `key#2`, ...; a row
 identical to an earlier one under its key is dropped), the comparison with the instances
 already stored (a changed instance that a stored session refers to is refused), the updates,
-and one `INSERT ... SELECT` of the new instances. Any problem, an error or a kill leaves the
-database as it was.
+and one `INSERT ... SELECT` of the new instances. On PostgreSQL the comparison of a file whose
+keys are all different runs batch by batch while the file is read (a checked stage), so that
+importing an unchanged file again costs no more than its first import. Any problem, an error or
+a kill leaves the database as it was.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Select,
     Table,
     Text,
     and_,
@@ -38,7 +41,7 @@ from sqlmodel import select as sm_select
 
 from pxp.data.importers.common import ImportProblems, ImportResult, NewInstance
 from pxp.data.importers.reading import Meter
-from pxp.data.importers.sending import STAGE, KeyRepeated, Stager, send_items
+from pxp.data.importers.sending import STAGE, KeyRepeated, Stager, send_items, whole_tables
 from pxp.protocols.text import TextRefused, clean_name
 from pxp.storage.store import db_session
 from pxp.storage.tables import Dataset, Instance, Session
@@ -93,21 +96,51 @@ def _meta(conn: Connection) -> Any:
     return cast(STAGE.c.meta, JSON) if conn.dialect.name == "postgresql" else STAGE.c.meta
 
 
-def _merge(conn: Connection, ds_id: int, name: str, problems: list[str], result: ImportResult) -> int:
-    """Compare the staged rows with the dataset's stored instances: refuse changed content under
-    a stored session, update the changed ones, count the unchanged; how many rows matched."""
-    i, s = INSTANCE, STAGE
-    on = and_(i.c.dataset_id == ds_id, i.c.key == s.c.key, s.c.dropped == 0)
+def _compared(i: Any, s: Any) -> tuple[Any, Any]:
+    """A stored instance `i` and a staged row `s`: (same content, same in every field) as SQL."""
     content = and_(i.c.asset_sha256.is_not_distinct_from(s.c.asset_sha256), i.c.payload == s.c.payload,
                    i.c.label == s.c.label, i.c.reference_prediction == s.c.reference_prediction,
                    i.c.reference_explanation == s.c.reference_explanation)
     same = and_(content, func.coalesce(s.c.split, i.c.split).is_not_distinct_from(i.c.split),
                 cast(i.c.meta, Text) == s.c.meta)
+    return content, same
+
+
+def _counts(i: Any, s: Any) -> Select[int, int, int]:
+    """Of the pairs (stored instance `i`, staged row `s`) joined: how many, how many differ, how many
+    differ in content."""
+    content, same = _compared(i, s)
+    return select(func.count(), func.coalesce(func.sum(case((not_(same), 1), else_=0)), 0),
+                  func.coalesce(func.sum(case((not_(content), 1), else_=0)), 0))
+
+
+class _Checked:
+    """Each batch sent to the stage (with unique keys; PostgreSQL) compared with the dataset's stored
+    instances as it comes, while the next is read: one index look-up a row (a lateral join, whatever
+    the planner thinks of a just-imported table), the counts summed."""
+
+    def __init__(self, conn: Connection, ds_id: int) -> None:
+        self.conn, self.counts = conn, (0, 0, 0)
+        s = select(STAGE).where(STAGE.c.seq > bindparam("lo"), STAGE.c.seq <= bindparam("hi")).subquery("s")
+        i = select(INSTANCE).where(INSTANCE.c.dataset_id == ds_id, INSTANCE.c.key == s.c.key).limit(1).lateral("i")
+        self.query = _counts(i, s).select_from(s.join(i, literal(True)))
+
+    def __call__(self, lo: int, hi: int) -> None:
+        matched, changed, other = self.conn.execute(self.query, {"lo": lo, "hi": hi}).one()
+        self.counts = (self.counts[0] + matched, self.counts[1] + changed, self.counts[2] + other)
+
+
+def _merge(conn: Connection, ds_id: int, name: str, problems: list[str], result: ImportResult,
+           counts: tuple[int, int, int] | None = None) -> int:
+    """Compare the staged rows with the dataset's stored instances: refuse changed content under
+    a stored session, update the changed ones, count the unchanged; how many rows matched.
+    `counts` (matched, changed, changed in content): already counted as the rows were sent."""
+    i, s = INSTANCE, STAGE
+    on = and_(i.c.dataset_id == ds_id, i.c.key == s.c.key, s.c.dropped == 0)
+    content, same = _compared(i, s)
     # one pass to count (not rowcount: psycopg's can be -1 after an executemany); the stored
     # sessions are looked at only when some content changed
-    matched, changed, other = conn.execute(select(
-        func.count(), func.coalesce(func.sum(case((not_(same), 1), else_=0)), 0),
-        func.coalesce(func.sum(case((not_(content), 1), else_=0)), 0)).select_from(s.join(i, on))).one()
+    matched, changed, other = counts or conn.execute(_counts(i, s).select_from(s.join(i, on))).one()
     if other:
         used = conn.execute(select(s.c.key).select_from(s.join(i, on))
                             .where(not_(content), exists().where(SESSION.c.instance_id == i.c.id))
@@ -181,9 +214,16 @@ def _has_instances(conn: Connection, ds_id: int) -> bool:
     return conn.execute(select(INSTANCE.c.id).where(INSTANCE.c.dataset_id == ds_id).limit(1)).first() is not None
 
 
+def hashes_rows(engine: Engine, direct: bool) -> bool:
+    """Whether store_instances(direct=direct) on `engine` reads the items' row_hash: only through
+    the plain staging table (PostgreSQL's first try has no key twice)."""
+    return not (direct and engine.dialect.name == "postgresql")
+
+
 def store_twice(meter: Meter | None, store: Callable[[bool], ImportResult]) -> ImportResult:
-    """`store(True)`, which may send the rows straight into `instance`; when a key repeats there,
-    the import is rolled back and done again as `store(False)`, through the staging table."""
+    """`store(True)`, which may send the rows straight into `instance` or to a checked stage; when
+    a key repeats there, the import is rolled back and done again as `store(False)`, through the
+    plain staging table."""
     try:
         return store(True)
     except KeyRepeated:
@@ -216,7 +256,8 @@ def store_instances(
     `config` and `warnings` are read after the items (an importer fills them meanwhile);
     config entries merge into the dataset's (labels united in order, others replaced).
     With `direct`, on PostgreSQL, a dataset with no instance yet gets its rows by COPY straight
-    into `instance`; a repeated key then raises KeyRepeated (see store_twice).
+    into `instance`, and one with instances has them compared batch by batch as they are sent (a
+    checked stage); a repeated key then raises KeyRepeated (see store_twice).
     """
     try:
         name = clean_name(name, "the dataset name")
@@ -232,16 +273,17 @@ def store_instances(
     with db_session(engine) as db:
         conn = db.connection()
         ds: Dataset | None = None
+        checked: _Checked | None = None
         if conn.dialect.name == "postgresql":  # the repeated-key grouping of a million keys, in memory
             conn.exec_driver_sql("SET LOCAL work_mem = '64MB'")
-            if direct:
-                ds = db.exec(sm_select(Dataset).where(Dataset.name == name)).first()
-                if ds is None or ds.task == task:  # else refused below, as through the stage
-                    ds = _dataset(db, name, task, ds=ds, synthetic=synthetic, **about)
-                    direct = not _has_instances(conn, int(ds.id or 0))
-                else:
-                    direct = False
-        stager = Stager(conn, int(ds.id or 0) if direct and ds is not None else None)
+            ds = db.exec(sm_select(Dataset).where(Dataset.name == name)).first()
+            if not direct or (ds is not None and ds.task != task):  # refused below, as through the stage
+                direct = False
+            elif ds is not None and _has_instances(conn, int(ds.id or 0)):  # compared as it is sent
+                checked, direct = _Checked(conn, int(ds.id or 0)), False
+            else:
+                ds = _dataset(db, name, task, ds=ds, synthetic=synthetic, **about)
+        stager = Stager(conn, int(ds.id or 0) if direct and ds is not None else None, checked=checked)
         seq = send_items(conn, stager, items, problems, result, meter)
         if problems:
             raise ImportProblems(problems)
@@ -250,13 +292,15 @@ def store_instances(
             result.warnings = list(warnings)
             _configure(db, ds, config, synthetic)
             return result
+        whole_tables(conn)
         # the stored tables are first read here, after the file: on SQLite a read transaction held
         # while another connection writes could not become a write one (a stale snapshot)
         ds = db.exec(sm_select(Dataset).where(Dataset.name == name)).first()
         if ds is not None and ds.task != task:
             raise ImportProblems([f"dataset {name!r} already exists for task {ds.task!r}, "
                                   f"not {task!r}; choose another --name"])
-        repeated, dropped = _repeats(conn, repeats, problems)
+        # a checked stage has had no key twice: nothing to number
+        repeated, dropped = _repeats(conn, repeats, problems) if checked is None else ([], 0)
         result.warnings = list(warnings) + repeated
         if problems:
             raise ImportProblems(problems)
@@ -265,7 +309,7 @@ def store_instances(
         _configure(db, ds, config, synthetic)
         ds_id = int(ds.id or 0)
         if not fresh and _has_instances(conn, ds_id):
-            matched = _merge(conn, ds_id, name, problems, result)
+            matched = _merge(conn, ds_id, name, problems, result, checked.counts if checked else None)
             if problems:
                 raise ImportProblems(problems)
             if matched < seq - dropped:  # some rows are new

@@ -46,7 +46,7 @@ from sqlmodel import select
 
 from pxp.data.importers.common import ImportProblems, Problems, problem_count
 from pxp.data.importers.jsonl import iter_objects
-from pxp.data.importers.sending import Stager, copy_rows
+from pxp.data.importers.sending import Stager, copy_rows, whole_tables
 from pxp.data.importers.transcript_lines import Filed, Line, check_prediction, settle_facts
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, conformance, session_bounds, stop_reason
@@ -244,6 +244,7 @@ def import_transcripts(
         if syntax:
             raise ImportProblems(syntax)
         stage.send(batch)
+        whole_tables(conn)
         exists = db.exec(select(Experiment).where(Experiment.name == name)).first() is not None
         store = None if problems or exists else _Store(db, path, name, task, n, k)
         settled: list[str] = []
