@@ -205,6 +205,9 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
     c_in, c_pred, c_expl = col_of.get("input"), col_of.get("prediction"), col_of.get("explanation")
     c_img, c_key, c_split = col_of.get("image"), col_of.get("key"), col_of.get("split")
     req_cols = [(f, col_of[f]) for f in required]
+    only_input = required == ("input",)
+    # a CSV's columns are its header's: the meta columns are known before the first row
+    extra = [h for h in rows.header if h not in used] if isinstance(rows, CsvRows) else None
     seen_labels = set(labels)
     hasher = (csv_row_hash if isinstance(rows, CsvRows) else row_hash) if hashed else _unhashed
     name = path.name
@@ -217,14 +220,16 @@ def _items(path: Path, rows: Iterable[tuple[int, dict[str, str]]], task: str, co
             prediction = clean_name(r.get(c_pred, ""), "prediction") if c_pred else ""
             explanation = clean_text(r.get(c_expl, "").strip(), "explanation") if c_expl else ""
             given_key = clean_name(r.get(c_key, ""), "key") if c_key else ""
-            meta: dict[str, Any] = {k: clean_text(v, k) for k, v in r.items() if v != "" and k not in used}
+            meta: dict[str, Any] = ({k: clean_text(v, k) for k, v in r.items() if v != "" and k not in used}
+                                    if extra is None else {k: clean_text(r[k], k) for k in extra if r[k] != ""})
         except TextRefused as err:
             problems.append(f"{name}:{line}: {err}")
             continue
-        empty = [f for f, c in req_cols if not (x if f == "input" else r.get(c, "").strip())]
-        if empty:
-            problems.append(f"{name}:{line}: empty {', '.join(empty)}")
-            continue
+        if not (x and only_input):
+            empty = [f for f, c in req_cols if not (x if f == "input" else r.get(c, "").strip())]
+            if empty:
+                problems.append(f"{name}:{line}: empty {', '.join(empty)}")
+                continue
         if task == "rad" and c_pred and not prediction:
             problems.append(f"{name}:{line}: empty label in column {c_pred!r}; fill it in, or import "
                             "without a label column for an unlabelled dataset")
