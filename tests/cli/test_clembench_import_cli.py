@@ -81,3 +81,39 @@ def test_an_import_racing_another_for_a_new_game_reads_again_and_shares_it(pg_en
     racing.join(60)
     assert done and (done[0].stored, done[0].errors) == (len(FIXTURES), [])
     assert len(stored_scores(pg_engine, ["runs"])) == len(FIXTURES)
+
+
+def _copies(root: Path, source: Path, n: int) -> Path:
+    """`n` episodes under `root`: copies of the episode folder `source`, numbered 1..n."""
+    for k in range(1, n + 1):
+        ep = root / "m-t0.0--m-t0.0" / GAME / "0_travel-booking" / f"episode_{k}"
+        ep.mkdir(parents=True)
+        for f in source.iterdir():
+            (ep / f.name).write_bytes(f.read_bytes())
+    return root
+
+
+def test_memory_stays_flat_as_the_folder_grows(engine: Engine, tmp_path: Path) -> None:
+    """Episodes are read and inserted a batch at a time (100, each about 58 KB here): three times the
+    episodes, about the same peak (holding them all would add about 13 MB)."""
+    import tracemalloc
+
+    from pxp.data.scorekeeping.clembench import write_episode
+    from pxp.protocols.scorekeeping.episode import play_episode
+    from pxp.protocols.scorekeeping.instances import generate
+    from pxp.protocols.scorekeeping.simulated import SimulatedAnswerer
+
+    inst = generate("travel-booking", seed=4, n=1)[0]
+    source = write_episode(tmp_path / "one", "m", "0_travel-booking", 1,
+                           play_episode(inst, SimulatedAnswerer(seed=1), model="m"), instance=inst)
+    peaks = []
+    for n in (110, 330):
+        root = _copies(tmp_path / f"runs{n}", source, n)
+        tracemalloc.start()
+        try:
+            res = import_clembench(engine, root, f"runs{n}")
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert (res.stored, res.errors) == (n, [])
+    assert peaks[1] < peaks[0] * 1.25 + 256 * 1024, peaks
