@@ -79,7 +79,7 @@ _WL_HTML = """<div class="pxp-wl" tabindex="0" aria-label="Radiograph viewer">
 <div class="pxp-bar"></div>
 <div class="pxp-viewer" data-pxp-viewer="wl"><canvas></canvas><div class="pxp-read"></div></div>
 <div class="pxp-hint">Right-drag (or Shift+drag): window/level · wheel: zoom · drag: pan ·
-double-click: fit · R: reset · I: invert · F: full screen (Esc: back)</div></div>"""
+double-click: fit · R: reset · I: invert · F or Alt+V: full screen (Esc: back)</div></div>"""
 
 _WL_CSS = """.pxp-wl { outline: none; }
 .pxp-wl:focus-visible .pxp-viewer { box-shadow: 0 0 0 2px #4a90d9; }
@@ -192,7 +192,7 @@ export default function (component) {
     st.fit = Math.min(W / st.w, Hb / st.h) || 1; st.s = z * st.fit;
     st.x = W / 2 - cx * st.s; st.y = Hb / 2 - cy * st.s; st.vw = W; st.vh = Hb; show();
   };
-  root.pxpFull = (on) => {
+  root.pxpFull = (on, focus = true) => {  // focus: the film takes it (its R and I keys), else it stays
     root.classList.toggle("pxp-full", on);
     // the page's sticky case column is a stacking context under Streamlit's sidebar and header: lifted while full
     for (let e = root.getRootNode().host; e && e !== document.body; e = e.parentElement || e.getRootNode().host) {
@@ -200,7 +200,8 @@ export default function (component) {
         e.dataset.pxpLifted = "1"; e.style.zIndex = on ? "1000002" : "";
       }
     }
-    size(); refit(); root.focus();
+    size(); refit();
+    if (focus) root.focus();
   };
   window.__pxpFilm = root;  // the film F and Esc act on: the newest drawn
   const setWL = (center, width, invert) => { st.center = center; st.width = Math.max(width, span / 65535);
@@ -257,15 +258,16 @@ export default function (component) {
     });
   }
   Object.assign(st, { H, keep, setWL, report, fitView, size, refit, step: span / 500 });
-  if (!window.__pxpFilmKeys) {  // F: the film over the whole viewport, Esc: back (not while typing in a field)
-    window.__pxpFilmKeys = true;
-    document.addEventListener("keydown", (e) => {
+  if (!window.__pxpFilmKeys) {  // F (not while typing in a field) or Alt+V (anywhere; the browser keeps Alt+F):
+    window.__pxpFilmKeys = true;  // the film over the whole viewport, and back; Esc: back. On the window, so
+    // before the page's own key handling (pxp.app.annotate.tab_order holds Alt chords while the page updates)
+    window.addEventListener("keydown", (e) => {
       const r = window.__pxpFilm;
-      if (!r || !r.isConnected || e.altKey || e.ctrlKey || e.metaKey) return;
+      if (!r || !r.isConnected || e.ctrlKey || e.metaKey) return;
       const t = e.composedPath()[0], full = r.classList.contains("pxp-full");
       const typing = t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.isContentEditable);
-      if ((e.key === "f" || e.key === "F") && !typing) r.pxpFull(!full);
-      else if (e.key === "Escape" && full) r.pxpFull(false);
+      if (e.altKey ? e.code === "KeyV" : (e.key === "f" || e.key === "F") && !typing) r.pxpFull(!full, !e.altKey);
+      else if (e.key === "Escape" && full && !e.altKey) r.pxpFull(false);
       else return;
       e.preventDefault(); e.stopPropagation();
     }, true);

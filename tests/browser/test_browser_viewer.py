@@ -270,7 +270,7 @@ FILM = "() => { " + VIEWERS + """
 def test_the_film_fills_the_screen_and_refits(server: tuple[str, str]) -> None:  # noqa: F811
     """At 1280×720 the first case's film is drawn at least 460 px a side with the reply form's Send in view; it
     refits when the sidebar folds and when the window is resized, keeping its zoom and window; F shows it over the
-    whole viewport and Esc returns (docs/annotating.md, Pages)."""
+    whole viewport and Esc returns, Alt+V too from a text field (docs/annotating.md, Pages)."""
     from playwright.sync_api import sync_playwright
 
     from tests.browser.test_browser_app import _annotate_as, _session
@@ -308,6 +308,19 @@ def test_the_film_fills_the_screen_and_refits(server: tuple[str, str]) -> None: 
                                           timeout=10_000).json_value()
             assert back["box"] == zoomed["box"] and back["wl"] == zoomed["wl"], (back, zoomed)
             assert abs(back["zoom"] - zoomed["zoom"]) < 1e-6
+            # typing in the reply form: F is a letter there, Alt+V shows the film all the same, and takes it back
+            field = page.locator(f'.st-key-annotate_form_{sid}_2 [aria-label^="My prediction"]').first
+            field.focus()
+            assert page.evaluate("() => (document.activeElement.getAttribute('aria-label') || '')"
+                                 ".startsWith('My prediction')")
+            page.keyboard.press("Alt+v")
+            page.wait_for_function(FILM.replace("return {", "if (b.width < 1200) return null; return {"),
+                                   timeout=10_000)
+            page.keyboard.press("Alt+v")
+            page.wait_for_function(FILM.replace("return {", "if (b.width > 1000) return null; return {"),
+                                   timeout=10_000)
+            assert page.evaluate("() => (document.activeElement.getAttribute('aria-label') || '')"
+                                 ".startsWith('My prediction')")  # still typing where it was
             # the sidebar folded: a wider box, the film refitted at once, its zoom and window kept
             page.mouse.move(100, 300)
             page.locator('[data-testid="stSidebarCollapseButton"] button').click(force=True)
