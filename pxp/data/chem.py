@@ -93,3 +93,17 @@ def smiles_set(smiles: str) -> frozenset[str]:
     if bad:  # every bad fragment is named, not only the first
         raise InvalidSmiles(f"not a valid SMILES: {', '.join(bad)}")
     return frozenset(out)
+
+
+@lru_cache(maxsize=256)
+def molfile(smiles: str) -> str:
+    """A V2000 molfile of a reactant list, its molecules laid out in 2D by RDKit, for an editor that
+    reads molfiles itself (Ketcher draws one without its Indigo toolkit); InvalidSmiles as
+    smiles_set."""
+    from rdkit import Chem
+    from rdkit.Chem import rdDepictor
+
+    smiles_set(smiles)  # the size limits, and the one error naming every bad molecule
+    mol = Chem.MolFromSmiles(".".join(p for p in _SPLIT.split(smiles.strip()) if p))
+    rdDepictor.Compute2DCoords(mol)
+    return str(Chem.MolToMolBlock(mol))

@@ -6,9 +6,13 @@ browser (tests/browser/test_browser_chem.py)."""
 
 from __future__ import annotations
 
+import json
+
+from rdkit import Chem
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
+from pxp.data.chem import smiles_set
 from tests.app.test_app import all_msgs, app_db, by_suffix, current, login, new_app, ok, texts
 from tests.factories import make_drug
 
@@ -17,14 +21,14 @@ __all__ = ["app_db"]  # the fixture, shared with test_app
 
 def _editors(at: AppTest) -> int:
     """How many Ketcher editors the page holds (custom components, by their name)."""
-    return sum("streamlit_ketcher" in str(getattr(c.proto, "component_name", ""))
+    return sum("annotate.ketcher" in str(getattr(c.proto, "component_name", ""))
                for c in at.get("component_instance"))
 
 
 def _ketcher(at: AppTest) -> tuple[str, str]:
     """The editor's (key, pre-fill)."""
     (c,) = [c for c in at.get("component_instance")
-            if "streamlit_ketcher" in str(getattr(c.proto, "component_name", ""))]
+            if "annotate.ketcher" in str(getattr(c.proto, "component_name", ""))]
     return c.proto.id, str(c.proto.json_args)
 
 
@@ -42,7 +46,9 @@ def test_the_editor_is_made_with_the_case_and_drawn_steps_are_shown(app_db: tupl
     assert draw.label == "Draw" and draw.proto.shortcut == "alt+m"
     assert _editors(at) == 1 and not _shown(at), "Ketcher made hidden with the case"
     first, args = _ketcher(at)
-    assert msgs[0].prediction in args  # pre-filled with the machine's
+    given = json.loads(args)  # pre-filled with the machine's, as a molfile Ketcher reads without Indigo
+    assert given["default"] == msgs[0].prediction and given["molecule_format"] == "SMILES"
+    assert smiles_set(Chem.MolToSmiles(Chem.MolFromMolBlock(given["molecule"]))) == smiles_set(msgs[0].prediction)
     at.run()
     assert _ketcher(at)[0] == first, "a rerun keeps the editor"
     by_suffix(at.text_input, "_pred").input("CCO.OC(=O)c1ccccc1").run()

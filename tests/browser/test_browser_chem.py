@@ -1,10 +1,11 @@
 """The chemist's workstation in a real browser at 1280×720 (docs/annotating.md, "Drawing the reactants").
 
-On a demo DRUG case: Ketcher is loaded in the background before the chemist opens the editor, and
-takes no focus while hidden; opened
+On a demo DRUG case: Ketcher (the app's light copy of its build, pxp.app.annotate.ketcher) is loaded
+in the background before the chemist opens the editor, and takes no focus while hidden; opened
 (Alt+M), it covers the window, its canvas at least 70% of the window's height and both side toolbars
-whole; Esc closes it; a molecule set through Ketcher's own API and its Apply button fill the reactant
-SMILES field, which Send stores as the human's prediction; the human's proposed step is then drawn
+whole; its Salts and Solvents tab draws its pictures when opened; Esc closes it; a molecule set
+through Ketcher's own API and its Apply button (Indigo's SMILES) fill the reactant SMILES field, which
+Send stores as the human's prediction; the human's proposed step is then drawn
 like the machine's; every reaction drawing stays inside its column, on Annotate and on Sessions. (The
 time to open is measured in bench/bench_browser.py, not here.)
 """
@@ -31,7 +32,7 @@ from tests.browser.test_browser_app import (
 pytestmark = pytest.mark.browser
 
 SMILES_LABEL = "My prediction: reactant SMILES (separate with a dot)"
-KETCHER_URL = "/component/streamlit_ketcher."
+KETCHER_URL = "/component/pxp.app.annotate.ketcher.ketcher/"
 #: the Ketcher instance of the editor's frame, as `window.ketcher` (the component keeps it in React
 #: state only): found among the hooks' states of its React tree on screen by its API
 FIND_KETCHER = """() => {
@@ -70,6 +71,9 @@ FIT = """() => { const q = (s) => document.querySelector(s);
               && x.getBoundingClientRect().height > 0).length]; };
   return {canvas: q('[class*="StructEditor"]').getBoundingClientRect().height, frameH: innerHeight,
           left: bar('[class*="LeftToolbar"]'), right: bar('[class*="RightToolbar"]')}; }"""
+#: in the editor's frame: at least `n` structure pictures drawn in the library dialog's tab on screen
+PICTURES = """(n) => [...document.querySelectorAll('[role=tabpanel] svg')]
+  .filter((s) => s.querySelector('path') && s.getBoundingClientRect().height > 0).length >= n"""
 #: every drawn image (molecules, reaction pieces) that sticks out of its column: [left, right, column]
 OVERFLOW = """() => [...document.querySelectorAll('[data-testid="stImage"] img, [data-testid="stImageContainer"] img')]
   .map((i) => [i.getBoundingClientRect(), i.closest('[data-testid="stColumn"]')])
@@ -169,6 +173,12 @@ def test_draw_apply_and_send_the_reactants(server: tuple[str, str]) -> None:  # 
             assert box["top"] <= 1 and box["height"] >= 719 and box["width"] >= 1279, box
             until(lambda: same(smiles_in(frame), msgs[0].prediction))  # pre-filled with the machine's
             page.screenshot(path="artifacts/annotate-1280x720-ketcher.png")
+            # the Salts and Solvents tab draws its pictures when opened (none are drawn as Ketcher starts)
+            frame.locator('[title="Custom Templates (Shift+T)"]').click()
+            frame.get_by_role("tab", name="Salts and Solvents").click()
+            frame.wait_for_function(PICTURES, arg=20, timeout=30_000)
+            frame.locator('[class*="Dialog-module_buttonTop"]').click()
+            frame.wait_for_function("() => !document.querySelector('[role=tabpanel]')", timeout=10_000)
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
             page.keyboard.press("Escape")  # Streamlit's key: the focus on the page, not in Ketcher's frame
             page.wait_for_function("() => !(" + SHOWN + ")()", timeout=90_000)

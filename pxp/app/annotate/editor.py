@@ -1,13 +1,13 @@
 """The chemist's molecule editor of the DRUG reply form (docs/annotating.md, "Drawing the reactants").
 
 Ketcher (streamlit-ketcher: its build and the Indigo toolkit ship in the wheel and are served by the
-app's own server) is one editor per page, made hidden, in the background, once a DRUG reply form is
-on screen, outside that form (a new form keeps it); Draw (or DRAW_KEY) shows it over the whole window.
-Ketcher takes its molecules only when it is made, so other reactants in the field make a new editor,
-again in the background (a new frame takes about 4 s on two cores); the same molecules, or a field
-RDKit cannot read yet, keep the one there is. It never takes the focus, and so no key, from the page
-(hidden, it is also inert). Apply puts Ketcher's SMILES into the reactant field, which checks it with RDKit like typed
-SMILES.
+app's own server, from a copy quicker to start: pxp.app.annotate.ketcher) is one editor per page,
+made hidden, in the background, once a DRUG reply form is on screen, outside that form (a new form
+keeps it); Draw (or DRAW_KEY) shows it over the whole window. Ketcher takes its molecules only when
+it is made, so other reactants in the field make a new editor, again in the background (a new frame
+takes 1–1.5 s on two cores); the same molecules, or a field RDKit cannot read yet, keep the one
+there is. It never takes the focus, and so no key, from the page (hidden, it is also inert). Apply
+puts Ketcher's SMILES into the reactant field, which checks it with RDKit like typed SMILES.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from pxp.app.annotate.ketcher import st_ketcher
 from pxp.app.annotate.keys import S
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.pxp.rules import Sender
@@ -128,8 +129,6 @@ def molecule_editor(box: DeltaGenerator, s: LiveSession, key: str) -> None:
     its field's reactants, or the machine's when that is empty. Its only value is Ketcher's Apply: a
     value that is neither its pre-fill nor one already taken goes to the field and the editor is
     hidden (an empty canvas changes nothing)."""
-    from streamlit_ketcher import st_ketcher
-
     machine = s.last_from(Sender.MACHINE)
     prefill = str(S.get(f"{key}_pred") or "").strip() or (machine.prediction if machine else "")
     made_for = S.get(f"{BOX}_for")
@@ -147,8 +146,7 @@ def molecule_editor(box: DeltaGenerator, s: LiveSession, key: str) -> None:
             if shown:  # hidden, the editor has no key (Esc stays the page's)
                 st.button("Close", key=f"{BOX}_close", icon=":material/close:", shortcut=CLOSE_KEY,
                           type="tertiary", on_click=S.__setitem__, args=(f"{BOX}_open", False))
-        value = str(st_ketcher(prefill, molecule_format="SMILES", height=EDITOR_HEIGHT,
-                               key=f"{BOX}_ketcher_{S[f'{BOX}_n']}") or "")
+        value = st_ketcher(prefill, height=EDITOR_HEIGHT, key=f"{BOX}_ketcher_{S[f'{BOX}_n']}")
         st.iframe(FIT_JS, height=1)
         warn = st.empty()
     if value == prefill or value == S.get(f"{BOX}_taken"):
