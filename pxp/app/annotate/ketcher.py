@@ -111,11 +111,11 @@ def st_ketcher(value: str, *, height: int, key: str) -> str:
 
     The pre-fill goes to Ketcher as a molfile drawn by RDKit (pxp.data.chem.molfile), which Ketcher
     reads itself: the molecules are on its canvas as soon as it is up, not once its Indigo toolkit
-    has started (about 1 s later on two cores; Indigo reads a SMILES). A `value` RDKit cannot read
-    goes as it is. Apply gives Indigo's SMILES, as streamlit-ketcher's does."""
+    has started (about 1 s later on two cores; Indigo reads a SMILES). A `value` RDKit cannot read,
+    or lay out, goes as it is. Apply gives Indigo's SMILES, as streamlit-ketcher's does."""
     try:
         molecule = molfile(value) if value.strip() else ""
-    except InvalidSmiles:
+    except (InvalidSmiles, RuntimeError, ValueError):  # RDKit's own errors are of these kinds
         molecule = value
     return str(component()(molecule=molecule, height=height, molecule_format="SMILES", key=key,
                            default=value) or "")
