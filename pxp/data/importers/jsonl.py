@@ -46,18 +46,25 @@ def _objects(path: Path, problems: list[str], meter: Meter | None = None, *,
     """iter_objects with each line's length; `twice` False does not look for a key given twice
     (a quicker first pass, the second finds it)."""
     hook = {"object_pairs_hook": _object} if twice else {}
-    loads = json.JSONDecoder(parse_constant=_constant, **hook).decode  # type: ignore[arg-type]
+    decoder = json.JSONDecoder(parse_constant=_constant, **hook)  # type: ignore[arg-type]
+    scan, loads = decoder.scan_once, decoder.decode
     for lineno, line in enumerate(text_lines(path, meter), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = loads(line)
-        except json.JSONDecodeError as err:
-            problems.append(f"{path.name}:{lineno}: not valid JSON ({err.msg}); write one JSON object per line")
-            continue
-        except ValueError as err:  # a duplicate key, NaN or Infinity
-            problems.append(f"{path.name}:{lineno}: {err}; fix the line")
-            continue
+        try:  # the common line, one value from its first character, by the C scanner alone
+            rec, end = scan(line, 0)
+            whole = end == len(line) or line[end:].isspace()
+        except (StopIteration, ValueError):  # read again below, its fault named as the decoder names it
+            whole = False
+        if not whole:
+            if not line.strip():
+                continue
+            try:
+                rec = loads(line)
+            except json.JSONDecodeError as err:
+                problems.append(f"{path.name}:{lineno}: not valid JSON ({err.msg}); write one JSON object per line")
+                continue
+            except ValueError as err:  # a duplicate key, NaN or Infinity
+                problems.append(f"{path.name}:{lineno}: {err}; fix the line")
+                continue
         if not isinstance(rec, dict):
             problems.append(f"{path.name}:{lineno}: expected a JSON object {{...}}, got {json_kind(rec)}")
             continue
