@@ -47,7 +47,8 @@ def _objects(path: Path, problems: list[str], meter: Meter | None = None, *,
     (a quicker first pass, the second finds it)."""
     hook = {"object_pairs_hook": _object} if twice else {}
     decoder = json.JSONDecoder(parse_constant=_constant, **hook)  # type: ignore[arg-type]
-    scan, loads = decoder.scan_once, decoder.decode
+    scan = decoder.scan_once  # type: ignore[attr-defined]  # set in JSONDecoder.__init__, not declared
+    loads = decoder.decode
     for lineno, line in enumerate(text_lines(path, meter), start=1):
         try:  # the common line, one value from its first character, by the C scanner alone
             rec, end = scan(line, 0)
