@@ -27,6 +27,13 @@ os.environ.setdefault("PXP_DEMO_FILMS", "0")
 PG_URL = os.environ.get("PXP_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `long` (20 s or more on 2 CPUs) first: pytest-xdist hands out single tests in
+    collection order, and a long one collected last would finish the run alone on one worker while
+    the others idle (docs/development.md, Tests)."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 @pytest.fixture
 def db_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'pxp.db'}"

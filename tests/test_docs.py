@@ -185,6 +185,7 @@ def llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
         yield s
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.name)
 def test_every_documented_command_runs(doc: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     found = blocks(doc)

@@ -169,6 +169,7 @@ def test_first_start_loads_the_demo(app_db: tuple[str, Engine]) -> None:
     assert "Simulated agent" in texts(at)
 
 
+@pytest.mark.long
 def test_first_start_makes_the_demo_films_in_the_background(app_db: tuple[str, Engine],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The demo shows what the viewer is for: 2048-px 12-bit films with the Lung, Soft tissue and Bone windows
@@ -838,6 +839,7 @@ def test_the_cli_refuses_an_experiment_the_app_runs(app_db: tuple[str, Engine]) 
         assert row is not None and row.worker == "appserver:1"
 
 
+@pytest.mark.long
 def test_the_app_sees_a_cli_run_refuses_a_second_worker_and_its_cancel_pauses_it(
         app_db: tuple[str, Engine]) -> None:
     """`pxp run` writes the heartbeat: the app shows it running, refuses to start a worker on it,

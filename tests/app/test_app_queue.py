@@ -53,6 +53,7 @@ def test_sqlite_shows_one_quiet_line(app_db: tuple[str, Engine]) -> None:  # noq
     assert QUIET in [c.value for c in at.caption]
 
 
+@pytest.mark.long
 @pytest.mark.postgres
 def test_queued_experiment_then_a_worker_alive_running_a_repetition(app_pg: tuple[str, Engine]) -> None:
     url, engine = app_pg

@@ -261,6 +261,7 @@ def _unprivileged(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=cwd, env=env)
 
 
+@pytest.mark.long
 def test_read_commands_work_on_a_read_only_archive(url: str, tmp_path: Path) -> None:
     db = _archive(url, tmp_path)
     ro = f"sqlite:///{db}"

@@ -328,6 +328,7 @@ def write_transcripts(path: Path, sessions: int) -> Path:
     return path
 
 
+@pytest.mark.long
 def test_transcript_memory_stays_flat_as_the_file_grows(engine: Engine, tmp_path: Path) -> None:
     from pxp.data.importers.transcripts import import_transcripts
 

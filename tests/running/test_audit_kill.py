@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from sqlalchemy import Engine, func, select
 from sqlmodel import col
 
@@ -77,6 +78,7 @@ def _unaudited(engine: Engine) -> list[str]:
             + [f"claim of session {s} by annotator {a} has no audit row" for s, a in claims if (s, a) not in opened])
 
 
+@pytest.mark.long
 def test_every_claim_and_answer_is_audited_whenever_the_process_dies(any_engine: Engine) -> None:
     make_rad(any_engine)
     ann = ensure_annotator(any_engine, name="ann")

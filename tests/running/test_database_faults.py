@@ -38,6 +38,7 @@ def _cutter(admin: Engine, database: str, stop: threading.Event, every: float) -
         stop.wait(every)
 
 
+@pytest.mark.long
 @pytest.mark.postgres
 @pytest.mark.parametrize("retry", ["0", "30"])
 def test_cut_connections_pause_in_one_line_or_are_waited_out(pg_url: str, tmp_path: Path, retry: str,
@@ -134,6 +135,7 @@ def test_a_full_or_read_only_sqlite_file_pauses_then_resumes(tmp_path: Path, fau
     again.dispose()
 
 
+@pytest.mark.long
 @pytest.mark.postgres
 def test_a_worker_whose_connections_are_cut_says_so_and_keeps_going(pg_url: str, tmp_path: Path,
                                                                     reference: tuple[str, Any]) -> None:  # noqa: F811

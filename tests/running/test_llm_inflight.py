@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from pxp.cli.main import app
@@ -59,6 +60,7 @@ def _hang(release: threading.Event) -> Callable[[Request], Reply]:
     return hang
 
 
+@pytest.mark.long
 def test_killed_in_flight_call_is_counted_as_unknown(tmp_path: Path) -> None:
     url = _db(tmp_path)
     release = threading.Event()

@@ -259,12 +259,14 @@ def _annotate_concurrently(engine: Engine, *, annotators: int, submits: int) -> 
         assert {owners[sid] for sid, _ in xs} == {people[i]}
 
 
+@pytest.mark.long
 def test_8_annotators_100_submits_on_sqlite(engine: Engine) -> None:
     t0 = time.perf_counter()
     _annotate_concurrently(engine, annotators=8, submits=100)
     assert time.perf_counter() - t0 < 120
 
 
+@pytest.mark.long
 @pytest.mark.postgres
 def test_8_annotators_100_submits_on_postgresql(pg_engine: Engine) -> None:
     t0 = time.perf_counter()

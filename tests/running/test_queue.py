@@ -112,6 +112,7 @@ def test_schema_is_installed_once_and_a_repetition_is_queued_once(pg: tuple[str,
         assert conn.execute(text("select count(*) from procrastinate_jobs")).scalar() == 3
 
 
+@pytest.mark.long
 @pytest.mark.postgres
 def test_distributed_run_over_two_workers_equals_the_in_process_run(pg: tuple[str, Engine]) -> None:
     url, engine = pg
@@ -155,6 +156,7 @@ def _messages(engine: Engine, experiment_id: int) -> int:
         return int(conn.execute(q, {"e": experiment_id}).scalar_one())
 
 
+@pytest.mark.long
 @pytest.mark.postgres
 @pytest.mark.timeout(1500)
 def test_kill_9_workers_mid_repetition_loses_and_repeats_nothing(pg: tuple[str, Engine]) -> None:
@@ -267,6 +269,7 @@ def _interrupt_after(waiter: subprocess.Popen[Any], warning: str, seen: Callable
             waiter.kill()
 
 
+@pytest.mark.long
 @pytest.mark.postgres
 def test_ctrl_c_pauses_every_repetition_and_sigterm_hands_a_repetition_to_another_worker(
     pg: tuple[str, Engine],

@@ -100,6 +100,7 @@ def _all_lines(proc: subprocess.Popen[str]) -> None:
     _READERS.pop(proc.pid).join(timeout=60)
 
 
+@pytest.mark.long
 @pytest.mark.postgres
 def test_a_distributed_grid_queues_every_experiment_and_equals_the_in_process_grid(
     pg: tuple[str, Engine], tmp_path: Path,  # noqa: F811
@@ -141,6 +142,7 @@ def test_a_distributed_grid_queues_every_experiment_and_equals_the_in_process_gr
     assert _as(json.loads(out), "dist", "ref") == _as(json.loads(ref.stdout), "ref", "ref")  # the study report
 
 
+@pytest.mark.long
 @pytest.mark.postgres
 def test_ctrl_c_pauses_every_repetition_of_the_study(pg: tuple[str, Engine], tmp_path: Path) -> None:  # noqa: F811
     url, engine = pg
