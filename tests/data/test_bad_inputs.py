@@ -139,6 +139,10 @@ def test_a_transcript_label_with_a_zero_width_space_is_that_label(any_engine: An
     ("d.jsonl", '{"input": "a", "label": NaN}\n', "d.jsonl:1: NaN is not a JSON number"),
     ("d.jsonl", '{"input": "a", "label": Infinity}\n', "d.jsonl:1: Infinity is not a JSON number"),
     ("d.jsonl", '{"input": "a", "input": "b"}\n', "d.jsonl:1: the key 'input' appears twice"),
+    # after the object only JSON's whitespace (space, tab, CR, LF); a no-break space is more data
+    ("d.jsonl", '{"input": "a"}\u00a0\n', "d.jsonl:1: not valid JSON (Extra data)"),
+    ("d.jsonl", '{"input": "a"} {"input": "b"}\n', "d.jsonl:1: not valid JSON (Extra data)"),
+    ("d.jsonl", '[{"input": "a"}]\n', "d.jsonl:1: expected a JSON object {...}, got an array"),
     ("d.jsonl", json.dumps({"key": "k" * 301, "input": "a"}) + "\n", "longer than the 300 characters a key may have"),
     ("d.csv", "input,label\n" + "x" * (64 * 1024 + 1) + ",b\n", "d.csv:2: a field is longer than the "
      "65,536-character limit for a text field"),
@@ -153,6 +157,15 @@ def test_bad_tables_are_one_line_and_store_nothing(db_url: str, tmp_path: Path, 
     lines = errors(res)
     assert len(lines) == 1 and why in lines[0], res.output
     assert counts(db_url) == before
+
+
+def test_jsonl_lines_with_json_whitespace_around_the_object_are_read(db_url: str, tmp_path: Path) -> None:
+    f = tmp_path / "w.jsonl"
+    f.write_bytes(b'  {"key": "a", "input": "x"}\t \r\n{"key": "b", "input": "y"}\n\n \n{"key": "c", "input": "z"}')
+    res = pxp("--db", db_url, "import", "jsonl", str(f))
+    assert res.exit_code == 0, res.output
+    with DB(get_engine(db_url)) as db:
+        assert sorted(i.key for i in db.exec(select(Instance))) == ["a", "b", "c"]
 
 
 def test_an_empty_rad_label_is_refused(db_url: str, tmp_path: Path) -> None:

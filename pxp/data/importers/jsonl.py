@@ -52,7 +52,7 @@ def _objects(path: Path, problems: list[str], meter: Meter | None = None, *,
     for lineno, line in enumerate(text_lines(path, meter), start=1):
         try:  # the common line, one value from its first character, by the C scanner alone
             rec, end = scan(line, 0)
-            whole = end == len(line) or line[end:].isspace()
+            whole = end == len(line) or not line[end:].strip(" \t\n\r")  # JSON's whitespace, no other
         except (StopIteration, ValueError):  # read again below, its fault named as the decoder names it
             whole = False
         if not whole:
