@@ -143,6 +143,8 @@ def test_a_transcript_label_with_a_zero_width_space_is_that_label(any_engine: An
     ("d.jsonl", '{"input": "a"}\u00a0\n', "d.jsonl:1: not valid JSON (Extra data)"),
     ("d.jsonl", '{"input": "a"} {"input": "b"}\n', "d.jsonl:1: not valid JSON (Extra data)"),
     ("d.jsonl", '[{"input": "a"}]\n', "d.jsonl:1: expected a JSON object {...}, got an array"),
+    pytest.param("d.jsonl", '{"input": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "d.jsonl:1: not valid JSON here "
+                 "(arrays or objects nested too deeply to read)", id="jsonl-nested-100000-deep"),
     ("d.jsonl", json.dumps({"key": "k" * 301, "input": "a"}) + "\n", "longer than the 300 characters a key may have"),
     ("d.csv", "input,label\n" + "x" * (64 * 1024 + 1) + ",b\n", "d.csv:2: a field is longer than the "
      "65,536-character limit for a text field"),

@@ -53,7 +53,7 @@ def _objects(path: Path, problems: list[str], meter: Meter | None = None, *,
         try:  # the common line, one value from its first character, by the C scanner alone
             rec, end = scan(line, 0)
             whole = end == len(line) or not line[end:].strip(" \t\n\r")  # JSON's whitespace, no other
-        except (StopIteration, ValueError):  # read again below, its fault named as the decoder names it
+        except (StopIteration, ValueError, RecursionError):  # read again below, its fault named as the decoder names it
             whole = False
         if not whole:
             if not line.strip():
@@ -65,6 +65,10 @@ def _objects(path: Path, problems: list[str], meter: Meter | None = None, *,
                 continue
             except ValueError as err:  # a duplicate key, NaN or Infinity
                 problems.append(f"{path.name}:{lineno}: {err}; fix the line")
+                continue
+            except RecursionError:  # arrays or objects within each other thousands deep
+                problems.append(f"{path.name}:{lineno}: not valid JSON here (arrays or objects nested too deeply "
+                                "to read); write one flat JSON object per line")
                 continue
         if not isinstance(rec, dict):
             problems.append(f"{path.name}:{lineno}: expected a JSON object {{...}}, got {json_kind(rec)}")
