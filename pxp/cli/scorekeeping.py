@@ -70,6 +70,8 @@ def _load_instances(path: Path) -> list[Instance]:
         fail(f"{path}: cannot read: {e.strerror or e}")
     except json.JSONDecodeError as e:
         fail(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}")
+    except RecursionError:
+        fail(f"{path}: arrays or objects nested too deeply to read; not clembench's instances.json")
     except UnicodeDecodeError as e:
         fail(f"{path}: not UTF-8 text: {e.reason}")
     try:

@@ -182,7 +182,7 @@ class OpenAIProvider:
             try:
                 parsed = json.loads(text)
                 data = redact_data(parsed) if isinstance(parsed, dict) else None
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # not JSON, or nested too deeply: the text alone
                 data = None
         if u is None:  # a server that counts no tokens: unknown, never zero (docs/research.md)
             return Completion(text=text, data=data, tokens_in=None, tokens_out=None, latency_ms=latency,

@@ -293,7 +293,7 @@ def _json_fields(text: str, kind: Mapping[str, str]) -> dict[str, str]:
         return {}
     try:
         obj = json.loads(text[start:end + 1])
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # not JSON, or nested too deeply to read: read as text
         return {}
     if not isinstance(obj, dict):
         return {}

@@ -116,6 +116,10 @@ def test_bad_run_input_is_one_line(db_url: str, tmp_path: Path) -> None:
     code, _, err = run(db_url, "run", "--answerer", "simulated", "--name", "b", "--instances", str(bad))
     assert err.strip() == f"error: {bad}: malformed JSON at line 1 column 2: Expecting property name enclosed " \
                           "in double quotes"
+    bad.write_text('{"experiments": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    code, _, err = run(db_url, "run", "--answerer", "simulated", "--name", "b", "--instances", str(bad))
+    assert code == 1 and err.strip() == f"error: {bad}: arrays or objects nested too deeply to read; not " \
+                                        "clembench's instances.json"
     code, _, err = run(db_url, "run", "--answerer", "gpt4", "--name", "b")
     assert code == 1 and err.strip().startswith("error: --answerer 'gpt4': use simulated or provider:model")
     code, _, err = run(db_url, "run", "--answerer", "simulated", "--name", "b", "--probe-accuracy", "1.5")

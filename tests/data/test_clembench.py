@@ -104,3 +104,12 @@ def test_episode_key(tmp_path: Path) -> None:
     rec = play_episode(inst, SimulatedAnswerer())
     ep = ClembenchEpisode("m", "1_job-interview", 0, rec, score_interactions(rec.to_interactions()))
     assert ep.key == "m/1_job-interview/episode_0"
+
+
+def test_an_interactions_file_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    from pxp.data.scorekeeping.clembench import ClembenchError, read_episode
+
+    bad = tmp_path / "interactions.json"
+    bad.write_text('{"turns": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ClembenchError, match=r"nested too deeply to read; not a clembench record$"):
+        read_episode(bad)

@@ -28,7 +28,7 @@ from pxp.running.pxp.factory import make_agents
 from pxp.storage.store import db_session
 from pxp.storage.tables import Experiment, LLMCall, Run, Session
 from tests.factories import make_text
-from tests.llm_server import THINKING, FakeLLM, adopting_model, answer, request_tokens, serve_both_apis
+from tests.llm_server import THINKING, FakeLLM, Reply, adopting_model, answer, request_tokens, serve_both_apis
 
 SCHEMA = Schema("answer", "d", {"type": "object", "properties": {"prediction": {"type": "string"},
                                                                  "explanation": {"type": "string"}}})
@@ -51,6 +51,15 @@ def test_split_thinking_reads_the_answer_after_the_thinking() -> None:
     assert split_thinking("<think>cut off at the token limit") == ("", "cut off at the token limit")
     assert split_thinking("Prediction: B\nExplanation: a <think> tag in prose") == (
         "Prediction: B\nExplanation: a <think> tag in prose", "")
+
+
+def test_a_structured_reply_nested_too_deeply_is_kept_as_text(server: FakeLLM) -> None:
+    deep = '{"prediction": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    server.handler = lambda req: Reply(text=deep)
+    provider = make_provider("openai:qwen3:8b", ProviderOptions(max_retries=0))
+    out = provider.complete(Prompt(system="s", turns=[Turn("user", [TextPart("Case 1.")])]), max_tokens=300,
+                            schema=SCHEMA)
+    assert (out.text, out.data) == (deep, None)
 
 
 @pytest.mark.parametrize("mode", [*OPENAI_THINKING, "anthropic-thinking"])

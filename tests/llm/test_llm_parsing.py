@@ -71,6 +71,14 @@ def test_unusable_rad_answers_are_format_problems(text: str, problem: str) -> No
         RAD.parse(text)
 
 
+def test_json_nested_too_deeply_is_read_as_text_never_a_crash() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    for spec in (RAD, DRUG):
+        with pytest.raises(FormatProblem, match="no '"):
+            spec.parse('{"prediction": ' + deep + "}")
+    assert RAD.parse(f'Prediction: Pneumonia\nExplanation: opacity {{"x": {deep}}}')[0] == "Pneumonia"
+
+
 def test_label_match_is_equality_not_containment() -> None:
     assert RAD.match("pleural effusion", "Pleural Effusion.")
     assert not RAD.match("Effusion", "Pleural Effusion")

@@ -98,6 +98,8 @@ def read_episode(path: Path) -> tuple[EpisodeRecord, dict[str, Any]]:
         data = json.loads(strip_bom(raw.decode("utf-8")))
     except json.JSONDecodeError as exc:
         raise ClembenchError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ClembenchError(f"{path}: arrays or objects nested too deeply to read; not a clembench record") from None
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
         raise ClembenchError(f"{path}: line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})") from None
@@ -151,7 +153,7 @@ def _published(path: Path, warnings: list[str]) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         warnings.append(f"{path}: unreadable, ignored: {str(exc).splitlines()[0]}")
         return None
     if not isinstance(data, dict) or not isinstance(data.get("episode scores"), dict):
