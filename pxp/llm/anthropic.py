@@ -20,6 +20,7 @@ import httpx
 from anthropic.types import Message
 
 from pxp.llm.base import (
+    MALFORMED,
     Completion,
     ImagePart,
     LLMConfigError,
@@ -41,6 +42,10 @@ from pxp.llm.redact import redact, redact_data
 CACHE = {"type": "ephemeral"}
 #: Anthropic allows at most four cache breakpoints per request.
 MAX_BREAKPOINTS = 4
+
+
+#: what a streamed reply that ends badly raises: the SDK's and the connection's errors, or a bad shape
+_CUT: tuple[type[Exception], ...] = (anthropic.AnthropicError, httpx.HTTPError, *MALFORMED)
 
 
 class AnthropicProvider:
@@ -132,7 +137,7 @@ class AnthropicProvider:
         try:
             msg = raw.parse()
             return self._completion(msg, schema, (time.perf_counter() - t0) * 1000)
-        except (ValueError, TypeError, AttributeError, KeyError) as e:
+        except MALFORMED as e:
             raise LLMError(bad_reply(self.name, self.model, raw, self.options, str(e)),
                            status=raw.status_code) from None
 
@@ -155,13 +160,13 @@ class AnthropicProvider:
                 msg = stream.get_final_message()
         except (anthropic.APIStatusError, anthropic.APITimeoutError) as e:  # a timeout is said as one, not a cut
             raise api_error(self.name, self.model, e, self.options, prompt_tokens(body)) from None
-        except (anthropic.AnthropicError, httpx.HTTPError, ValueError, TypeError, AttributeError, KeyError) as e:
+        except _CUT as e:
             raise LLMError(cut_off(self.name, self.model, f"{type(e).__name__}: {e}")) from None
         if msg.stop_reason is None:
             raise LLMError(cut_off(self.name, self.model, "no stop reason"))
         try:
             return self._completion(msg, schema, (time.perf_counter() - t0) * 1000)
-        except (ValueError, TypeError, AttributeError, KeyError) as e:
+        except MALFORMED as e:
             raise LLMError(cut_off(self.name, self.model, str(e))) from None
 
     def _completion(self, msg: Any, schema: Schema | None, latency: float) -> Completion:

@@ -154,6 +154,11 @@ REPLY_BOUND_MIN = 64 * 1024
 REPLY_BYTES_PER_TOKEN = 16
 
 
+#: what reading a reply of the wrong shape raises, in the SDK's own parsing too (RecursionError: JSON nested
+#: too deeply for Python to read): a bad reply, said in one line, never a trace
+MALFORMED: tuple[type[Exception], ...] = (ValueError, TypeError, AttributeError, KeyError, RecursionError)
+
+
 def cut_off(provider: str, model: str, problem: str) -> str:
     """One line for a streamed reply that ended before it was complete (a provider fault)."""
     return (f"{provider}:{model}: the streamed reply was cut off before its end ({problem[:120]}); "

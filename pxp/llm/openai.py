@@ -24,6 +24,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from pxp.llm.base import (
+    MALFORMED,
     Completion,
     ImagePart,
     LLMConfigError,
@@ -44,6 +45,10 @@ from pxp.llm.redact import redact, redact_data
 
 #: the key sent to local OpenAI-compatible servers, which ignore it
 LOCAL_KEY = "not-needed"
+
+
+#: what a streamed reply that ends badly raises: the SDK's and the connection's errors, or a bad shape
+_CUT: tuple[type[Exception], ...] = (openai.OpenAIError, httpx.HTTPError, *MALFORMED)
 
 
 class OpenAIProvider:
@@ -161,7 +166,7 @@ class OpenAIProvider:
                     stop = choice.finish_reason or stop
         except (openai.APIStatusError, openai.APITimeoutError) as e:  # a timeout is said as one, not as a cut
             raise api_error(self.name, self.model, e, self.options, prompt_tokens(body)) from None
-        except (openai.OpenAIError, httpx.HTTPError, ValueError, TypeError, AttributeError, KeyError) as e:
+        except _CUT as e:
             raise LLMError(cut_off(self.name, self.model, f"{type(e).__name__}: {e}")) from None
         if stop is None:
             raise LLMError(cut_off(self.name, self.model, "no finish reason"))
@@ -213,7 +218,7 @@ class OpenAIProvider:
                 message = getattr(choice, "message", None)
                 if message is None or not isinstance(message.content, str | None):
                     raise TypeError("a choice without a message")
-        except (ValueError, TypeError, AttributeError, KeyError) as e:
+        except MALFORMED as e:
             raise LLMError(bad_reply(self.name, self.model, raw, self.options, str(e)),
                            status=raw.status_code) from None
         return resp

@@ -25,6 +25,8 @@ KEY = "sk-test-echoed-0123456789"
 TRUNCATED = Reply(raw=b'{"id": "chatcmpl-1", "object": "chat.completion", "model": "m", "choices": [{"mes')
 HTML = Reply(raw=b"<html><head><title>502 Bad Gateway</title></head><body>proxy error " + KEY.encode()
              + b"</body></html>", content_type="text/html; charset=utf-8")
+#: JSON nested deeper than Python reads (the SDK's own parsing stops with RecursionError)
+DEEP = Reply(raw=b'{"id": "msg-1", "choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
 SPECS = ["anthropic:claude-haiku-4-5", "openai:gpt-4o-mini"]
 
 
@@ -44,7 +46,8 @@ def _url(spec: str, s: FakeLLM) -> str:
 
 
 @pytest.mark.parametrize("spec", SPECS)
-@pytest.mark.parametrize(("reply", "shows"), [(TRUNCATED, "application/json"), (HTML, "text/html")])
+@pytest.mark.parametrize(("reply", "shows"), [(TRUNCATED, "application/json"), (HTML, "text/html"),
+                                              (DEEP, "application/json")], ids=["truncated", "html", "deep"])
 def test_unreadable_reply_is_one_line(server: FakeLLM, spec: str, reply: Reply, shows: str) -> None:
     server.handler = lambda req: reply
     url = _url(spec, server)
@@ -52,7 +55,7 @@ def test_unreadable_reply_is_one_line(server: FakeLLM, spec: str, reply: Reply, 
         make_provider(spec, ProviderOptions(base_url=url, max_retries=0)).complete(PROMPT, max_tokens=20)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"{spec}: unreadable reply from {url} (HTTP 200, {shows}")
-    assert ("starts '{\"id\"" in msg) if reply is TRUNCATED else ("starts '<html><head>" in msg)
+    assert ("starts '<html><head>" in msg) if reply is HTML else ("starts '{\"id\"" in msg)
     assert "can be resumed" in msg and KEY not in msg
 
 
