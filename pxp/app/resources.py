@@ -28,7 +28,7 @@ from pxp.protocols.errors import PxpError
 from pxp.storage.faults import describe, is_database_error
 from pxp.storage.settings import get_settings
 from pxp.storage.store import get_engine, is_empty
-from pxp.team.config import ConfigError, Secrets, has_bom, read_secrets
+from pxp.team.config import ConfigError, Secrets, check_login_follows_team, has_bom, read_secrets, roles_held
 
 
 def _secret(name: str) -> str | None:
@@ -79,6 +79,15 @@ def _files() -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
+def _named() -> bool:
+    """Whether Streamlit was told which secrets files to read (a flag, a config file, an environment variable):
+    then each must exist (pxp.team.config.read_secrets)."""
+    from streamlit import config
+    from streamlit.config_option import ConfigOption
+
+    return config.get_where_defined("secrets.files") != ConfigOption.DEFAULT_DEFINITION
+
+
 _checked: dict[tuple[tuple[str, int, int], ...], Secrets | ConfigError] = {}
 
 
@@ -91,7 +100,7 @@ def checked_secrets() -> Secrets:
     if key not in _checked:
         _checked.clear()
         try:
-            secrets = read_secrets(name for name, _, _ in key)
+            secrets = read_secrets((name for name, _, _ in key), named=_named())
         except ConfigError as problem:
             _checked[key] = problem
         else:
@@ -254,6 +263,23 @@ def secret_keys() -> dict[str, str]:
         if value and not os.environ.get(name):
             out[name] = value
     return out
+
+
+def login_problem(engine: Engine) -> str | None:
+    """Why this database must not be served as it is configured (a team, and login off), or None.
+
+    Read on every run of a page: a member added while the app serves closes the open app at once."""
+    if auth_configured():
+        return None
+    try:
+        roles = roles_held(engine)
+    except Exception as exc:
+        return f"The team table cannot be read ({describe(exc)}): nothing is served until it can."
+    try:
+        check_login_follows_team(database_url(), roles, Secrets((), {}))
+    except ConfigError as problem:
+        return str(problem)
+    return None
 
 
 def auth_configured() -> bool:

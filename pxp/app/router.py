@@ -70,6 +70,10 @@ def route() -> None:
         st.error(f"{ui.escape_md(str(err))}. Check PXP_DATABASE_URL (or the database_url secret).",
                  icon=":material/error:")
         st.stop()
+    problem = resources.login_problem(started.engine)
+    if problem is not None:  # login follows the team (docs/operations.md, Login and roles)
+        st.error(ui.escape_md(problem), icon=":material/lock:")
+        st.stop()
     user = auth.gate()
     role = auth.current_role()
     pages = {

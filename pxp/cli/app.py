@@ -3,10 +3,15 @@
 The app's main script is pxp/app/streamlit_app.py; pxp's Streamlit settings (the same as
 the checkout's .streamlit/config.toml) are passed as flags, so they apply from any
 working directory. Further options go to `streamlit run` unchanged (they win).
+
+`pxp app` stays the parent of the server it starts (docs/operations.md, Install): SIGTERM, SIGINT or
+SIGHUP to it, or its own parent going away, ends the server and every process below it (run workers,
+drawing workers) within a few seconds; it is their subreaper on Linux, so none is left behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -36,16 +41,37 @@ STREAMLIT_SETTINGS = {
 }
 
 
-def secrets_files(extra: list[str]) -> list[str]:
-    """The secrets files Streamlit will read: its `secrets.files` option (config files and a
-    `--secrets.files` flag among the extra options included)."""
+def _flag(extra: list[str], name: str) -> list[str]:
+    """The values of `--name` among the extra options (`--name=V` or `--name V`)."""
+    given = [a.split("=", 1)[1] for a in extra if a.startswith(f"--{name}=")]
+    return given + [extra[i + 1] for i, a in enumerate(extra[:-1]) if a == f"--{name}"]
+
+
+def _defined(name: str) -> bool:
+    """Whether a Streamlit option is set by a config file or an environment variable (not its default)."""
+    from streamlit import config
+    from streamlit.config_option import ConfigOption
+
+    config.get_config_options()
+    return config.get_where_defined(name) != ConfigOption.DEFAULT_DEFINITION
+
+
+def secrets_files(extra: list[str]) -> tuple[list[str], bool]:
+    """The secrets files Streamlit will read (its `secrets.files` option, config files and a
+    `--secrets.files` flag among the extra options included), and whether they were named explicitly
+    (then each must exist: pxp.team.config.read_secrets)."""
     from streamlit import config
 
     config.get_config_options()
-    files = [str(f) for f in config.get_option("secrets.files")]
-    given = [a.split("=", 1)[1] for a in extra if a.startswith("--secrets.files=")]
-    given += [extra[i + 1] for i, a in enumerate(extra[:-1]) if a == "--secrets.files"]
-    return given or files
+    given = _flag(extra, "secrets.files")
+    if given:
+        return given, True
+    return [str(f) for f in config.get_option("secrets.files")], _defined("secrets.files")
+
+
+def address_given(extra: list[str]) -> bool:
+    """Whether the address to listen on was given (`--server.address`, a config file, STREAMLIT_SERVER_ADDRESS)."""
+    return bool(_flag(extra, "server.address")) or _defined("server.address")
 
 
 def streamlit_command(port: int | None, extra: list[str]) -> list[str]:
@@ -68,18 +94,121 @@ def app_cmd(
     """Start the pxp web app (extra options, e.g. --server.address 0.0.0.0, go to streamlit run)."""
     env = dict(os.environ)
     url = db or state.db
+    extra = list(ctx.args)
+    files, named = secrets_files(extra)
     try:  # a broken configuration never serves (docs/operations.md, Troubleshooting)
-        check_serving(secrets_files(list(ctx.args)), url, env)
+        secrets = check_serving(files, url, env, named=named)
     except ConfigError as problem:
         err.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(1) from None
     if url:
         env["PXP_DATABASE_URL"] = url
-    cmd = streamlit_command(port, list(ctx.args))
-    if os.name == "posix":  # become the server: signals (Ctrl+C, SIGTERM) reach Streamlit itself
-        sys.stdout.flush()
-        os.execve(sys.executable, cmd, env)
-    raise typer.Exit(subprocess.call(cmd, env=env))
+    if not secrets.login_on and not address_given(extra):  # an open app is this machine's only, unless asked
+        extra += ["--server.address", "127.0.0.1"]
+        err.print("login is off: serving on 127.0.0.1 only (this machine); give --server.address 0.0.0.0 to "
+                  "serve others, who will all be admin", highlight=False, markup=False, soft_wrap=True)
+    cmd = streamlit_command(port, extra)
+    sys.stdout.flush()
+    if os.name != "posix":
+        raise typer.Exit(subprocess.call(cmd, env=env))
+    raise typer.Exit(supervise(cmd, env))
+
+
+# --- the server's life: started, stopped, never left behind --------------------------------------
+
+#: how long the server has to stop after SIGTERM, then its processes after theirs, before SIGKILL
+STOP_GRACE_S = 5.0
+_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
+
+
+def _prctl(option: int, value: int) -> None:
+    """Linux prctl(2); nothing elsewhere."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below `root` (children first), read from /proc; [] where there is no /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            stat = entry.read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.parent.name))
+    out: list[int] = []
+    todo = [root]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    import signal as _signal
+
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, _signal.Signals(sig))
+
+
+def _reap(deadline: float) -> None:
+    """Collect the exit of every child of this process (orphans below it come to it as their subreaper)."""
+    import time
+
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if not descendants(os.getpid()):
+                return
+            time.sleep(0.05)
+
+
+def supervise(cmd: list[str], env: dict[str, str]) -> int:
+    """Run the server as a child and end it, with every process below it, when this process is told to stop
+    (SIGTERM, SIGINT, SIGHUP) or its own parent goes away; the server's exit code, or 0 after a stop."""
+    import signal
+    import time
+
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans below the server become ours, so none escapes the stop
+    parent = os.getppid()
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)  # our parent going away is a stop too
+    stop: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.append(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=lambda: _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM))
+    code: int | None = None
+    while code is None and not stop:
+        if os.getppid() != parent:  # the parent went before PDEATHSIG was set
+            stop.append(signal.SIGHUP)
+            break
+        try:
+            code = proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            continue
+    if code is None:
+        proc.terminate()
+        try:
+            code = proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+    _signal_all(descendants(os.getpid()), signal.SIGTERM)  # what the server left: orphans are ours now
+    _reap(time.monotonic() + STOP_GRACE_S)
+    _signal_all(descendants(os.getpid()), signal.SIGKILL)
+    _reap(time.monotonic() + STOP_GRACE_S)
+    return 0 if stop else code
 
 
 # --- pxp doctor ----------------------------------------------------------------------------------
@@ -88,7 +217,8 @@ def app_cmd(
 MIN_FREE_BYTES = 200 * 1024 * 1024
 
 
-def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str]) -> list[tuple[bool, str]]:
+def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str], *,
+                  named: bool = False) -> list[tuple[bool, str]]:
     """(ok, line) for each check of `pxp doctor` (docs/operations.md, Troubleshooting)."""
     import shutil
     import urllib.request
@@ -101,7 +231,7 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
 
     out: list[tuple[bool, str]] = []
     try:
-        secrets = read_secrets(files)
+        secrets = read_secrets(files, named=named)
         shown = ", ".join(str(f) for f in secrets.files) or "none (no secrets file)"
         out.append((True, f"configuration: {shown}"))
     except ConfigError as problem:
@@ -139,8 +269,7 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
     out += _model_checks(url)
     auth = secrets.values.get("auth")
     if not auth:
-        out.append((True, "login: off (no [auth]): every page is open to whoever reaches the server; "
-                          "fine for a demo, configure [auth] for a team"))
+        out.append(_open_login_line(url, secrets))
     else:
         metas = [str(t.get("server_metadata_url")) for t in [auth, *auth.values()]
                  if isinstance(t, dict) and t.get("server_metadata_url")]
@@ -158,6 +287,20 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
                                          "not set (only the simulated machine and local servers)")))
     out.append((True, f"versions: pxp {version('pxp')}, Streamlit {version('streamlit')}"))
     return out
+
+
+def _open_login_line(url: str, secrets: Any) -> tuple[bool, str]:
+    """The login line when no [auth] is read: ✗ for a database with a team (the app refuses to serve it)."""
+    from pxp.team.config import ConfigError, check_login_follows_team, team_size
+
+    try:
+        check_login_follows_team(url, team_size(url), secrets)
+    except ConfigError as problem:
+        return False, f"login: {problem}"
+    except Exception:  # the database line says why it cannot be read
+        return False, "login: off, and whether the database has a team cannot be read; the app will not serve it"
+    return True, ("login: off (no [auth], no team): every page is open to whoever reaches the server, which "
+                  "`pxp app` therefore serves on 127.0.0.1 only; configure [auth] for a team")
 
 
 def _model_checks(url: str) -> list[tuple[bool, str]]:
@@ -209,7 +352,8 @@ def doctor_cmd(
     db: Annotated[str | None, typer.Option("--db", help="Database URL to check.")] = None,
 ) -> None:
     """Check what the app and the runs need, one line each (✓ or ✗ with what to do); exit 1 on any ✗."""
-    checks = doctor_checks(secrets_files([]), db or state.db, dict(os.environ))
+    files, named = secrets_files([])
+    checks = doctor_checks(files, db or state.db, dict(os.environ), named=named)
     for ok, line in checks:
         typer.echo(f"{'✓' if ok else '✗'} {line}")
     if not all(ok for ok, _ in checks):

@@ -5,7 +5,12 @@ A secrets file that does not parse, a table that looks like one of pxp's but is 
 (`[auht]`), an `[auth]` without what login needs, a database URL that is not one, names an
 unknown driver, cannot be reached or holds another application's tables: each is one line
 naming the file (and line) or the database and what to do, and the app serves nothing else.
-Login is off only when no `[auth]` is configured at all.
+
+Login follows the team: a database whose team table has a member is served only with a complete
+`[auth]`. Login is off only for a database with no team and secrets with no `[auth]`; then `pxp app`
+listens on 127.0.0.1 unless an address is given. A secrets file named explicitly (`--secrets.files`, a
+config file, `STREAMLIT_SECRETS_FILES`) must be a readable file, and a table holding what login needs
+under another name than `[auth]` is refused ("did you mean [auth]?"): each would turn login off unseen.
 """
 
 from __future__ import annotations
@@ -16,10 +21,13 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pxp.protocols.errors import PxpError
 from pxp.protocols.text import strip_bom
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 #: the top-level names of the secrets pxp reads (the API keys, the database, the login)
 KNOWN_KEYS = ("auth", "database_url", "PXP_DATABASE_URL", "PXP_MAX_LOGIN_HOURS", "ANTHROPIC_API_KEY",
@@ -27,6 +35,8 @@ KNOWN_KEYS = ("auth", "database_url", "PXP_DATABASE_URL", "PXP_MAX_LOGIN_HOURS",
 #: what `st.login` needs in [auth] itself, and in [auth] or each [auth.<provider>]
 AUTH_NEEDS = ("redirect_uri", "cookie_secret")
 PROVIDER_NEEDS = ("client_id", "client_secret", "server_metadata_url")
+#: the keys that say "this table is a login": found outside [auth], the table is a misnamed [auth]
+LOGIN_KEYS = frozenset((*AUTH_NEEDS, *PROVIDER_NEEDS))
 
 
 class ConfigError(PxpError, ValueError):
@@ -106,14 +116,53 @@ def _check_auth(path: Path, auth: Any) -> None:
                               "see docs/operations.md, Login and roles")
 
 
-def read_secrets(files: Iterable[str | Path]) -> Secrets:
+def _login_keys(table: Mapping[str, Any], depth: int = 2) -> set[str]:
+    """The keys of LOGIN_KEYS in a table or its sub-tables (a provider's [x.google])."""
+    found = {k for k in table if k in LOGIN_KEYS}
+    if depth > 1:
+        for value in table.values():
+            if isinstance(value, dict):
+                found |= _login_keys(value, depth - 1)
+    return found
+
+
+def _misnamed_auth(path: Path, values: Mapping[str, Any]) -> None:
+    """Login settings under another name than [auth] ([oidc], [login], top-level client_id): refused, since
+    Streamlit would leave login off without a word."""
+    loose = sorted(k for k in values if k in LOGIN_KEYS)
+    if loose:
+        raise ConfigError(f"{path}: {', '.join(loose)} must sit in the [auth] table, not at the top level: "
+                          "did you mean [auth]? Move them under it")
+    for key, value in values.items():
+        if key == "auth" or not isinstance(value, dict):
+            continue
+        keys = _login_keys(value)
+        if keys:
+            raise ConfigError(f"{path}: [{key}] holds what login needs ({', '.join(sorted(keys))}), but pxp reads "
+                              "login only from [auth] or [auth.<provider>]: did you mean [auth]? Rename it")
+
+
+def _named_file(path: Path) -> None:
+    """A secrets file named explicitly must be there and be a file: a mistyped path would turn login off."""
+    if not path.exists():
+        raise ConfigError(f"{path}: the secrets file named by secrets.files does not exist; fix the path, or "
+                          "name no file")
+    if not path.is_file():
+        raise ConfigError(f"{path}: the secrets file named by secrets.files is not a file (a folder?); name the "
+                          "secrets.toml file itself")
+
+
+def read_secrets(files: Iterable[str | Path], *, named: bool = False) -> Secrets:
     """Every secrets file that exists, parsed (a byte-order mark accepted) and checked; the first
-    problem raises `ConfigError`. A folder (Kubernetes-style secrets) is left to Streamlit."""
+    problem raises `ConfigError`. With `named` (the files were given explicitly, not Streamlit's default
+    places) each must exist and be a readable file."""
     found: list[Path] = []
     merged: dict[str, Any] = {}
     for name in files:
         path = Path(name).expanduser()
-        if not path.is_file():
+        if named:
+            _named_file(path)
+        elif not path.is_file():
             continue
         try:
             values = _parse(path)
@@ -122,6 +171,7 @@ def read_secrets(files: Iterable[str | Path]) -> Secrets:
                               "fix its permissions, or remove it") from None
         for key in values:
             _near_miss(path, key)
+        _misnamed_auth(path, values)
         if "auth" in values:
             _check_auth(path, values["auth"])
         found.append(path)
@@ -199,8 +249,59 @@ def serving_url(explicit: str | None, environ: Mapping[str, str], secrets: Secre
     return get_settings().database_url
 
 
-def check_serving(files: Iterable[str | Path], explicit: str | None, environ: Mapping[str, str]) -> Secrets:
-    """Everything the app needs before it serves (the secrets files, the database); `ConfigError` otherwise."""
-    secrets = read_secrets(files)
-    check_database(serving_url(explicit, environ, secrets))
+def team_size(url: str) -> dict[str, int]:
+    """How many entries of each role the database's team table holds ({} for no table, or no database yet)."""
+    from pxp.storage.store import make_engine, sqlite_file
+
+    path = sqlite_file(url)
+    if path is not None and not path.exists():
+        return {}
+    engine = make_engine(url)
+    try:
+        return roles_held(engine)
+    finally:
+        engine.dispose()
+
+
+def roles_held(engine: Engine) -> dict[str, int]:
+    """How many team entries (emails and groups) hold each role; {} when the database has no team table yet."""
+    from sqlalchemy import inspect, text
+
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("team_member"):
+            return {}
+        rows = conn.execute(text("SELECT role, count(*) FROM team_member GROUP BY role")).all()
+    return {str(role): int(n) for role, n in rows}
+
+
+def team_line(roles: Mapping[str, int]) -> str:
+    """'a team of 2 (1 admin, 1 researcher)'."""
+    order = ("admin", "researcher", "annotator")
+    ranked = sorted(roles.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else 3, kv[0]))
+    parts = ", ".join(f"{n} {role}" for role, n in ranked)
+    return f"a team of {sum(roles.values())} ({parts})"
+
+
+def check_login_follows_team(url: str, roles: Mapping[str, int], secrets: Secrets) -> None:
+    """A database with a team is served only with login: `ConfigError` when it has one and [auth] is off."""
+    if roles and not secrets.login_on:
+        raise ConfigError(f"{shown_url(url)} has {team_line(roles)} but login is off: configure [auth] in the "
+                          "secrets (docs/operations.md, Login and roles); pxp never serves a team's study without "
+                          "login")
+
+
+def check_serving(files: Iterable[str | Path], explicit: str | None, environ: Mapping[str, str], *,
+                  named: bool = False) -> Secrets:
+    """Everything the app needs before it serves (the secrets files, the database, login for a team);
+    `ConfigError` otherwise."""
+    secrets = read_secrets(files, named=named)
+    url = serving_url(explicit, environ, secrets)
+    check_database(url)
+    try:
+        roles = team_size(url)
+    except Exception as err:
+        from pxp.storage.faults import describe
+
+        raise ConfigError(f"{shown_url(url)}: {describe(err)}") from None
+    check_login_follows_team(url, roles, secrets)
     return secrets

@@ -47,6 +47,16 @@ def app_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
     yield engine
 
 
+@pytest.fixture
+def open_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
+    """A database with no team: the only kind served without login (the open demo)."""
+    url = f"sqlite:///{tmp_path / 'open.db'}"
+    monkeypatch.setenv("PXP_DATABASE_URL", url)
+    engine = get_engine(url)
+    make_rad(engine)
+    yield engine
+
+
 def app(page: str, user: dict[str, Any] | None = None, query: dict[str, str] | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     if user is not None:
@@ -73,7 +83,7 @@ RITA = {"email": "Rita@Example.org", "name": "Rita Researcher"}
 ADA = {"email": "ada@example.org", "name": "Ada Admin"}
 
 
-def test_without_login_the_name_box_stays_with_its_note(app_db: Engine) -> None:
+def test_without_login_the_name_box_stays_with_its_note(open_db: Engine) -> None:
     at = app("annotate")
     assert at.sidebar.text_input(key="annotate_name") is not None
     assert OPEN_NOTE in [c.value for c in at.sidebar.caption]

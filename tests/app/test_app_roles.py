@@ -19,6 +19,7 @@ from tests.app import test_app_auth
 from tests.app.test_app_auth import ADA, ANN, RITA, app, texts
 
 app_db = test_app_auth.app_db  # a fresh SQLite database with toy-rad and ann / rita / ada on the team
+open_db = test_app_auth.open_db  # the same without a team (served without login)
 
 
 def _experiments(engine: Engine) -> list[str]:
@@ -77,7 +78,7 @@ def test_home_links_only_to_the_pages_of_the_role(app_db: Engine, user: dict[str
     assert settings is (user is ADA), "only an admin is sent to the Settings page"
 
 
-def test_home_without_login_links_to_every_page(app_db: Engine) -> None:
+def test_home_without_login_links_to_every_page(open_db: Engine) -> None:
     at = app("home")
     assert _links(at) == ["Start annotating", "Browse sessions", "Run an experiment", "See how intelligible it was"]
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from streamlit.config_option import ConfigOption
 from streamlit.testing.v1 import AppTest
 
 from pxp.app.ui import escape_md
@@ -109,7 +110,7 @@ def test_under_streamlit_run_a_broken_secrets_file_serves_only_its_line(tmp_path
                                                              "you mean [auth]? Rename it, or remove it")]
             assert not at.exception and not at.button and not at.text_input and not at.markdown
     finally:
-        config.set_option("secrets.files", before)
+        config.set_option("secrets.files", before, ConfigOption.DEFAULT_DEFINITION)
 
 
 def test_a_byte_order_mark_reaches_streamlits_login_too(tmp_path: Path) -> None:
@@ -130,6 +131,6 @@ def test_a_byte_order_mark_reaches_streamlits_login_too(tmp_path: Path) -> None:
         assert resources.auth_configured()
         assert st.secrets["auth"]["client_id"] == "pxp"
     finally:
-        config.set_option("secrets.files", before)
+        config.set_option("secrets.files", before, ConfigOption.DEFAULT_DEFINITION)
         st.secrets._programmatic_secrets = None  # what the app handed over stays out of other tests
         st.secrets._reset()
