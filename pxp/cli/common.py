@@ -204,13 +204,19 @@ def dump(obj: Any) -> None:
 
 
 def confirm_cost(usd: float | None, lines: Callable[[], list[str]], max_usd: float, yes: bool, *,
-                 study: bool = False) -> None:
-    """The `--max-usd` confirmation of a run or a study: ask on a terminal, else require --yes."""
-    if yes or usd is None or usd <= max_usd:
+                 study: bool = False, unpriced: Sequence[str] = ()) -> None:
+    """The `--max-usd` confirmation of a run or a study: ask on a terminal, else require --yes.
+
+    An unknown cost (a model pxp has no price for) is never taken for zero: it asks too, and says why."""
+    if yes or (usd is not None and usd <= max_usd):
         return
-    over = f"the {'study' + chr(39) + 's ' if study else ''}estimated cost is ${usd:,.2f}, over --max-usd {max_usd:g}"
+    from pxp.running.pxp.controlled.estimate_text import unknown_cost_reason
+
+    whose = "study" + chr(39) + "s " if study else ""
+    over = (f"the {whose}cost is unknown: {unknown_cost_reason(unpriced)}" if usd is None else
+            f"the {whose}estimated cost is ${usd:,.2f}, over --max-usd {max_usd:g}")
     if not sys.stdin.isatty():
         fail(f"{over}; pass --yes to run it anyway (`--estimate` shows the figures)")
     err.print("\n".join(lines()), highlight=False, markup=False, soft_wrap=True)
-    if not typer.confirm(f"{over}. Start the run{'s' if study else ''}?", default=False, err=True):
+    if not typer.confirm(f"{over}. Start the run{'s' if study else ''} anyway?", default=False, err=True):
         fail("not started")

@@ -63,7 +63,9 @@ def run_grid(path: Path, *, given: list[str], concurrency: int, fmt: str, progre
             ensure_schema(engine)  # on SQLite: one line before anything is created
         except QueueError as e:
             fail(str(e))
-    confirm_cost(est["total"]["usd"], lambda: study_estimate_lines(est), max_usd, yes, study=True)
+    unpriced = [spec for e in estimates.values() for spec in e.unpriced]
+    confirm_cost(est["total"]["usd"], lambda: study_estimate_lines(est), max_usd, yes, study=True,
+                 unpriced=list(dict.fromkeys(unpriced)))
     try:
         exps = create_study(engine, study, estimates)
     except (RunError, ValueError) as e:

@@ -197,9 +197,11 @@ def run_cmd(
     estimate_only: Annotated[bool, typer.Option(
         "--estimate", help="Print the expected calls, tokens and US dollars and start nothing.")] = False,
     max_usd: Annotated[float, typer.Option(
-        "--max-usd", min=0.0, help="A real-LLM run estimated above this many US dollars asks for confirmation.")
+        "--max-usd", min=0.0, help="A run estimated above this many US dollars (or at an unknown cost) asks first.")
     ] = 20.0,
-    yes: Annotated[bool, typer.Option("--yes", help="Run over --max-usd without asking.")] = False,
+    yes: Annotated[bool, typer.Option(
+        "--yes", help="Run over --max-usd, or at an unknown cost (a model pxp has no price for), without asking.")
+    ] = False,
     distributed: Annotated[bool, typer.Option(
         "--distributed", help="PostgreSQL: queue the repetitions for `pxp worker`s and wait for them.")] = False,
     grid: Annotated[Path | None, typer.Option(
@@ -307,7 +309,7 @@ def _confirm_cost(est: Estimate, max_usd: float, yes: bool) -> None:
     """Over `--max-usd` a real-LLM run asks (typer.confirm); without a terminal it needs --yes."""
     from pxp.running.pxp.controlled.estimate_text import estimate_lines
 
-    confirm_cost(est.usd, lambda: estimate_lines(est), max_usd, yes)
+    confirm_cost(est.usd, lambda: estimate_lines(est), max_usd, yes, unpriced=est.unpriced)
 
 
 def _version() -> str:

@@ -102,3 +102,24 @@ def test_no_form_of_the_app_submits_on_enter_but_the_game_answer() -> None:
     assert len(calls) >= 5
     assert [c for c in calls if "enter_to_submit=False" not in c[1]] == [
         ("play.py", 'st.form(key=f"sk_play_form_{p.step}", border=False, enter_to_submit=True)')]
+
+
+def test_an_unknown_cost_starts_only_on_a_second_explicit_click(app_db: tuple[str, Engine]) -> None:  # noqa: F811
+    """Unknown cost is not zero cost: a model pxp has no price for waits like a priced run, says why its cost is
+    unknown, and starts only on "Cost unknown: Start anyway"."""
+    _, engine = app_db
+    make_drug(engine)
+    at = new_app("experiments")
+    at.text_input(key="experiments_machine").input("openai:my-local-model")
+    at.text_input(key="experiments_name").input("unpriced")
+    [start] = [b for b in at.get("form_submit_button") if "start" in str(b.label)]
+    ok(start.click().run())
+    with DB(engine) as db:
+        assert db.exec(select(Experiment)).all() == []  # one click: nothing created
+    [go] = [b for b in at.button if b.key == "experiments_confirm"]
+    assert go.label == "Cost unknown: Start anyway"
+    assert "Cost unknown: pxp has no price for openai" in texts(at) and "my\\-local\\-model" in texts(at)
+    assert [b for b in at.button if b.key == "experiments_cancel"]
+    ok(at.button(key="experiments_cancel").click().run())
+    with DB(engine) as db:
+        assert db.exec(select(Experiment)).all() == []

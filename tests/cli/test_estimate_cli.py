@@ -110,12 +110,33 @@ def test_over_max_usd_on_a_terminal_asks(db_url: str) -> None:
     args = ["--db", db_url, "run", "--dataset", "toy-text", "--machine", "openai:gpt-4.1", "--no-progress",
             "--max-usd", "0", "--name", "T"]
     code, stderr = _on_a_terminal(args, "n", env)
-    assert code == 1 and "Start the run?" in stderr and "not started" in stderr
+    assert code == 1 and "Start the run anyway?" in stderr and "not started" in stderr
     assert _experiments(db_url) == []
     with FakeLLM(lambda req: Reply(data={"prediction": "Pneumonia", "explanation": "patchy consolidation"})) as s:
         code, stderr = _on_a_terminal([*args, "--base-url", s.openai_url], "y", env)
     assert code == 0, stderr
     assert [e.name for e in _experiments(db_url)] == ["T"]
+
+
+def test_an_unknown_cost_asks_like_one_over_the_limit(db_url: str) -> None:
+    """Unknown cost is not zero cost: a model pxp has no price for needs --yes without a terminal, and is asked
+    about on one, with the reason; nothing is stored before the answer."""
+    make_text(get_engine(db_url))
+    run = ["run", "--dataset", "toy-text", "--machine", "openai:my-local-model", "--no-progress", "--name", "U"]
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "pxp.cli.main", "--db", db_url, *run], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "the cost is unknown: pxp has no price for openai:my-local-model" in done.stderr
+    assert "--yes" in done.stderr and _experiments(db_url) == []
+    code, stderr = _on_a_terminal(["--db", db_url, *run], "n", env)
+    assert code == 1 and "cost is unknown" in stderr and "Start the run anyway?" in stderr
+    assert _experiments(db_url) == []
+    with FakeLLM(lambda req: Reply(data={"prediction": "Pneumonia", "explanation": "patchy consolidation"})) as s:
+        res = pxp(db_url, *run, "--yes", "--base-url", s.openai_url)
+    assert res.exit_code == 0, res.output
+    [exp] = _experiments(db_url)
+    assert exp.config["estimate"]["usd"] is None and exp.config["estimate"]["unpriced"] == ["openai:my-local-model"]
 
 
 def test_probe_calls_estimated_and_compared(url: str) -> None:

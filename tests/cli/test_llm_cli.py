@@ -97,7 +97,7 @@ def _drug_first(req: Request) -> Reply:
 def test_pxp_run_openai_drug_with_base_url(engine: Engine, db_url: str, server: FakeLLM) -> None:
     make_drug(engine, "drug")
     server.handler = adopting_model(_drug_first)
-    code, _out, err = _pxp(db_url, "run", "--dataset", "drug", "--machine", "openai:llama3.1",
+    code, _out, err = _pxp(db_url, "run", "--yes", "--dataset", "drug", "--machine", "openai:llama3.1",
                           "--checker", "openai:llama3.1", "--base-url", server.openai_url,
                           "--name", "drug-local", "--no-progress", "--format", "json")
     assert code == 0, err
@@ -194,7 +194,7 @@ def test_custom_task_config_runs_without_code(engine: Engine, db_url: str, serve
         return Reply(text="**Causality:** possible\n**Explanation:** The timing fits; other causes remain.")
 
     server.handler = adopting_model(first)
-    code, out, err = _pxp(db_url, "run", "--dataset", "adr", "--machine", "openai:qwen2.5",
+    code, out, err = _pxp(db_url, "run", "--yes", "--dataset", "adr", "--machine", "openai:qwen2.5",
                           "--base-url", server.openai_url, "--no-progress")
     assert code == 0, err
     assert _pxp(db_url, "validate")[0] == 0

@@ -125,7 +125,7 @@ def test_paused_run_exits_2_and_resumes(url: str, monkeypatch: pytest.MonkeyPatc
 
     with FakeLLM(handler) as server:
         monkeypatch.setenv("PXP_LLM_MAX_RETRIES", "0")
-        res = pxp(url, "run", "--dataset", "toy-text", "--machine", "openai:gpt-test", "--base-url",
+        res = pxp(url, "run", "--yes", "--dataset", "toy-text", "--machine", "openai:gpt-test", "--base-url",
                   server.openai_url, "--reps", "2", "--name", "L", "--no-progress")
         assert res.exit_code == 2, res.output
         assert "paused" in res.stderr and "overloaded" in res.stderr and "pxp run --resume L" in res.stderr

@@ -14,6 +14,7 @@ from pxp.llm.models import run_warnings
 from pxp.running.pxp.checks import config_errors
 from pxp.running.pxp.config import DEFAULT_SPLIT, LEARN_DEFAULT, RunConfig, RunError
 from pxp.running.pxp.controlled.estimate import Estimate, dataset_facts, estimate, store_estimate
+from pxp.running.pxp.controlled.estimate_text import unknown_cost_reason
 from pxp.running.pxp.experiments import create_experiment
 from pxp.running.pxp.live.overlap import annotator_progress, overlap_summary
 from pxp.running.workers import pool as workers
@@ -98,7 +99,7 @@ def launch_form() -> str | None:
     if est.usd is not None and est.usd > MAX_USD and not over:
         return (f"error:Not started, nothing stored: the estimated cost is ${est.usd:,.2f}, over ${MAX_USD:g}; "
                 "tick the box to allow it")
-    if est.usd is not None and est.usd > 0:  # money is spent only on a second, explicit click
+    if est.usd is None or est.usd > 0:  # money, or an unknown cost, is spent only on a second, explicit click
         S["experiments_pending"] = (cfg, name.strip() or None, est)
         return None
     return start(cfg, name.strip() or None, est)
@@ -130,12 +131,16 @@ def confirm_spend() -> str | None:
     if not pending:
         return None
     cfg, name, est = pending
-    usd = est.usd or 0.0
-    st.warning(f"This run is estimated to cost **${usd:,.2f}** ({ui.escape_md(cfg.machine)}). It starts only "
-               "when you confirm.", icon=":material/payments:")
+    if est.usd is None:  # an unknown cost is never taken for zero
+        st.warning(f"Cost unknown: {ui.escape_md(unknown_cost_reason(est.unpriced))}. The run starts only when you "
+                   "confirm.", icon=":material/payments:")
+        label = "Cost unknown: Start anyway"
+    else:
+        st.warning(f"This run is estimated to cost **${est.usd:,.2f}** ({ui.escape_md(cfg.machine)}). It starts "
+                   "only when you confirm.", icon=":material/payments:")
+        label = f"Start and spend about ${est.usd:,.2f}"
     row = st.container(horizontal=True)
-    go = row.button(f"Start and spend about ${usd:,.2f}", type="primary", key="experiments_confirm",
-                    icon=":material/play_arrow:")
+    go = row.button(label, type="primary", key="experiments_confirm", icon=":material/play_arrow:")
     if row.button("Cancel", key="experiments_cancel"):
         S.pop("experiments_pending", None)
         st.rerun()

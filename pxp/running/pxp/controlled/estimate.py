@@ -110,6 +110,8 @@ class Estimate:
     reps: int
     rows: list[Row]
     assumptions: list[str] = field(default_factory=list)
+    #: the LLM specs (machine, checker) pxp has no price for: the cost is then unknown, never zero
+    unpriced: tuple[str, ...] = ()
 
     def _sum(self, key: str) -> float:
         return sum(float(getattr(r, key)) for r in self.rows)
@@ -153,6 +155,7 @@ class Estimate:
             "tokens_out": self.tokens_out,
             "usd": self.usd,
             "assumptions": list(self.assumptions),
+            "unpriced": list(self.unpriced),
             "repetitions": self.reps,
             "per_repetition": {k: round(self._sum(k)) for k in KEYS}
             | {"usd": None if rep_usd is None else round(rep_usd, 6)},
@@ -259,7 +262,10 @@ def estimate(cfg: RunConfig, facts: DatasetFacts, a: Assumptions | None = None) 
     purpose = {"session messages": "ask", "session checks": "agree", PROBES: "probe"}
     rows = [Row(what, purpose.get(what, "eval"), float(c or 0), float(ti or 0), float(to or 0), usd)
             for what, (c, ti, to, usd) in acc.items()]
-    return Estimate(cfg.reps, rows, assumptions(cfg, facts, a, llm=llm, checker=checker))
+    unpriced = tuple(dict.fromkeys(spec for spec, used, price in ((cfg.machine, llm, m_price),
+                                                                  (facts.checker, checker, c_price))
+                                   if used and price is None))
+    return Estimate(cfg.reps, rows, assumptions(cfg, facts, a, llm=llm, checker=checker), unpriced)
 
 
 def probes(add: Callable[[str, float, float, float], None], sessions: int, kinds: list[tuple[float, int, int]],

@@ -62,3 +62,15 @@ def versus_actual(estimate_json: Mapping[str, Any], totals: Sequence[Mapping[str
         "usd_estimated": estimate_json.get("usd"), "usd_actual": round(sum(costs), 6) if costs else None,
     })
     return rows
+
+
+def unknown_cost_reason(unpriced: Sequence[str]) -> str:
+    """Why a run's cost is unknown, in one clause: the models pxp's price list (pxp.llm.pricing) does not name.
+
+    An unknown cost is never taken for zero: the run asks for the same confirmation as one above the limit
+    (docs/research.md, Controlled runs)."""
+    from pxp.llm.pricing import CHECKED
+
+    names = ", ".join(unpriced) or "a model"
+    return (f"pxp has no price for {names} (its list prices of {CHECKED} name the hosted Anthropic and OpenAI "
+            "models; a local server's or another provider's model has none)")
