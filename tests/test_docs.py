@@ -4,8 +4,8 @@
 Each fenced `bash` block runs as one bash script (`set -eo pipefail`; an ERR trap names the
 command that failed); the blocks of one document run in order, in one temporary working
 directory with its own SQLite database (`PXP_DATABASE_URL`) and a `pxp-study/` folder of study files
-generated in the published format (tests/study_sample.py), where the guides import them from. `pxp` is this checkout's (a script on PATH running
-`python -m pxp.cli.main`). Markers after `bash` in the fence's info string:
+generated in the published format (tests/study_sample.py), where the guides import them from. `pxp`
+is this checkout's (a script on PATH running `python -m pxp.cli.main`). Markers after `bash` in the fence's info string:
 
 - `needs-llm`: run with the local wire-format LLM server (tests/llm_server.py) as the Anthropic
   and OpenAI endpoints; the documented local server URL `http://127.0.0.1:11434/v1` is replaced
