@@ -289,3 +289,26 @@ def test_protocol_md_agent_rule_table_is_what_pxp_computes() -> None:
     for match, agree, changed, jk, tag in rows:
         j, k = (int(x) for x in jk.split(", "))
         assert agent_tag(j, k, YES[match], YES[agree], YES[changed]) is Tag[tag], (match, agree, changed, jk)
+
+
+def test_protocol_md_scorekeeping_examples_are_what_pxp_computes() -> None:
+    """The worked episodes of protocol.md, played by the scripted answerers of tests/protocols/scorekeeping."""
+    import importlib.util
+
+    from pxp.protocols.scorekeeping.episode import play_episode
+    from pxp.protocols.scorekeeping.scores import score_interactions
+
+    spec = importlib.util.spec_from_file_location("sk_helpers", REPO / "tests/protocols/scorekeeping/sk_helpers.py")
+    assert spec is not None and spec.loader is not None
+    sk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sk)
+    answerers = {"right values, truthful probes": sk.Scripted(),
+                 'right values, every probe "no"': sk.Scripted(probe=lambda r, s: False),
+                 'right values, every probe "yes"': sk.Scripted(probe=lambda r, s: True),
+                 "one wrong value (turn 2), truthful probes": sk.Scripted(answers={2: "ANSWER: by plane."})}
+    rows = _table(REPO / "docs" / "protocol.md", "answerer")
+    assert [r[0] for r in rows] == list(answerers)
+    names = ["Accuracy", "Kappa", "Middle-Accuracy", "Slot-Filling-Accuracy", "Main Score"]
+    for who, *cells in rows:
+        episode = score_interactions(play_episode(sk.instance(), answerers[who], model="m").to_interactions())
+        assert [float(c) for c in cells] == [round(episode["episode scores"][n], 2) for n in names], who
