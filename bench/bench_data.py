@@ -2,7 +2,8 @@
 
     python bench/bench_data.py [--repeat 3]
 
-Each figure is the median of --repeat runs on a fresh SQLite file.
+Each figure is the median of --repeat runs on a fresh SQLite file. The study import reads the published
+sample (PXP_STUDY_SAMPLE, tests/study_sample.py) when present, else study files generated in its format.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from pxp.data.importers.study import import_study_drug, import_study_rad
 from pxp.data.render import molecule_svg, reaction_parts, xray_display_png
 from pxp.running.pxp.controlled.demo import ensure_demo
 from pxp.storage.store import make_engine, upgrade
-
-STUDY = Path(__file__).resolve().parents[2] / "shared" / "data" / "pxp-study" / "data"
+from tests.study_sample import PUBLISHED, Study, generate
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:
@@ -47,11 +47,13 @@ def main() -> None:
     args = ap.parse_args()
     r = args.repeat
     print(f"ensure_demo on an empty database: {timed(lambda: ensure_demo(fresh()), r):.2f} s")
-    if STUDY.is_dir():
-        t = timed(lambda: import_study_rad(fresh(), STUDY / "train_xray_data.csv"), r)
-        print(f"import study RAD (20 rows, 19 images): {t:.2f} s")
-        t = timed(lambda: import_study_drug(fresh(), STUDY / "retro.csv"), r)
-        print(f"import study DRUG (60 rows): {t:.2f} s")
+    published = (PUBLISHED / "data").is_dir()
+    study = Study(PUBLISHED) if published else generate(Path(tempfile.mkdtemp(prefix="pxp-bench-")) / "pxp-study")
+    which = "published sample" if published else "generated files"
+    t = timed(lambda: import_study_rad(fresh(), study.rad_csv), r)
+    print(f"import study RAD (20 rows, 19 images, {which}): {t:.2f} s")
+    t = timed(lambda: import_study_drug(fresh(), study.drug_csv), r)
+    print(f"import study DRUG (60 rows, {which}): {t:.2f} s")
     t = timed(lambda: [molecule_svg(d[1]) for d in DRUGS], r)
     print(f"molecule_svg: {t / len(DRUGS) * 1000:.1f} ms per molecule")
     t = timed(lambda: [reaction_parts(d[2], d[1]) for d in DRUGS], r)

@@ -3,6 +3,8 @@ one migrated template per test process, so they stay separate under pytest-xdist
 
 PostgreSQL: PXP_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/test).
 Outside CI a missing server skips those tests with the reason; with CI=true it fails.
+The study files: `study` is each test once on generated files in the published format and once on the
+published sample (marked `published`: skipped when the sample is absent, failed when CI=true; tests/study_sample.py).
 """
 
 from __future__ import annotations
@@ -18,9 +20,8 @@ import pytest
 from sqlalchemy import Engine, create_engine, make_url, text
 
 from pxp.storage.store import make_engine, upgrade
+from tests.study_sample import PUBLISHED, Study, generate
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-STUDY = SHARED / "data" / "pxp-study"
 # The app's first start makes the demo films in the background (about 15 s of work): only the tests that are
 # about them turn it on (tests/app/test_app.py), so servers started by other tests stay light.
 os.environ.setdefault("PXP_DEMO_FILMS", "0")
@@ -32,6 +33,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     collection order, and a long one collected last would finish the run alone on one worker while
     the others idle (docs/development.md, Tests)."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `published` needs the published study sample: skipped without it, failed in CI."""
+    if item.get_closest_marker("published") is None or (PUBLISHED / "data").is_dir():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the published study sample is required in CI but missing at {PUBLISHED} (set PXP_STUDY_SAMPLE)",
+                    pytrace=False)
+    pytest.skip(f"no published study sample at {PUBLISHED} (set PXP_STUDY_SAMPLE to its folder)")
+
+
+@pytest.fixture(scope="session")
+def generated_study(tmp_path_factory: pytest.TempPathFactory) -> Study:
+    """Study files generated in the published format, once per test process."""
+    return generate(tmp_path_factory.mktemp("study") / "pxp-study")
+
+
+@pytest.fixture(params=["generated", pytest.param("published", marks=pytest.mark.published)])
+def study(request: pytest.FixtureRequest) -> Study:
+    """The study files: generated ones, then the published sample."""
+    if request.param == "published":
+        return Study(PUBLISHED)
+    return request.getfixturevalue("generated_study")  # type: ignore[no-any-return]
 
 
 @pytest.fixture

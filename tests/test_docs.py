@@ -3,9 +3,9 @@
 
 Each fenced `bash` block runs as one bash script (`set -eo pipefail`; an ERR trap names the
 command that failed); the blocks of one document run in order, in one temporary working
-directory with its own SQLite database (`PXP_DATABASE_URL`) and a `../shared` link to the study
-data, as from a checkout. `pxp` is this checkout's (a script on PATH running
-`python -m pxp.cli.main`). Markers after `bash` in the fence's info string:
+directory with its own SQLite database (`PXP_DATABASE_URL`) and a `pxp-study/` folder of study files
+generated in the published format (tests/study_sample.py), where the guides import them from. `pxp`
+is this checkout's (a script on PATH running `python -m pxp.cli.main`). Markers after `bash` in the fence's info string:
 
 - `needs-llm`: run with the local wire-format LLM server (tests/llm_server.py) as the Anthropic
   and OpenAI endpoints; the documented local server URL `http://127.0.0.1:11434/v1` is replaced
@@ -21,6 +21,9 @@ data, as from a checkout. `pxp` is this checkout's (a script on PATH running
 
 A ```` ```toml file=NAME ```` block is written to NAME in the working directory first (a grid
 file the next block uses). Other fences (text, json) are not commands.
+
+The repository stands alone: no document and no file of pxp/ points outside it (to `../shared`), and
+the test vectors of docs/protocol.md are the ones pxp computes and tests/protocols tests.
 """
 
 from __future__ import annotations
@@ -43,9 +46,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED
+from pxp.protocols.pxp.intelligibility import METRICS, session_flags
+from pxp.protocols.pxp.rules import Sender, Tag, agent_tag
 from tests.llm_server import FakeLLM, Reply, Request, adopting_model, answer
 from tests.running.test_scorekeeping_run import careful_player
+from tests.study_sample import Study
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -187,12 +192,12 @@ def llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
 
 @pytest.mark.long
 @pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.name)
-def test_every_documented_command_runs(doc: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_every_documented_command_runs(doc: Path, tmp_path: Path, request: pytest.FixtureRequest,
+                                       generated_study: Study) -> None:
     found = blocks(doc)
     assert any(b.lang == "bash" for b in found), f"{doc.name}: no bash block"
-    (tmp_path / "shared").symlink_to(SHARED)
     cwd = tmp_path / "work"
-    cwd.mkdir()
+    shutil.copytree(generated_study.root, cwd / "pxp-study")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "pxp").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m pxp.cli.main "$@"\n')
@@ -234,3 +239,76 @@ def test_the_readme_stays_short_and_points_at_the_guides() -> None:
     for guide in ("annotating", "research", "operations", "development"):
         assert f"(docs/{guide}.md)" in text and (REPO / "docs" / f"{guide}.md").is_file()
     assert (REPO / "docs" / "annotate.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+OUTSIDE = re.compile(r"\.\./+shared\b")
+
+
+def test_nothing_points_outside_the_repository() -> None:
+    """A clone with nothing beside it has every file the documents and the code name."""
+    files = [*DOCS, *sorted(p for p in (REPO / "pxp").rglob("*") if p.is_file() and p.suffix != ".pyc")]
+    assert len(DOCS) >= 6 and any(p.name == "protocol.md" for p in DOCS)
+    found = [f"{p.relative_to(REPO)}:{i}" for p in files
+             for i, line in enumerate(p.read_bytes().decode("utf-8", "replace").splitlines(), start=1)
+             if OUTSIDE.search(line)]
+    assert found == []
+    assert OUTSIDE.search("the spec in `../shared/DESIGN.md`")  # the pattern catches what it is for
+
+
+def _table(doc: Path, header: str) -> list[list[str]]:
+    """The body rows of the Markdown table whose header row starts with `header`, as cells."""
+    lines = doc.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header} |"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+YES = {"yes": True, "no": False}
+
+
+def test_protocol_md_intelligibility_vectors_are_what_pxp_computes() -> None:
+    from tests.protocols.test_intelligibility import V1, V2, V4
+
+    rows = _table(REPO / "docs" / "protocol.md", "session")
+    senders = {"m": Sender.MACHINE, "h": Sender.HUMAN}
+    sessions = []
+    for cells in rows:
+        tags = [(senders[w.split()[0]], Tag[w.split()[1]]) for w in cells[0].split(", ")]
+        assert [YES[c] for c in cells[1:]] == [session_flags(tags)[m] for m in METRICS], cells[0]
+        sessions.append(tags)
+    assert sessions == [V1, V2, V4]
+
+
+def test_protocol_md_agent_rule_table_is_what_pxp_computes() -> None:
+    rows = _table(REPO / "docs" / "protocol.md", "match")
+    assert len(rows) == 11
+    for match, agree, changed, jk, tag in rows:
+        j, k = (int(x) for x in jk.split(", "))
+        assert agent_tag(j, k, YES[match], YES[agree], YES[changed]) is Tag[tag], (match, agree, changed, jk)
+
+
+def test_protocol_md_scorekeeping_examples_are_what_pxp_computes() -> None:
+    """The worked episodes of protocol.md, played by the scripted answerers of tests/protocols/scorekeeping."""
+    import importlib.util
+
+    from pxp.protocols.scorekeeping.episode import play_episode
+    from pxp.protocols.scorekeeping.scores import score_interactions
+
+    spec = importlib.util.spec_from_file_location("sk_helpers", REPO / "tests/protocols/scorekeeping/sk_helpers.py")
+    assert spec is not None and spec.loader is not None
+    sk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sk)
+    answerers = {"right values, truthful probes": sk.Scripted(),
+                 'right values, every probe "no"': sk.Scripted(probe=lambda r, s: False),
+                 'right values, every probe "yes"': sk.Scripted(probe=lambda r, s: True),
+                 "one wrong value (turn 2), truthful probes": sk.Scripted(answers={2: "ANSWER: by plane."})}
+    rows = _table(REPO / "docs" / "protocol.md", "answerer")
+    assert [r[0] for r in rows] == list(answerers)
+    names = ["Accuracy", "Kappa", "Middle-Accuracy", "Slot-Filling-Accuracy", "Main Score"]
+    for who, *cells in rows:
+        episode = score_interactions(play_episode(sk.instance(), answerers[who], model="m").to_interactions())
+        assert [float(c) for c in cells] == [round(episode["episode scores"][n], 2) for n in names], who

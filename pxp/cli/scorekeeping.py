@@ -1,5 +1,5 @@
 """`pxp scorekeeping ...`: instances, runs, clembench import/export and the report of the scorekeeping game
-(docs/research.md, Scorekeeping game; the game of ../shared/papers/scorekeeping-private-shared.md, scored as clembench
+(docs/research.md, Scorekeeping game; the game of docs/protocol.md, "The scorekeeping game", scored as clembench
 scores it)."""
 
 from __future__ import annotations

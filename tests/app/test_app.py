@@ -27,6 +27,7 @@ from pxp.storage.store import get_engine
 from pxp.storage.tables import AppSetting, Experiment, Message, Session
 from tests.app.test_app_imports import Up
 from tests.factories import DRUGS, make_drug, make_rad, make_rad_images
+from tests.study_sample import Study
 
 APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
 XSS = (
@@ -568,13 +569,12 @@ def test_annotate_with_an_llm_machine_error_then_retry(app_db: tuple[str, Engine
         assert [m.j for m in all_msgs(engine, sid)] == [1, 2, 3]
 
 
-def test_upload_the_study_drug_csv(app_db: tuple[str, Engine]) -> None:
+def test_upload_the_study_drug_csv(app_db: tuple[str, Engine], study: Study) -> None:
     from pxp.app import imports
-    from tests.conftest import STUDY
 
     _, engine = app_db
 
-    retro = Up("retro.csv", (STUDY / "data" / "retro.csv").read_bytes())
+    retro = Up("retro.csv", study.drug_csv.read_bytes())
     out = imports.run_import(engine, "study_drug", retro, name="study-drug")
     assert out.ok, out.messages
     at = new_app("datasets")
@@ -679,9 +679,7 @@ def test_a_failing_worker_reports_one_line(app_db: tuple[str, Engine]) -> None:
     assert not any("Resume" in str(b.label) for b in at.button) and "Cannot be resumed" in texts(at)
 
 
-def test_datasets_page_upload_form(app_db: tuple[str, Engine]) -> None:
-    from tests.conftest import STUDY
-
+def test_datasets_page_upload_form(app_db: tuple[str, Engine], study: Study) -> None:
     _, engine = app_db
     make_drug(engine)
     at = new_app("datasets")
@@ -692,7 +690,7 @@ def test_datasets_page_upload_form(app_db: tuple[str, Engine]) -> None:
     next(b for b in at.get("form_submit_button") if b.label == "Import").click().run()
     ok(at)
     assert any("Nothing was imported" in e.value for e in at.error)
-    at.get("file_uploader")[0].upload("retro.csv", (STUDY / "data" / "retro.csv").read_bytes(), "text/csv")
+    at.get("file_uploader")[0].upload("retro.csv", study.drug_csv.read_bytes(), "text/csv")
     next(b for b in at.get("form_submit_button") if b.label == "Import").click().run()
     ok(at)
     assert any("uploaded" in s.value for s in at.success), [e.value for e in at.error]

@@ -16,11 +16,9 @@ from pxp.storage.tables import Dataset, Instance
 from tests.app import test_app
 from tests.app.test_app import new_app, ok
 from tests.app.test_app_imports import Up
-from tests.conftest import STUDY
+from tests.study_sample import Study
 
 app_db = test_app.app_db  # the app's fixture: a fresh SQLite database, no API keys
-CSV = STUDY / "data" / "train_xray_data.csv"
-XRAYS = STUDY / "data" / "xrays"
 
 
 def _instances(engine: Engine, name: str) -> list[Instance]:
@@ -29,29 +27,32 @@ def _instances(engine: Engine, name: str) -> list[Instance]:
         return list(db.exec(select(Instance).where(Instance.dataset_id == ds.id)).all())
 
 
-def test_separate_image_files_match_the_csv_by_file_name(engine: Engine) -> None:
-    files = [Up(p.name, p.read_bytes()) for p in sorted(XRAYS.iterdir())]
-    out = imports.run_import(engine, "study_rad", Up(CSV.name, CSV.read_bytes()), files, name="flat",
+def test_separate_image_files_match_the_csv_by_file_name(engine: Engine, study: Study) -> None:
+    csv_path = study.rad_csv
+    files = [Up(p.name, p.read_bytes()) for p in sorted(study.xrays.iterdir())]
+    out = imports.run_import(engine, "study_rad", Up(csv_path.name, csv_path.read_bytes()), files, name="flat",
                              options={"split": "val"})
     assert out.ok, out.messages
     rows = _instances(engine, "flat")
     assert len(rows) == 20 and all(i.asset_sha256 for i in rows) and {i.split for i in rows} == {"val"}
 
 
-def test_a_zip_of_the_images_folder_with_another_prefix_matches(engine: Engine) -> None:
+def test_a_zip_of_the_images_folder_with_another_prefix_matches(engine: Engine, study: Study) -> None:
+    csv_path = study.rad_csv
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
-        for p in sorted(XRAYS.iterdir()):
+        for p in sorted(study.xrays.iterdir()):
             zf.write(p, f"my-upload/xrays/{p.name}")  # the CSV says data/xrays/...
-    out = imports.run_import(engine, "study_rad", Up(CSV.name, CSV.read_bytes()), [Up("xrays.zip", buf.getvalue())],
-                             name="zipped")
+    out = imports.run_import(engine, "study_rad", Up(csv_path.name, csv_path.read_bytes()),
+                             [Up("xrays.zip", buf.getvalue())], name="zipped")
     assert out.ok, out.messages
     assert len(_instances(engine, "zipped")) == 20
 
 
-def test_a_missing_image_is_one_line_naming_the_csv_line(engine: Engine) -> None:
-    files = [Up(p.name, p.read_bytes()) for p in sorted(XRAYS.iterdir())][1:]
-    out = imports.run_import(engine, "study_rad", Up(CSV.name, CSV.read_bytes()), files, name="short")
+def test_a_missing_image_is_one_line_naming_the_csv_line(engine: Engine, study: Study) -> None:
+    csv_path = study.rad_csv
+    files = [Up(p.name, p.read_bytes()) for p in sorted(study.xrays.iterdir())][1:]
+    out = imports.run_import(engine, "study_rad", Up(csv_path.name, csv_path.read_bytes()), files, name="short")
     assert not out.ok and out.messages and all(m.startswith("train_xray_data.csv:") for m in out.messages)
     with DB(engine) as db:
         assert db.exec(select(Dataset).where(Dataset.name == "short")).first() is None

@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from pxp.cli.main import app
-from tests.conftest import STUDY
+from tests.study_sample import Study
 
 runner = CliRunner()
 
@@ -19,8 +19,8 @@ def run(db_url: str, *args: str) -> tuple[int, str, str]:
     return res.exit_code, res.stdout, res.stderr
 
 
-def test_import_study_files(db_url: str) -> None:
-    data = STUDY / "data"
+def test_import_study_files(db_url: str, study: Study) -> None:
+    data = study.data
     code, out, _ = run(db_url, "import", "study-rad", str(data / "train_xray_data.csv"),
                        "--name", "rad")
     assert code == 0

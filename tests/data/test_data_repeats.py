@@ -18,7 +18,7 @@ from pxp.data.importers.generic import import_table
 from pxp.data.importers.study import import_study_drug, import_study_rad
 from pxp.storage.store import count_rows
 from pxp.storage.tables import Asset, Dataset, Instance
-from tests.conftest import STUDY
+from tests.study_sample import Study
 
 RAD_COLUMNS = ["case", "label", "label_short", "img_path", "report", "link"]
 
@@ -29,10 +29,10 @@ def png(value: int) -> bytes:
     return buf.getvalue()
 
 
-def val_file(tmp_path: Path) -> Path:
-    """A 27-row validation file like the published one: case_10 on lines 23 and 27,
-    same image and label, two reports; 26 distinct images."""
-    sample = list(csv.DictReader((STUDY / "data" / "train_xray_data.csv").open()))
+def val_file(tmp_path: Path, study: Study) -> Path:
+    """A 27-row validation file like the published one, its rows after the study's X-ray file: case_10 on
+    lines 23 and 27, same image and label, two reports; 26 distinct images."""
+    sample = study.rows(study.rad_csv)
     (tmp_path / "xrays").mkdir()
     rows = []
     for i in range(1, 27):
@@ -55,9 +55,9 @@ def counts(engine: Engine) -> tuple[int, int, int]:
         return count_rows(db, Dataset), count_rows(db, Instance), count_rows(db, Asset)
 
 
-def test_validation_file_with_a_repeated_case_imports_every_row(engine: Engine,
-                                                                 tmp_path: Path) -> None:
-    path = val_file(tmp_path)
+def test_validation_file_with_a_repeated_case_imports_every_row(engine: Engine, tmp_path: Path,
+                                                                 study: Study) -> None:
+    path = val_file(tmp_path, study)
     res = import_study_rad(engine, path, images_root=tmp_path)
     assert (res.added, res.images, res.assets_added) == (27, 26, 26)
     assert res.warnings == ["val_xray_data.csv: case repeated, each row kept as its own "
@@ -84,8 +84,8 @@ def test_identical_rows_are_imported_once_with_a_warning(engine: Engine, tmp_pat
     assert res.warnings == ["x.csv:3: identical to line 2; imported once"]
 
 
-def test_escaping_path_still_refused_with_repeats(engine: Engine, tmp_path: Path) -> None:
-    path = val_file(tmp_path)
+def test_escaping_path_still_refused_with_repeats(engine: Engine, tmp_path: Path, generated_study: Study) -> None:
+    path = val_file(tmp_path, generated_study)
     text = path.read_text().replace("xrays/val 3.png", "../../etc/passwd")
     path.write_text(text)
     with pytest.raises(ImportProblems) as info:
@@ -95,9 +95,9 @@ def test_escaping_path_still_refused_with_repeats(engine: Engine, tmp_path: Path
     assert counts(engine) == (0, 0, 0)
 
 
-def test_drug_rows_with_the_same_reaction_are_kept(engine: Engine, tmp_path: Path) -> None:
-    lines = (STUDY / "data" / "retro.csv").read_text().splitlines()
-    rows = list(csv.reader(lines))
+def test_drug_rows_with_the_same_reaction_are_kept(engine: Engine, tmp_path: Path, study: Study) -> None:
+    with study.drug_csv.open(newline="") as fh:
+        rows = list(csv.reader(fh))
     rows.append([rows[1][0], rows[1][1], "another explanation of the same reaction"])
     rows.append(rows[2])
     path = tmp_path / "retro.csv"
@@ -156,11 +156,11 @@ def test_a_key_repeated_after_the_first_batch_is_numbered_on_both_databases(any_
     assert import_table(any_engine, path, task="text").unchanged == n
 
 
-def test_datasets_page_upload_shows_the_same_warning(engine: Engine, tmp_path: Path) -> None:
+def test_datasets_page_upload_shows_the_same_warning(engine: Engine, tmp_path: Path, study: Study) -> None:
     from pxp.app import imports
     from tests.app.test_app_imports import Up
 
-    path = val_file(tmp_path)
+    path = val_file(tmp_path, study)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for img in sorted((tmp_path / "xrays").iterdir()):

@@ -19,11 +19,8 @@ from pxp.data.importers.common import ImportProblems
 from pxp.data.importers.study import import_study_drug, import_study_rad
 from pxp.storage.store import count_rows
 from pxp.storage.tables import Asset, Dataset, Instance
-from tests.conftest import STUDY
+from tests.study_sample import PUBLISHED, Study
 
-RAD_CSV = STUDY / "data" / "train_xray_data.csv"
-DRUG_CSV = STUDY / "data" / "retro.csv"
-FEW_SHOT = STUDY / "data" / "few_shot_DRUG.csv"
 RAD_HEADER = "case,label,label_short,img_path,report,link\n"
 
 
@@ -38,12 +35,13 @@ def png_bytes(size: tuple[int, int] = (8, 8), value: int = 100) -> bytes:
     return buf.getvalue()
 
 
-def test_shared_sample_imports_with_the_published_counts(any_engine: Engine) -> None:
-    rad = import_study_rad(any_engine, RAD_CSV, name="study-rad")
+def test_study_files_import_with_the_published_counts(any_engine: Engine, study: Study) -> None:
+    rad = import_study_rad(any_engine, study.rad_csv, name="study-rad")
     assert (rad.added, rad.images, rad.assets_added) == (20, 19, 19)
-    drug = import_study_drug(any_engine, DRUG_CSV, few_shot=FEW_SHOT, name="study-drug")
+    drug = import_study_drug(any_engine, study.drug_csv, few_shot=study.few_shot, name="study-drug")
     assert drug.added == 60
     assert counts(any_engine) == (2, 80, 19)
+    rad_first, drug_first = study.rows(study.rad_csv)[0], study.rows(study.drug_csv)[0]
     with DB(any_engine) as db:
         ds = db.exec(select(Dataset).where(Dataset.name == "study-rad")).one()
         assert ds.config["labels"] == ["Atelectasis", "Pneumonia", "Pleural Effusion",
@@ -54,47 +52,62 @@ def test_shared_sample_imports_with_the_published_counts(any_engine: Engine) -> 
         assert {r.label for r in twenty} == {"Atelectasis", "Pneumothorax"}
         assert len({r.asset_sha256 for r in twenty}) == 1
         first = next(r for r in rows if r.key == "case_1")
-        assert first.reference_prediction == "Atelectasis"
-        assert first.reference_explanation.startswith("This patient, a 60-year-old female")
-        assert first.meta["link"] == "https://radiopaedia.org/cases/45643"
+        assert first.reference_prediction == rad_first["label"] == "Atelectasis"
+        assert first.reference_explanation == rad_first["report"]
+        assert first.meta["link"] == rad_first["link"]
         asset = db.get(Asset, first.asset_sha256)
         assert asset is not None and asset.mime == "image/png"
         assert (asset.width, asset.height) == (548, 630)
-        assert asset.data == (STUDY / "data" / "xrays" / "Case 1 Image - Lateral.png").read_bytes()
+        assert asset.data == (study.root / rad_first["img_path"]).read_bytes()
         dds = db.exec(select(Dataset).where(Dataset.name == "study-drug")).one()
         assert len(dds.config["few_shot"]) == 5
         assert set(dds.config["few_shot"][0]) == {"target", "reactants", "explanation"}
         one = db.exec(select(Instance).where(Instance.dataset_id == dds.id)
                       .order_by(Instance.ordinal)).first()
         assert one is not None
-        assert one.payload == ("N#Cc1ccccc1Oc1ccc(N(Cc2cccnc2)S(=O)(=O)CC(F)(F)F)cc1")
-        assert one.reference_prediction.endswith(".O=S(=O)(Cl)CC(F)(F)F")
-        assert "sulfonamide" in one.reference_explanation
+        assert (one.payload, one.reference_prediction) == (drug_first["input"], drug_first["output"])
+        assert one.reference_explanation == drug_first["explanation"]
 
 
-def test_reimport_is_idempotent(engine: Engine) -> None:
-    import_study_rad(engine, RAD_CSV)
-    import_study_drug(engine, DRUG_CSV)
+@pytest.mark.published
+def test_the_published_sample_reads_as_published(engine: Engine) -> None:
+    """Facts of the published rows themselves: a Radiopaedia case and its report, a sulfonamide."""
+    sample = Study(PUBLISHED)
+    import_study_rad(engine, sample.rad_csv, name="study-rad")
+    import_study_drug(engine, sample.drug_csv, name="study-drug")
+    with DB(engine) as db:
+        first = db.exec(select(Instance).where(Instance.key == "case_1")).one()
+        assert first.reference_explanation.startswith("This patient, a 60-year-old female")
+        assert first.meta["link"] == "https://radiopaedia.org/cases/45643"
+        drug = db.exec(select(Instance).where(
+            Instance.payload == "N#Cc1ccccc1Oc1ccc(N(Cc2cccnc2)S(=O)(=O)CC(F)(F)F)cc1")).one()
+        assert drug.reference_prediction.endswith(".O=S(=O)(Cl)CC(F)(F)F")
+        assert "sulfonamide" in drug.reference_explanation
+
+
+def test_reimport_is_idempotent(engine: Engine, study: Study) -> None:
+    import_study_rad(engine, study.rad_csv)
+    import_study_drug(engine, study.drug_csv)
     before = counts(engine)
-    again = import_study_rad(engine, RAD_CSV)
+    again = import_study_rad(engine, study.rad_csv)
     assert (again.added, again.unchanged, again.assets_added) == (0, 20, 0)
-    assert import_study_drug(engine, DRUG_CSV).added == 0
+    assert import_study_drug(engine, study.drug_csv).added == 0
     assert counts(engine) == before == (2, 80, 19)
 
 
-def test_split_option_and_default_name(engine: Engine) -> None:
-    res = import_study_drug(engine, DRUG_CSV, split="test")
+def test_split_option_and_default_name(engine: Engine, generated_study: Study) -> None:
+    res = import_study_drug(engine, generated_study.drug_csv, split="test")
     assert res.dataset == "retro"
     with DB(engine) as db:
         assert {i.split for i in db.exec(select(Instance))} == {"test"}
     with pytest.raises(ImportProblems, match="split must be train, val or test"):
-        import_study_drug(engine, DRUG_CSV, split="holdout", name="other")
+        import_study_drug(engine, generated_study.drug_csv, split="holdout", name="other")
 
 
-def test_images_root_explicit(engine: Engine, tmp_path: Path) -> None:
+def test_images_root_explicit(engine: Engine, tmp_path: Path, generated_study: Study) -> None:
     csv = tmp_path / "cases.csv"
     (tmp_path / "imgs" / "data" / "xrays").mkdir(parents=True)
-    shutil.copy(STUDY / "data" / "xrays" / "Case 11 Image.jpeg",
+    shutil.copy(generated_study.xrays / "Case 11 Image.jpeg",
                 tmp_path / "imgs" / "data" / "xrays" / "a b.jpeg")
     csv.write_text(RAD_HEADER + "c1,Atelectasis,ATCS,data/xrays/a b.jpeg,Some report.,\n")
     res = import_study_rad(engine, csv, images_root=tmp_path / "imgs")
@@ -155,10 +168,10 @@ def test_invalid_smiles_rows_are_reported_and_nothing_imported(engine: Engine, t
     ]
 
 
-def test_invalid_few_shot_is_refused(engine: Engine, tmp_path: Path) -> None:
+def test_invalid_few_shot_is_refused(engine: Engine, tmp_path: Path, generated_study: Study) -> None:
     shots = tmp_path / "shots.csv"
     shots.write_text("output,input,explanation,matchOK\nXx,CCO,bad,FALSE\n")
-    problems = refused(engine, import_study_drug, DRUG_CSV, few_shot=shots)
+    problems = refused(engine, import_study_drug, generated_study.drug_csv, few_shot=shots)
     assert problems == ["shots.csv:2: invalid reactant (output) SMILES 'Xx'"]
 
 
@@ -187,9 +200,9 @@ def test_path_escaping_the_images_root(engine: Engine, tmp_path: Path) -> None:
     assert "x.csv:4: image path 'link.png' escapes the images root" in problems[2]
 
 
-def test_not_an_image_and_truncated(engine: Engine, tmp_path: Path) -> None:
+def test_not_an_image_and_truncated(engine: Engine, tmp_path: Path, generated_study: Study) -> None:
     (tmp_path / "a.png").write_bytes(b"GIF89a" + b"\x00" * 40)
-    good = (STUDY / "data" / "xrays" / "Case 11 Image.jpeg").read_bytes()
+    good = (generated_study.xrays / "Case 11 Image.jpeg").read_bytes()
     (tmp_path / "b.jpeg").write_bytes(good[: len(good) // 2])
     csv = tmp_path / "x.csv"
     csv.write_text(RAD_HEADER + "c1,Pneumonia,PNUM,a.png,report,\nc2,Pneumonia,PNUM,b.jpeg,r,\n")
@@ -207,10 +220,10 @@ def test_empty_fields(engine: Engine, tmp_path: Path) -> None:
     assert problems == ["x.csv:4: empty label, report"]
 
 
-def test_dataset_name_of_another_task_is_refused(engine: Engine) -> None:
-    import_study_drug(engine, DRUG_CSV, name="mine")
+def test_dataset_name_of_another_task_is_refused(engine: Engine, generated_study: Study) -> None:
+    import_study_drug(engine, generated_study.drug_csv, name="mine")
     with pytest.raises(ImportProblems, match="already exists for task 'drug'"):
-        import_study_rad(engine, RAD_CSV, name="mine")
+        import_study_rad(engine, generated_study.rad_csv, name="mine")
     assert counts(engine) == (1, 60, 0)
 
 
@@ -266,8 +279,8 @@ def test_file_size_limit(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["Case 1 Image - Lateral.png", "Case 11 Image.jpeg",
                                   "Case 2 Image - Lateral.jpeg"])
-def test_every_truncation_is_a_clear_refusal(name: str) -> None:
-    data = (STUDY / "data" / "xrays" / name).read_bytes()
+def test_every_truncation_is_a_clear_refusal(name: str, study: Study) -> None:
+    data = (study.xrays / name).read_bytes()
     for cut in (0, 1, 8, 30, 100, 600, len(data) // 3, len(data) - 100):
         with pytest.raises(ImageRejected) as info:
             prepare_image(data[:cut], where=name)
