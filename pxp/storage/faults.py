@@ -101,8 +101,19 @@ def is_database_error(err: BaseException) -> bool:
 
 
 def shown_database(engine: Any) -> str:
-    """The database as an error names it: a SQLite file's path, else the URL without its password."""
-    url = engine.url
+    """The database as an error names it: a SQLite file's path, else the URL without its password. `engine` is an
+    Engine, a URL, or None for pxp's default database (PXP_DATABASE_URL, else ./pxp.db)."""
+    from sqlalchemy.engine import make_url
+
+    if engine is None or isinstance(engine, str):
+        from pxp.storage.settings import get_settings
+
+        try:
+            url = make_url(engine or get_settings().database_url)
+        except Exception:  # not a URL: said as given, without what looks like a password
+            return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", str(engine))[:200]
+    else:
+        url = engine.url
     if url.get_backend_name() == "sqlite" and url.database:
         return str(url.database)
     return str(url.render_as_string(hide_password=True))

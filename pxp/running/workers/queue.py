@@ -71,8 +71,15 @@ def _repetition_task(context: procrastinate.JobContext, experiment_id: int, run_
     extra = context.additional_context or {}
     engine: Engine = extra["engine"]
     stopping: threading.Event = extra["stopping"]
-    status = run_job(engine, experiment_id, run_id,
-                     should_abort=lambda: stopping.is_set() or context.should_abort())
+    running = extra.get("running")  # pxp.running.workers.queue_worker.Running: counts the repetitions under way
+    if running is not None:
+        running.enter()
+    try:
+        status = run_job(engine, experiment_id, run_id,
+                         should_abort=lambda: stopping.is_set() or context.should_abort())
+    finally:
+        if running is not None:
+            running.leave()
     if status == "paused" and stopping.is_set():
         raise WorkerStopped("the worker stopped; another worker resumes the repetition")
     return status
