@@ -22,12 +22,13 @@ def one_line(text: str, limit: int = 300) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
-def user_message(exc: BaseException) -> str:
-    """A one-line description of `exc` for people, not programmers (a PxpError's message is that line)."""
+def user_message(exc: BaseException, database: str | None = None) -> str:
+    """A one-line description of `exc` for people, not programmers (a PxpError's message is that line); a
+    database fault names `database` (pxp.storage.faults.shown_database) when given."""
     if isinstance(exc, PxpError):
         return one_line(str(exc) or type(exc).__name__)
     if is_database_error(exc):
-        return f"the database failed: {describe(exc)}"
+        return f"the database {database + ' ' if database else ''}failed: {describe(exc)}"
     text = str(exc) or type(exc).__name__
     return one_line(
         text if isinstance(exc, (ValueError, LookupError, RuntimeError, OSError)) else f"{type(exc).__name__}: {text}"

@@ -25,7 +25,7 @@ from pxp.errors import one_line
 from pxp.llm.bytecache import MB, byte_cached
 from pxp.llm.keys import add_key_source
 from pxp.protocols.errors import PxpError
-from pxp.storage.faults import describe, is_database_error
+from pxp.storage.faults import describe, is_database_error, is_transient, shown_database
 from pxp.storage.settings import get_settings
 from pxp.storage.store import get_engine, is_empty
 from pxp.team.config import ConfigError, Secrets, check_login_follows_team, has_bom, read_secrets, roles_held
@@ -199,8 +199,7 @@ def start() -> Started:
     except PxpError as err:
         raise DatabaseUnavailable(one_line(str(err))) from None
     except (SQLAlchemyError, OSError, ValueError) as err:
-        scheme = url.split("://", 1)[0]
-        raise DatabaseUnavailable(f"cannot open the {scheme} database: {describe(err)}") from None
+        raise DatabaseUnavailable(f"cannot open the database {shown_database(url)}: {describe(err)}") from None
 
 
 def engine() -> Engine:
@@ -208,8 +207,8 @@ def engine() -> Engine:
 
 
 #: what the expert reads when the database stops answering mid-page
-AWAY_LINE = ("The database is not answering ({fault}). Nothing is lost: what you typed stays in the form; "
-             "press Send again once it is back.")
+AWAY_LINE = ("The database {database} is not answering ({fault}). Nothing is lost: what you typed stays in the "
+             "form; press Send again once it is back.")
 
 
 @contextmanager
@@ -221,7 +220,8 @@ def database_away() -> Iterator[None]:
     except Exception as exc:
         if not is_database_error(exc):
             raise
-        st.error(escape_md(AWAY_LINE.format(fault=describe(exc))), icon=":material/cloud_off:")
+        st.error(escape_md(AWAY_LINE.format(database=shown_database(database_url()), fault=describe(exc))),
+                 icon=":material/cloud_off:")
 
 
 #: an agent's memory (its SDK client, connection pool) cannot be sized cheaply: each counts as
@@ -265,18 +265,28 @@ def secret_keys() -> dict[str, str]:
     return out
 
 
+#: the team's roles last read from each database (login_problem)
+_last_roles: dict[str, dict[str, int]] = {}
+
+
 def login_problem(engine: Engine) -> str | None:
     """Why this database must not be served as it is configured (a team, and login off), or None.
 
     Read on every run of a page: a member added while the app serves closes the open app at once."""
     if auth_configured():
         return None
+    url = database_url()
     try:
-        roles = roles_held(engine)
+        roles = _last_roles[url] = roles_held(engine)
     except Exception as exc:
-        return f"The team table cannot be read ({describe(exc)}): nothing is served until it can."
+        # the database went away: the last answer read from it stands (nobody adds a member to a database that
+        # does not answer), so the page shows its own one line and keeps what the expert typed
+        if not (is_database_error(exc) and is_transient(exc) and url in _last_roles):
+            return f"The team of the database {shown_database(url)} cannot be read ({describe(exc)}): nothing is " \
+                   "served until it can."
+        roles = _last_roles[url]
     try:
-        check_login_follows_team(database_url(), roles, Secrets((), {}))
+        check_login_follows_team(url, roles, Secrets((), {}))
     except ConfigError as problem:
         return str(problem)
     return None

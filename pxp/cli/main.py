@@ -52,7 +52,11 @@ def main() -> None:
     except Exception as e:
         if os.environ.get("PXP_DEBUG"):
             raise
-        err.print(f"[red]error:[/red] {escape(user_message(e))}", highlight=False, soft_wrap=True)
+        from pxp.cli.common import state
+        from pxp.storage.faults import shown_database
+
+        line = user_message(e, shown_database(state.db) if is_database_error(e) else None)
+        err.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
         sys.exit(1)
 
 

@@ -649,7 +649,7 @@ def test_an_unreachable_database_is_one_line(monkeypatch: pytest.MonkeyPatch) ->
     at.run()
     ok(at)
     errors = [plain(e.value) for e in at.error]
-    assert len(errors) == 1 and "cannot open the postgresql+psycopg database" in errors[0]
+    assert len(errors) == 1 and "cannot open the database postgresql+psycopg://nobody:***@127.0.0.1:1/none" in errors[0]
     assert "secret-pw" not in errors[0] and "\n" not in errors[0]
 
 
