@@ -50,7 +50,8 @@ from pxp.data.importers.sending import Stager, copy_rows, whole_tables
 from pxp.data.importers.transcript_lines import Filed, Line, check_prediction, settle_facts
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, conformance, session_bounds, stop_reason
-from pxp.storage.store import db_session, table_of
+from pxp.protocols.text import TextRefused, identity
+from pxp.storage.store import db_session, same_name, table_of
 from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session, utcnow
 
 REQUIRED = ("session", "instance", "j", "sender", "tag")
@@ -224,6 +225,10 @@ def import_transcripts(
     n, k and the task are checked first.
     """
     bounds = session_bounds(n, k)
+    try:
+        name = identity(name, "the experiment's name").text
+    except TextRefused as err:
+        bounds.append(str(err))
     if task not in TASKS:
         bounds.append(f"--task: unknown task {task!r} for transcripts; use one of {', '.join(TASKS)}")
     if bounds:  # not a property of one session: --allow-nonconformant does not cover it
@@ -245,7 +250,7 @@ def import_transcripts(
             raise ImportProblems(syntax)
         stage.send(batch)
         whole_tables(conn)
-        exists = db.exec(select(Experiment).where(Experiment.name == name)).first() is not None
+        exists = same_name(db, Experiment, name) is not None
         store = None if problems or exists else _Store(db, path, name, task, n, k)
         settled: list[str] = []
         bad: list[str] = []
@@ -272,7 +277,7 @@ def import_transcripts(
         if bad and not allow_nonconformant:
             raise ImportProblems(bad)
         if exists or store is None:
-            raise ImportProblems([f"an experiment named {name!r} already exists"])
+            raise ImportProblems([f"an experiment named {name!r} (or one that looks the same) already exists"])
         store.finish()
         stage.drop()
     return ImportedTranscripts(name, sessions, messages, bad)
