@@ -39,7 +39,7 @@ def add_cmd(
     else:
         hint = "" if role is not None else " (give --role to change it)"
         line = f"{what} {shown} is already on the team as {done.role}; nothing changed{hint}"
-    out.print(line, highlight=False)
+    out.print(line, highlight=False, soft_wrap=True)
 
 
 @users_app.command("remove")
@@ -56,7 +56,7 @@ def remove_cmd(
         fail(str(e))
     if gone is None:
         fail(f"{name.strip()!r} is not on the team")
-    out.print(f"removed {escape(gone)}", highlight=False)
+    out.print(f"removed {escape(gone)}", highlight=False, soft_wrap=True)
 
 
 @users_app.command("list")
