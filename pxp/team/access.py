@@ -2,7 +2,9 @@
 
 Roles come from the team_member table: an email or a group claim of the login provider
 mapped to annotator, researcher or admin (the highest matching role wins). The first
-admin is added with `pxp users add EMAIL --role admin`.
+admin is added with `pxp users add EMAIL --role admin`. Entries are identities under the text
+rule (docs/development.md "The text rule"): a look-alike of an entry is that entry. Every change
+of the table runs under `_lock_team`, so the last-admin check and the write are one step.
 
 An annotator may load and write only the sessions they hold: `check_session` is the one
 place that decides it, and `submit_as` (the Annotate page's submit path) calls it on every

@@ -47,7 +47,8 @@ def test_first_admin_then_roles_then_list(url: str) -> None:
 
 
 @pytest.mark.parametrize(("args", "line"), [
-    (("users", "add", "nobody", "--role", "admin"), "error: 'nobody' is not an email address: An email address must have an @-sign."),
+    (("users", "add", "nobody", "--role", "admin"),
+     "error: 'nobody' is not an email address: An email address must have an @-sign."),
     (("users", "add", "ann\u200b@example.org"),
      "error: an email address may not contain U+200B (ZERO WIDTH SPACE), which no login can match; type it again"),
     (("users", "add", "mailto:ann@example.org"), "error: 'mailto:ann@example.org': give the address without mailto:"),
