@@ -263,6 +263,15 @@ def same_name(db: DB, model: type[Dataset] | type[Experiment], name: str) -> str
     return name if name in names else (names[0] if names else None)
 
 
+def experiment_name_taken(db: DB, name: str) -> str | None:
+    """Why `name` cannot name a new experiment (one line: it exists, or one looks the same), or None."""
+    other = same_name(db, Experiment, name)
+    if other is None:
+        return None
+    return (f"an experiment named {name!r} already exists" if other == name
+            else f"the experiment's name {name!r} looks the same as the experiment {other!r}: choose another name")
+
+
 def find_experiment(db: DB, *, name_or_id: str) -> Experiment | None:
     """An experiment by name (or one that looks the same), or by numeric id."""
     name = same_name(db, Experiment, name_or_id)

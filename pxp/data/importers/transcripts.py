@@ -51,7 +51,7 @@ from pxp.data.importers.transcript_lines import Filed, Line, check_prediction, s
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, conformance, session_bounds, stop_reason
 from pxp.protocols.text import TextRefused, identity
-from pxp.storage.store import db_session, same_name, table_of
+from pxp.storage.store import db_session, experiment_name_taken, table_of
 from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session, utcnow
 
 REQUIRED = ("session", "instance", "j", "sender", "tag")
@@ -250,8 +250,8 @@ def import_transcripts(
             raise ImportProblems(syntax)
         stage.send(batch)
         whole_tables(conn)
-        exists = same_name(db, Experiment, name) is not None
-        store = None if problems or exists else _Store(db, path, name, task, n, k)
+        taken = experiment_name_taken(db, name)
+        store = None if problems or taken else _Store(db, path, name, task, n, k)
         settled: list[str] = []
         bad: list[str] = []
         violations: list[str] = []
@@ -276,8 +276,8 @@ def import_transcripts(
         bad += violations
         if bad and not allow_nonconformant:
             raise ImportProblems(bad)
-        if exists or store is None:
-            raise ImportProblems([f"an experiment named {name!r} (or one that looks the same) already exists"])
+        if store is None:  # the name is taken (any problem was reported above)
+            raise ImportProblems([str(taken)])
         store.finish()
         stage.drop()
     return ImportedTranscripts(name, sessions, messages, bad)

@@ -24,7 +24,7 @@ from pxp.protocols.text import TextRefused, identity
 from pxp.running.pxp.checks import check_config
 from pxp.running.pxp.config import RunConfig, RunError, rep_seed, sample_ids
 from pxp.running.pxp.factory import dataset_task
-from pxp.storage.store import dataset_instances, db_session, find_dataset, same_name
+from pxp.storage.store import dataset_instances, db_session, experiment_name_taken, find_dataset
 from pxp.storage.tables import Dataset, Experiment, Instance, Run, Session
 
 Mode = Literal["controlled", "live"]
@@ -166,11 +166,9 @@ def create_experiment(
         ds = find_dataset(db, name=cfg.dataset)
         if ds is None or ds.id is None:
             raise RunError(f"no dataset named {cfg.dataset!r}; import one or run `pxp demo`")
-        other = same_name(db, Experiment, name)
-        if other is not None:
-            raise RunError(f"an experiment named {name!r} already exists" if other == name
-                           else f"the experiment's name {name!r} looks the same as the experiment {other!r}: "
-                           "choose another name")
+        taken = experiment_name_taken(db, name)
+        if taken is not None:
+            raise RunError(taken)
         instances = dataset_instances(db, dataset_id=ds.id, split=cfg.split)
         if not instances:
             where = f" in split {cfg.split!r}" if cfg.split else ""
