@@ -37,7 +37,7 @@ class Dataset(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True, max_length=200)
-    identity: str | None = Field(default=None, unique=True, max_length=1000, sa_column_kwargs=IDENTITY)
+    identity: str | None = Field(default=None, index=True, unique=True, max_length=1000, sa_column_kwargs=IDENTITY)
     task: str = Field(max_length=64)
     description: str = Field(default="", sa_type=Text)
     source: str = Field(default="", max_length=500)
@@ -79,7 +79,7 @@ class Experiment(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True, max_length=200)
-    identity: str | None = Field(default=None, unique=True, max_length=1000, sa_column_kwargs=IDENTITY)
+    identity: str | None = Field(default=None, index=True, unique=True, max_length=1000, sa_column_kwargs=IDENTITY)
     task: str = Field(max_length=64)
     mode: str = Field(default="controlled", max_length=16)
     status: str = Field(default="created", max_length=16)
@@ -333,7 +333,7 @@ class TeamMember(SQLModel, table=True):
 
     __tablename__ = "team_member"
     __table_args__ = (UniqueConstraint("kind", "name", name="uq_team_member_kind_name"),
-                      UniqueConstraint("kind", "identity", name="uq_team_member_kind_identity"))
+                      Index("ix_team_member_kind_identity", "kind", "identity", unique=True))
 
     id: int | None = Field(default=None, primary_key=True)
     #: "email" or "group"

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, delete
+from alembic import command
+from sqlalchemy import Engine, delete, text
 from sqlmodel import Session as DB
 from sqlmodel import select
 from typer.testing import CliRunner
@@ -20,7 +21,7 @@ from pxp.data.importers.common import ImportProblems
 from pxp.data.importers.generic import import_table
 from pxp.running.pxp.config import RunConfig, RunError
 from pxp.running.pxp.experiments import create_experiment
-from pxp.storage.store import find_dataset, find_experiment
+from pxp.storage.store import alembic_config, find_dataset, find_experiment, upgrade
 from pxp.storage.tables import TeamMember
 from pxp.team.access import TeamError, add_member, remove_member
 from tests.factories import make_rad, race
@@ -135,3 +136,20 @@ def test_two_admins_demoting_or_removing_each_other_leave_one_admin(any_engine: 
         assert len(admins) == 1, (trial, out, admins)
         assert sorted(out) == ["done", "refused"]
 
+
+
+def test_migration_0014_gives_stored_rows_their_identity(any_engine: Engine) -> None:
+    cfg = alembic_config(any_engine)
+    with any_engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0013")
+    with any_engine.begin() as conn:  # look-alikes stored before the rule: the oldest keeps the identity
+        for name in ("ape@example.org", "аре@example.org", "ann@example.org"):
+            conn.execute(text("INSERT INTO team_member (kind, name, role, added_by, created_at) "
+                              "VALUES ('email', :n, 'admin', '', CURRENT_TIMESTAMP)"), {"n": name})
+    upgrade(any_engine)
+    with DB(any_engine) as db:
+        rows = db.exec(select(TeamMember.name, TeamMember.identity).order_by(TeamMember.id)).all()  # type: ignore[arg-type]
+    assert [(n, i is not None) for n, i in rows] == [
+        ("ape@example.org", True), ("аре@example.org", False), ("ann@example.org", True)]
+    assert remove_member(any_engine, "аре@example.org") == "аре@example.org"  # the look-alike can be removed

@@ -35,22 +35,18 @@ def _fill(table: str, by_kind: bool) -> None:
 
 
 def upgrade() -> None:
+    # a column and a unique index each: SQLite adds both in place (no copy of a table others refer to)
     for table in ('team_member', 'dataset', 'experiment'):
-        with op.batch_alter_table(table, schema=None) as batch_op:
-            batch_op.add_column(sa.Column('identity', _COLUMN, nullable=True))
+        op.add_column(table, sa.Column('identity', _COLUMN, nullable=True))
         _fill(table, by_kind=table == 'team_member')
-    with op.batch_alter_table('team_member', schema=None) as batch_op:
-        batch_op.create_unique_constraint('uq_team_member_kind_identity', ['kind', 'identity'])
+    op.create_index('ix_team_member_kind_identity', 'team_member', ['kind', 'identity'], unique=True)
     for table in ('dataset', 'experiment'):
-        with op.batch_alter_table(table, schema=None) as batch_op:
-            batch_op.create_unique_constraint(batch_op.f(f'uq_{table}_identity'), ['identity'])
+        op.create_index(f'ix_{table}_identity', table, ['identity'], unique=True)
 
 
 def downgrade() -> None:
     for table in ('dataset', 'experiment'):
-        with op.batch_alter_table(table, schema=None) as batch_op:
-            batch_op.drop_constraint(batch_op.f(f'uq_{table}_identity'), type_='unique')
-            batch_op.drop_column('identity')
-    with op.batch_alter_table('team_member', schema=None) as batch_op:
-        batch_op.drop_constraint('uq_team_member_kind_identity', type_='unique')
-        batch_op.drop_column('identity')
+        op.drop_index(f'ix_{table}_identity', table_name=table)
+    op.drop_index('ix_team_member_kind_identity', table_name='team_member')
+    for table in ('team_member', 'dataset', 'experiment'):
+        op.drop_column(table, 'identity')
