@@ -20,20 +20,26 @@ _GROUP = typer.Option("--group", help="NAME is a group claim of the login provid
 @users_app.command("add")
 def add_cmd(
     name: Annotated[str, typer.Argument(help="The email (or, with --group, the group name).")],
-    role: Annotated[str, typer.Option("--role", help="annotator, researcher or admin.")] = "annotator",
+    role: Annotated[str | None, typer.Option(
+        "--role", help="annotator, researcher or admin; a new entry without it is an annotator.")] = None,
     group: Annotated[bool, _GROUP] = False,
 ) -> None:
-    """Give an email (or a group) a role; an existing entry gets the new role."""
+    """Add an email (or a group) with a role; an existing entry changes role only with --role."""
     from pxp.team.access import TeamError, add_member
 
     try:
-        new = add_member(state.engine(), name, role, kind="group" if group else "email", added_by="pxp users add")
+        done = add_member(state.engine(), name, role, kind="group" if group else "email", added_by="pxp users add")
     except TeamError as e:
         fail(str(e))
-    what = "group" if group else "user"
-    shown = name.strip() if group else name.strip().lower()
-    out.print(f"{'added' if new else 'updated'} {what} {escape(shown)} as {role.strip().lower()}",
-              highlight=False)
+    what, shown = "group" if group else "user", escape(done.name)
+    if done.status == "added":
+        line = f"added {what} {shown} as {done.role}"
+    elif done.status == "updated":
+        line = f"updated {what} {shown}: {done.before} → {done.role}"
+    else:
+        hint = "" if role is not None else " (give --role to change it)"
+        line = f"{what} {shown} is already on the team as {done.role}; nothing changed{hint}"
+    out.print(line, highlight=False, soft_wrap=True)
 
 
 @users_app.command("remove")
@@ -48,9 +54,9 @@ def remove_cmd(
         gone = remove_member(state.engine(), name, kind="group" if group else "email")
     except TeamError as e:
         fail(str(e))
-    if not gone:
+    if gone is None:
         fail(f"{name.strip()!r} is not on the team")
-    out.print(f"removed {escape(name.strip())}", highlight=False)
+    out.print(f"removed {escape(gone)}", highlight=False, soft_wrap=True)
 
 
 @users_app.command("list")

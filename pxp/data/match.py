@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from pxp.data.chem import InvalidSmiles, smiles_set
 from pxp.protocols.errors import PxpError
-from pxp.protocols.text import TextRefused, clean_name
+from pxp.protocols.text import TextRefused, identity, skeleton
 
 #: the study's five findings: the RAD label set when a dataset names none
 STUDY_LABELS = ("Atelectasis", "Pneumonia", "Pleural Effusion", "Cardiomegaly", "Pneumothorax")
@@ -36,15 +36,39 @@ def fold_case(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)).casefold()
 
 
+def label_identity(label: str) -> str:
+    """What two labels are compared by as identities: the skeleton of the normalised label (docs/development.md
+    "The text rule"), so a look-alike of a label is that label."""
+    return skeleton(normalise_label(label))
+
+
+def look_alike_labels(labels: Sequence[str]) -> tuple[str, str] | None:
+    """The first two labels of a set that are one identity without being one label, or None."""
+    seen: dict[str, str] = {}
+    for x in labels:
+        other = seen.setdefault(label_identity(x), x)
+        if normalise_label(other) != normalise_label(x):
+            return other, x
+    return None
+
+
 def label_set(given: Sequence[str] | None, where: str) -> dict[str, str]:
-    """A label task's set, {normalised label: label}: `given` under the text rule, else the study's five."""
-    chosen = [clean_name(x, f"{where}: --labels") for x in (given or STUDY_LABELS)]
-    return {normalise_label(x): x for x in chosen if x}
+    """A label task's set, {normalised label: label}: `given` under the text rule (each an identity, no
+    two alike), else the study's five."""
+    chosen = [x for x in (identity(x, f"{where}: --labels").text for x in (given or STUDY_LABELS)) if x]
+    alike = look_alike_labels(chosen)
+    if alike is not None:
+        raise TextRefused(f"{where}: --labels: {alike[1]!r} looks the same as {alike[0]!r}; give each label once")
+    return {normalise_label(x): x for x in chosen}
 
 
 def label_in(allowed: dict[str, str], label: str, where: str, hint: str = "") -> str | TextRefused:
-    """The set's own spelling of `label`, or the one line (an error to report) naming the set."""
+    """The set's own spelling of `label` (or of the label it looks the same as), or the one line (an
+    error to report) naming the set."""
     known = allowed.get(normalise_label(label))
+    if known is None:
+        key = label_identity(label)
+        known = next((x for x in allowed.values() if label_identity(x) == key), None)
     if known is not None:
         return known
     return TextRefused(f"{where}: label {label!r} is not one of the task's labels ({', '.join(allowed.values())})"

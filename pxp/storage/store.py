@@ -23,6 +23,7 @@ from sqlmodel import Session as DB
 from sqlmodel import SQLModel, col, create_engine, select
 
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
+from pxp.protocols.text import skeleton
 from pxp.storage.schema import ForeignDatabase as ForeignDatabase  # schema checks live in pxp.storage.schema
 from pxp.storage.schema import StoreError as StoreError
 from pxp.storage.schema import alembic_config as alembic_config
@@ -255,16 +256,35 @@ def session_msgs(db: DB, *, session_id: int) -> list[Msg]:
     return [Msg(r[0], Sender(r[1]), Tag(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
 
 
+def same_name(db: DB, model: type[Dataset] | type[Experiment], name: str) -> str | None:
+    """The stored name that is the same identity as `name` (its own first, else an equal skeleton:
+    docs/development.md "The text rule"); None if there is none."""
+    names = db.exec(select(model.name).where((model.name == name) | (model.identity == skeleton(name)))).all()
+    return name if name in names else (names[0] if names else None)
+
+
+def experiment_name_taken(db: DB, name: str) -> str | None:
+    """Why `name` cannot name a new experiment (one line: it exists, or one looks the same), or None."""
+    other = same_name(db, Experiment, name)
+    if other is None:
+        return None
+    return (f"an experiment named {name!r} already exists" if other == name
+            else f"the experiment's name {name!r} looks the same as the experiment {other!r}: choose another name")
+
+
 def find_experiment(db: DB, *, name_or_id: str) -> Experiment | None:
-    """An experiment by name, or by numeric id."""
-    exp = db.exec(select(Experiment).where(Experiment.name == name_or_id)).first()
+    """An experiment by name (or one that looks the same), or by numeric id."""
+    name = same_name(db, Experiment, name_or_id)
+    exp = db.exec(select(Experiment).where(Experiment.name == name)).first() if name is not None else None
     if exp is None and name_or_id.isdigit():
         exp = db.get(Experiment, int(name_or_id))
     return exp
 
 
 def find_dataset(db: DB, *, name: str) -> Dataset | None:
-    return db.exec(select(Dataset).where(Dataset.name == name)).first()
+    """A dataset by name, or one that looks the same."""
+    found = same_name(db, Dataset, name)
+    return db.exec(select(Dataset).where(Dataset.name == found)).first() if found is not None else None
 
 
 def dataset_instances(db: DB, *, dataset_id: int, split: str | None = None) -> list[Instance]:

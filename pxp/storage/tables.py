@@ -12,6 +12,8 @@ from typing import Any
 from sqlalchemy import JSON, Column, Index, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from pxp.storage.identity import IDENTITY
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -35,6 +37,7 @@ class Dataset(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True, max_length=200)
+    identity: str | None = Field(default=None, index=True, unique=True, max_length=1000, sa_column_kwargs=IDENTITY)
     task: str = Field(max_length=64)
     description: str = Field(default="", sa_type=Text)
     source: str = Field(default="", max_length=500)
@@ -76,6 +79,7 @@ class Experiment(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True, max_length=200)
+    identity: str | None = Field(default=None, index=True, unique=True, max_length=1000, sa_column_kwargs=IDENTITY)
     task: str = Field(max_length=64)
     mode: str = Field(default="controlled", max_length=16)
     status: str = Field(default="created", max_length=16)
@@ -328,13 +332,15 @@ class TeamMember(SQLModel, table=True):
     login provider, mapped to a role (annotator, researcher or admin)."""
 
     __tablename__ = "team_member"
-    __table_args__ = (UniqueConstraint("kind", "name", name="uq_team_member_kind_name"),)
+    __table_args__ = (UniqueConstraint("kind", "name", name="uq_team_member_kind_name"),
+                      Index("ix_team_member_kind_identity", "kind", "identity", unique=True))
 
     id: int | None = Field(default=None, primary_key=True)
     #: "email" or "group"
     kind: str = Field(default="email", max_length=8)
     #: the email (stored lower-case) or the group name
     name: str = Field(max_length=320)
+    identity: str | None = Field(default=None, max_length=1000, sa_column_kwargs=IDENTITY)
     role: str = Field(max_length=16)
     added_by: str = Field(default="", max_length=320)
     created_at: datetime = Field(default_factory=utcnow)

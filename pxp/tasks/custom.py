@@ -32,8 +32,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pxp.data.chem import InvalidSmiles, smiles_set
+from pxp.data.match import look_alike_labels
 from pxp.protocols.errors import PxpError
-from pxp.protocols.text import clean_name, strip_bom
+from pxp.protocols.text import clean_name, identity, strip_bom
 from pxp.tasks.base import DEFAULT_AGREE_THRESHOLD, normalise_label
 from pxp.tasks.spec import FewShot, TaskSpec
 
@@ -58,6 +59,7 @@ def _filled(value: str) -> str:
 
 Filled = Annotated[str, AfterValidator(_filled)]
 Name = Annotated[str, AfterValidator(lambda v: clean_name(v, "this value"))]
+Label = Annotated[str, AfterValidator(lambda v: identity(v, "this label").text)]
 
 
 class _Prompts(BaseModel):
@@ -94,7 +96,7 @@ class TaskConfig(BaseModel):
     description: str = ""
     match: Literal["label", "smiles", "text"] = "text"
     agree: Literal["lexical", "llm"] = "llm"
-    labels: list[Name] = Field(default_factory=list)
+    labels: list[Label] = Field(default_factory=list)
     image: bool = False
     max_tokens: int = Field(default=300, ge=1, le=32000)
     agree_threshold: float = Field(default=DEFAULT_AGREE_THRESHOLD, ge=0.0, le=1.0)
@@ -109,6 +111,9 @@ class TaskConfig(BaseModel):
             raise ValueError("match = 'label' needs a non-empty labels list")
         if len({normalise_label(x) for x in self.labels}) != len(self.labels):
             raise ValueError("labels must be distinct")
+        alike = look_alike_labels(self.labels)
+        if alike is not None:
+            raise ValueError(f"labels must be distinct: {alike[1]!r} looks the same as {alike[0]!r}")
         return self
 
     def spec(self) -> TaskSpec:

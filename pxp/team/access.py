@@ -2,7 +2,9 @@
 
 Roles come from the team_member table: an email or a group claim of the login provider
 mapped to annotator, researcher or admin (the highest matching role wins). The first
-admin is added with `pxp users add EMAIL --role admin`.
+admin is added with `pxp users add EMAIL --role admin`. Entries are identities under the text
+rule (docs/development.md "The text rule"): a look-alike of an entry is that entry. Every change
+of the table runs under `_lock_team`, so the last-admin check and the write are one step.
 
 An annotator may load and write only the sessions they hold: `check_session` is the one
 place that decides it, and `submit_as` (the Annotate page's submit path) calls it on every
@@ -26,14 +28,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from email_validator import EmailNotValidError, validate_email
 from sqlalchemy import Connection, Engine, update
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
 from pxp.agents.base import Answer, Facts
 from pxp.protocols.errors import PxpError
-from pxp.protocols.text import char_name, clean_name, is_invisible
+from pxp.protocols.text import Identity, TextRefused, char_name, clean_name, identity, is_invisible, same_identity
 from pxp.running.pxp.engine import Guard, StepRefused
 from pxp.running.pxp.live.assignment import create_live_experiment
 from pxp.running.pxp.live.turns import SubmitOutcome, submit_human
@@ -47,7 +49,6 @@ KINDS = ("email", "group")
 #: the least role that may do each action beyond opening a page (the pages: pxp.app.router.NEEDS)
 MAY = {"create experiments": "researcher", "start experiments": "researcher",
        "cancel experiments": "researcher", "import datasets": "admin", "save settings": "admin"}
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
 _MARKUP = re.compile(r"[\[\]<>{}`\\\"]")
 
 
@@ -70,9 +71,10 @@ class Member:
     created_at: datetime
 
 
-def _key(name: str, kind: str) -> str:
-    """The stored form: a real identity under the text rule (docs/development.md "The text rule"):
-    no control, zero-width or bidi character, no markup; emails lower-case with one @ and no mailto:."""
+def _key(name: str, kind: str) -> Identity:
+    """The stored form and skeleton: a real identity under the text rule (docs/development.md "The text
+    rule"): no control, zero-width or bidi character, no markup, no word mixing scripts; an email as
+    email-validator reads it (one @, a domain with a dot), lower-case, without mailto:."""
     if kind not in KINDS:
         raise TeamError(f"unknown kind {kind!r}: use one of {', '.join(KINDS)}")
     what = "an email address" if kind == "email" else "a group name"
@@ -87,21 +89,40 @@ def _key(name: str, kind: str) -> str:
         name = name.lower()
         if name.startswith("mailto:"):
             raise TeamError(f"{name!r}: give the address without mailto:")
-        if name.count("@") != 1 or not _EMAIL.match(name) or len(name) > 320:
-            raise TeamError(f"{name!r} is not an email address (one @, no spaces)")
-    elif not name or len(name) > 320:
-        raise TeamError("a group name must have 1 to 320 characters")
-    return name
+        try:
+            name = validate_email(name, check_deliverability=False).normalized.lower()
+        except EmailNotValidError as err:
+            raise TeamError(f"{name!r} is not an email address: {err}") from None
+    if not name or len(name) > 320:
+        raise TeamError(f"{what} must have 1 to 320 characters")
+    try:
+        return identity(name, what)
+    except TextRefused as err:
+        raise TeamError(str(err)) from None
 
 
-def _admins_left(db: DB, leaving: TeamMember) -> int:
-    """How many admin entries stay if `leaving` goes (or stops being admin)."""
-    rows = db.exec(select(TeamMember).where(TeamMember.role == "admin")).all()
-    return sum(1 for r in rows if r.id != leaving.id)
+def _lock_team(db: DB) -> None:
+    """Make this transaction the only one writing the team table until it commits, so that "is someone
+    else still admin?" and the write are one step: a table lock on PostgreSQL (reads go on), the
+    database's write lock on SQLite (a write statement first, as BEGIN IMMEDIATE)."""
+    conn = db.connection()
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("LOCK TABLE team_member IN SHARE ROW EXCLUSIVE MODE")
+    else:
+        conn.execute(update(TeamMember).where(col(TeamMember.id) < 0).values(role=TeamMember.role))
+
+
+def _same(db: DB, key: Identity, kind: str) -> TeamMember | None:
+    """The entry of this kind that is the same identity (an equal skeleton, the exact name first)."""
+    rows = {r.name: r for r in db.exec(select(TeamMember).where(TeamMember.kind == kind)).all()}
+    found = same_identity(key.text, rows)
+    return rows[found] if found is not None else None
 
 
 def _keep_an_admin(db: DB, row: TeamMember, new_role: str | None) -> None:
-    if row.role == "admin" and new_role != "admin" and _admins_left(db, row) == 0:
+    """Refuse to demote or remove the last admin (the caller holds `_lock_team`)."""
+    others = db.exec(select(TeamMember.id).where(TeamMember.role == "admin", col(TeamMember.id) != row.id)).all()
+    if row.role == "admin" and new_role != "admin" and not others:
         raise TeamError(f"{row.name} is the last admin: add another admin first "
                         "(pxp users add EMAIL --role admin)")
 
@@ -113,36 +134,51 @@ def _role(role: str) -> str:
     return role
 
 
-def add_member(engine: Engine, name: str, role: str, *, kind: str = "email", added_by: str = "") -> bool:
-    """Give an email (or group) a role; True if it is new, False if its role was updated."""
-    key, role = _key(name, kind), _role(role)
-    for _ in range(3):
-        with db_session(engine) as db:
-            row = db.exec(select(TeamMember).where(TeamMember.kind == kind, TeamMember.name == key)).first()
-            if row is not None:
-                _keep_an_admin(db, row, role)
-                row.role = role
-                db.add(row)
-                return False
-        try:
-            with db_session(engine) as db:
-                db.add(TeamMember(kind=kind, name=key, role=role, added_by=added_by[:320]))
-            return True
-        except IntegrityError:
-            continue  # added concurrently: update it
-    raise TeamError(f"could not add {key!r}")
+@dataclass(frozen=True)
+class Change:
+    """What `add_member` did ("added", "updated" or "unchanged"), to which stored entry, its role before and now."""
+
+    status: str
+    name: str
+    before: str | None
+    role: str
 
 
-def remove_member(engine: Engine, name: str, *, kind: str = "email") -> bool:
-    """Remove an email (or group) from the team; False if it was not there."""
+def add_member(engine: Engine, name: str, role: str | None = None, *, kind: str = "email",
+               added_by: str = "") -> Change:
+    """Give an email (or group) a role. A new entry gets `role` (annotator when None); an existing one
+    changes only with a `role` given; a look-alike of an entry (an equal skeleton) is refused naming it."""
+    key, wanted = _key(name, kind), (_role(role) if role is not None else None)
+    with db_session(engine) as db:
+        _lock_team(db)
+        row = _same(db, key, kind)
+        if row is None:
+            db.add(TeamMember(kind=kind, name=key.text, role=wanted or "annotator", added_by=added_by[:320]))
+            return Change("added", key.text, None, wanted or "annotator")
+        if row.name != key.text:
+            raise TeamError(f"{key.text!r} looks the same as {row.name!r}, already on the team as {row.role}: "
+                            "give that one exactly")
+        if wanted is None or wanted == row.role:
+            return Change("unchanged", row.name, row.role, row.role)
+        before = row.role
+        _keep_an_admin(db, row, wanted)
+        row.role = wanted
+        db.add(row)
+        return Change("updated", row.name, before, wanted)
+
+
+def remove_member(engine: Engine, name: str, *, kind: str = "email") -> str | None:
+    """Remove an email (or group) from the team, or the entry it looks the same as: its stored name,
+    None if none was there."""
     key = _key(name, kind)
     with db_session(engine) as db:
-        row = db.exec(select(TeamMember).where(TeamMember.kind == kind, TeamMember.name == key)).first()
+        _lock_team(db)
+        row = _same(db, key, kind)
         if row is None:
-            return False
+            return None
         _keep_an_admin(db, row, None)
         db.delete(row)
-    return True
+        return row.name
 
 
 def members(engine: Engine) -> list[Member]:
@@ -281,6 +317,7 @@ __all__ = [
     "RANK",
     "ROLES",
     "AccessDenied",
+    "Change",
     "Member",
     "TeamError",
     "add_member",

@@ -35,9 +35,9 @@ from tests.factories import make_drug, make_rad, race
 
 def test_role_table_emails_groups_and_highest_role(any_engine: Engine) -> None:
     assert role_for(any_engine, "boss@example.org") is None
-    assert add_member(any_engine, " Boss@Example.org ", "ADMIN") is True
-    assert add_member(any_engine, "ann@example.org", "annotator") is True
-    assert add_member(any_engine, "radiology", "researcher", kind="group") is True
+    assert add_member(any_engine, " Boss@Example.org ", "ADMIN").status == "added"
+    assert add_member(any_engine, "ann@example.org", "annotator").status == "added"
+    assert add_member(any_engine, "radiology", "researcher", kind="group").status == "added"
     assert role_for(any_engine, "boss@example.org") == "admin"
     assert role_for(any_engine, "BOSS@example.org") == "admin", "emails compare case-insensitively"
     assert role_for(any_engine, "ann@example.org") == "annotator"
@@ -46,13 +46,13 @@ def test_role_table_emails_groups_and_highest_role(any_engine: Engine) -> None:
     assert role_for(any_engine, "ann@example.org", ["radiology", "other"]) == "researcher"
     assert role_for(any_engine, None, ["nobody"]) is None
     # adding again updates the role, not a second row
-    assert add_member(any_engine, "ann@example.org", "researcher") is False
+    assert add_member(any_engine, "ann@example.org", "researcher").status == "updated"
     assert role_for(any_engine, "ann@example.org") == "researcher"
     with DB(any_engine) as db:
         assert len(db.exec(select(TeamMember)).all()) == 3
     assert next(m.role for m in members(any_engine)) == "admin"
-    assert remove_member(any_engine, "ann@example.org") is True
-    assert remove_member(any_engine, "ann@example.org") is False
+    assert remove_member(any_engine, "ann@example.org") == "ann@example.org"
+    assert remove_member(any_engine, "ann@example.org") is None
     assert role_for(any_engine, "ann@example.org") is None
 
 

@@ -42,8 +42,8 @@ from sqlmodel import select as sm_select
 from pxp.data.importers.common import ImportProblems, ImportResult, NewInstance
 from pxp.data.importers.reading import Meter
 from pxp.data.importers.sending import STAGE, KeyRepeated, Stager, send_items, whole_tables
-from pxp.protocols.text import TextRefused, clean_name
-from pxp.storage.store import db_session
+from pxp.protocols.text import TextRefused, identity
+from pxp.storage.store import db_session, same_name
 from pxp.storage.tables import Dataset, Instance, Session
 
 INSTANCE: Table = Instance.__table__  # type: ignore[attr-defined]
@@ -180,6 +180,10 @@ def _insert_new(conn: Connection, ds_id: int, fresh: bool, dense: bool) -> int:
 def _dataset(db: DB, name: str, task: str, *, ds: Dataset | None, synthetic: bool, **about: str) -> Dataset:
     """The dataset `name` (`ds` if found), made now if new; refused if another import just made it."""
     if ds is None:
+        other = same_name(db, Dataset, name)
+        if other is not None and other != name:
+            raise ImportProblems([f"the dataset name {name!r} looks the same as the dataset {other!r}: give that "
+                                  "name exactly to add to it, or another --name"])
         ds = Dataset(name=name, task=task, synthetic=synthetic, config={}, description=about["description"],
                      source=about["source"])
         db.add(ds)
@@ -260,7 +264,7 @@ def store_instances(
     checked stage); a repeated key then raises KeyRepeated (see store_twice).
     """
     try:
-        name = clean_name(name, "the dataset name")
+        name = identity(name, "the dataset name").text
     except TextRefused as err:
         raise ImportProblems([str(err)]) from None
     if not name:

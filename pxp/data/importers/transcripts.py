@@ -50,7 +50,8 @@ from pxp.data.importers.sending import Stager, copy_rows, whole_tables
 from pxp.data.importers.transcript_lines import Filed, Line, check_prediction, settle_facts
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
 from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, conformance, session_bounds, stop_reason
-from pxp.storage.store import db_session, table_of
+from pxp.protocols.text import TextRefused, identity
+from pxp.storage.store import db_session, experiment_name_taken, table_of
 from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session, utcnow
 
 REQUIRED = ("session", "instance", "j", "sender", "tag")
@@ -224,6 +225,10 @@ def import_transcripts(
     n, k and the task are checked first.
     """
     bounds = session_bounds(n, k)
+    try:
+        name = identity(name, "the experiment's name").text
+    except TextRefused as err:
+        bounds.append(str(err))
     if task not in TASKS:
         bounds.append(f"--task: unknown task {task!r} for transcripts; use one of {', '.join(TASKS)}")
     if bounds:  # not a property of one session: --allow-nonconformant does not cover it
@@ -245,8 +250,8 @@ def import_transcripts(
             raise ImportProblems(syntax)
         stage.send(batch)
         whole_tables(conn)
-        exists = db.exec(select(Experiment).where(Experiment.name == name)).first() is not None
-        store = None if problems or exists else _Store(db, path, name, task, n, k)
+        taken = experiment_name_taken(db, name)
+        store = None if problems or taken else _Store(db, path, name, task, n, k)
         settled: list[str] = []
         bad: list[str] = []
         violations: list[str] = []
@@ -271,8 +276,8 @@ def import_transcripts(
         bad += violations
         if bad and not allow_nonconformant:
             raise ImportProblems(bad)
-        if exists or store is None:
-            raise ImportProblems([f"an experiment named {name!r} already exists"])
+        if store is None:  # the name is taken (any problem was reported above)
+            raise ImportProblems([str(taken)])
         store.finish()
         stage.drop()
     return ImportedTranscripts(name, sessions, messages, bad)

@@ -20,11 +20,11 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
-from pxp.protocols.text import TextRefused, optional_name
+from pxp.protocols.text import TextRefused, identity
 from pxp.running.pxp.checks import check_config
 from pxp.running.pxp.config import RunConfig, RunError, rep_seed, sample_ids
 from pxp.running.pxp.factory import dataset_task
-from pxp.storage.store import dataset_instances, db_session, find_dataset
+from pxp.storage.store import dataset_instances, db_session, experiment_name_taken, find_dataset
 from pxp.storage.tables import Dataset, Experiment, Instance, Run, Session
 
 Mode = Literal["controlled", "live"]
@@ -159,15 +159,16 @@ def create_experiment(
     if prepare is not None and not 0 <= prepare <= MAX_PREPARE:
         raise RunError(f"cases prepared ahead must be between 0 (off) and {MAX_PREPARE}, got {prepare}")
     try:
-        name = optional_name(name, "the experiment's name") or _default_name(engine, cfg, mode)
+        name = identity(name or "", "the experiment's name").text or _default_name(engine, cfg, mode)
     except TextRefused as err:
         raise RunError(str(err)) from None
     with db_session(engine) as db:
         ds = find_dataset(db, name=cfg.dataset)
         if ds is None or ds.id is None:
             raise RunError(f"no dataset named {cfg.dataset!r}; import one or run `pxp demo`")
-        if db.exec(select(Experiment).where(Experiment.name == name)).first() is not None:
-            raise RunError(f"an experiment named {name!r} already exists")
+        taken = experiment_name_taken(db, name)
+        if taken is not None:
+            raise RunError(taken)
         instances = dataset_instances(db, dataset_id=ds.id, split=cfg.split)
         if not instances:
             where = f" in split {cfg.split!r}" if cfg.split else ""
