@@ -118,7 +118,7 @@ def test_a_member_added_while_the_app_serves_closes_it(engine: Engine, db_url: s
 def test_a_named_secrets_file_that_is_not_there_stops_the_app(tmp_path: Path, named: str) -> None:
     (tmp_path / "a-folder").mkdir()
     path = tmp_path / named
-    with pytest.raises(ConfigError, match="the secrets file named by secrets.files"):
+    with pytest.raises(ConfigError, match=r"the secrets file named by secrets\.files"):
         read_secrets([path], named=True)
     port = _free_port()
     done = pxp(tmp_path, "app", "--port", str(port), "--secrets.files", str(path))

@@ -175,7 +175,8 @@ def test_the_pause_line_shows_a_cut_reply_as_it_is(db_url: str, monkeypatch: pyt
     make_text(get_engine(db_url))
     with FakeLLM(lambda req: Reply(text="I am not sure " * 40)) as server:
         monkeypatch.setenv("PXP_LLM_MAX_RETRIES", "0")
-        res = CliRunner().invoke(app, ["--db", db_url, "run", "--yes", "--dataset", "toy-text", "--machine", "openai:qwen3:8b",
+        res = CliRunner().invoke(app, ["--db", db_url, "run", "--yes", "--dataset", "toy-text",
+                                       "--machine", "openai:qwen3:8b",
                                        "--base-url", server.openai_url, "--reps", "1", "--no-progress"],
                                  catch_exceptions=False)
     assert res.exit_code == 2, res.output
@@ -292,7 +293,8 @@ def test_a_call_that_times_out_pauses_the_run_with_one_line(
         with db_session(engine) as db:
             line = str(db.get(Run, run.id).note)  # type: ignore[union-attr]
     else:
-        res = CliRunner().invoke(app, ["--db", db_url, "run", "--yes", "--dataset", "toy-text", "--machine", "openai:qwen3:8b",
+        res = CliRunner().invoke(app, ["--db", db_url, "run", "--yes", "--dataset", "toy-text",
+                                       "--machine", "openai:qwen3:8b",
                                        "--reps", "1", "--name", "slow"], catch_exceptions=False)
         assert res.exit_code == 2, res.output
         # the progress said what the wait was, then the pause line

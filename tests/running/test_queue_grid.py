@@ -237,7 +237,8 @@ def test_a_paused_experiment_of_a_distributed_grid_exits_2_naming_it(pg: tuple[s
         worker = subprocess.Popen([*PXP, "--db", url, "worker", "--name", "pw"], env=env, cwd=ROOT,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            res = subprocess.run([*PXP, "--db", url, "run", "--grid", str(grid), "--distributed", "--no-progress", "--yes"],
+            res = subprocess.run([*PXP, "--db", url, "run", "--grid", str(grid), "--distributed", "--no-progress",
+                                  "--yes"],
                                  env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
         finally:
             _stop([worker])
