@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 
 from pxp.cli.common import confirm_cost, dump, err, fail, state
 
@@ -70,49 +69,39 @@ def run_grid(path: Path, *, given: list[str], concurrency: int, fmt: str, progre
         exps = create_study(engine, study, estimates)
     except (RunError, ValueError) as e:
         fail(str(e))
+    from pxp.cli.held import report_paused
+
     if distributed:
-        paused = _run_queued(engine, study.name, [(exp.id or 0, exp.name) for exp in exps], progress)
+        outcomes = _run_queued(engine, study.name, [(exp.id or 0, exp.name) for exp in exps], progress)
     else:
-        paused = _run_in_process(engine, study.name, exps, progress, concurrency if "concurrency" in given else None)
+        outcomes = _run_in_process(engine, study.name, exps, progress,
+                                   concurrency if "concurrency" in given else None)
     print_study(study.name, fmt)
-    if paused:
-        err.print(f"[yellow]paused:[/yellow] {escape(', '.join(paused))}; resume each with "
-                  "`pxp run --resume NAME`", highlight=False, soft_wrap=True)
+    if report_paused(outcomes, distributed=distributed, study=study.name):
         raise typer.Exit(2)
 
 
-def _run_in_process(engine: Any, study: str, exps: list[Any], progress: bool, in_flight: int | None) -> list[str]:
-    """The experiments one after another in this process; the paused ones' names."""
-    paused = []
+def _run_in_process(engine: Any, study: str, exps: list[Any], progress: bool, in_flight: int | None) -> list[Any]:
+    """The experiments one after another in this process, as `pxp run` runs each; their outcomes."""
+    from pxp.cli.held import run_held
+
+    outcomes = []
     for i, exp in enumerate(exps, start=1):
         err.print(f"study {study}: experiment {i}/{len(exps)} {exp.name}", highlight=False, markup=False,
                   soft_wrap=True)
-        if not _run_one(engine, exp.id or 0, exp.name, progress, in_flight):
-            paused.append(exp.name)
-    return paused
+        outcomes.append(run_held(engine, exp.id or 0, exp.name, show_progress=progress, concurrency=in_flight,
+                                 paused_note=f"{exp.name} is paused (the study's later experiments are stored, "
+                                             "not run)"))
+    return outcomes
 
 
-def _run_queued(engine: Any, study: str, exps: list[tuple[int, str]], progress: bool) -> list[str]:
-    """Every repetition of every experiment queued for the workers at once; the names of those not finished."""
+def _run_queued(engine: Any, study: str, exps: list[tuple[int, str]], progress: bool) -> list[Any]:
+    """Every repetition of every experiment queued for the workers at once; their outcomes."""
     from pxp.cli.held import run_study_held
 
     err.print(f"study {study}: {len(exps)} experiment(s) queued for `pxp worker`s", highlight=False, markup=False,
               soft_wrap=True)
-    outcomes = run_study_held(engine, exps, show_progress=progress)
-    for o in outcomes:
-        for rep, note in sorted(o.paused.items()):
-            why = escape(f"{o.experiment} repetition {rep}: {note or 'not finished'}")
-            err.print(f"[yellow]paused:[/yellow] {why}", highlight=False, soft_wrap=True)  # escaped once
-    return [o.experiment for o in outcomes if o.paused]
-
-
-def _run_one(engine: Any, experiment_id: int, name: str, show_progress: bool, concurrency: int | None) -> bool:
-    """Run one experiment of the study as `pxp run` does; False when a repetition paused."""
-    from pxp.cli.held import run_held
-
-    outcome = run_held(engine, experiment_id, name, show_progress=show_progress, concurrency=concurrency,
-                       paused_note=f"{name} is paused (the study's later experiments are stored, not run)")
-    return not outcome.paused
+    return run_study_held(engine, exps, show_progress=progress)
 
 
 def print_study(study: str, fmt: str, *, seed: int = 0) -> None:

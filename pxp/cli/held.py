@@ -8,6 +8,7 @@ Every failure is one line; a failed or interrupted repetition stays stored and r
 from __future__ import annotations
 
 import contextlib
+import shlex
 import signal
 import threading
 from collections.abc import Callable
@@ -46,7 +47,7 @@ def _hear_ctrl_c() -> None:
 def run_held(engine: Any, experiment_id: int, name: str, *, show_progress: bool, concurrency: int | None,
              distributed: bool = False, paused_note: str = "every repetition is paused") -> RunOutcome:
     """Run (or resume) the experiment under its claim; exits with one line on any failure."""
-    hint = f"resume with `pxp run --resume {name}`"
+    hint = f"resume with: {resume_command([name], distributed=distributed)}"
     observer: Any = make_progress(engine, experiment_id, err) if show_progress else NullObserver()
     cancel = threading.Event()  # distributed: a cancel from the app pauses as Ctrl-C does, never counts as one
     if not distributed:
@@ -75,7 +76,7 @@ def run_held(engine: Any, experiment_id: int, name: str, *, show_progress: bool,
 def run_study_held(engine: Any, experiments: list[tuple[int, str]], *, show_progress: bool) -> list[RunOutcome]:
     """`pxp run --grid --distributed`: queue every experiment of the study at once and wait for all,
     each experiment's claim held meanwhile (one display); exits with one line on any failure, 130 on Ctrl-C."""
-    hint = "resume each with `pxp run --resume NAME --distributed`"
+    hint = f"resume with: {resume_command([name for _, name in experiments], distributed=True)}"
     display: Any = StudyProgress(engine, experiments, err) if show_progress else None
     cancel = threading.Event()  # set by any experiment's cancel from the app; never a second Ctrl-C
     holds = [hold(engine, eid, on_cancel=cancel.set) for eid, _ in experiments]
@@ -91,15 +92,54 @@ def run_study_held(engine: Any, experiments: list[tuple[int, str]], *, show_prog
                             cancelled=cancel)
     except WorkerError as e:
         fail(str(e))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # raised only when a repetition did not finish (queue_wait.run_many)
         why = "cancelled from another worker" if any(h.cancelled for h in holds) else "interrupted"
-        err.print(f"{why}: every repetition of the study is paused; {hint}", highlight=False, markup=False,
+        err.print(f"{why}: the study's unfinished repetitions are paused; {hint}", highlight=False, markup=False,
                   soft_wrap=True)
         raise typer.Exit(130) from None
     except (RunError, ValueError) as e:
         fail(f"{e}; the study's experiments are stored, {hint} once fixed")
     except Exception as e:  # one line, never a trace; everything stored stays
         _paused_or_failed(e, engine, "the study's run failed", hint)
+
+
+def resume_command(names: list[str], *, distributed: bool) -> str:
+    """The real command that resumes these experiments (one after another), with the flags it needs: `--db` as
+    given (unless it holds a password, which is never printed) and `--distributed`."""
+    from pxp.cli.common import state
+
+    db = ""
+    if state.db:
+        from sqlalchemy.engine import make_url
+
+        try:
+            has_password = make_url(state.db).password is not None
+        except Exception:
+            has_password = True
+        db = "" if has_password else f" --db {shlex.quote(state.db)}"
+    flags = " --distributed" if distributed else ""
+    return " && ".join(f"pxp{db} run --resume {shlex.quote(n)}{flags}" for n in names)
+
+
+def report_paused(outcomes: list[RunOutcome], *, distributed: bool, study: str | None = None) -> bool:
+    """A pause says exactly how to go on (docs/operations.md, Troubleshooting): one `paused:` line (per experiment,
+    or per study) naming the paused repetitions and why, then one line with the real command; False if none paused."""
+    paused = [o for o in outcomes if o.paused]
+    if not paused:
+        return False
+    parts = []
+    for o in paused:
+        by_note: dict[str, list[int]] = {}
+        for rep, note in sorted(o.paused.items()):
+            by_note.setdefault(note or "not finished", []).append(rep)
+        reps = "; ".join(f"repetition{'s' if len(r) > 1 else ''} {', '.join(map(str, r))}: {why}"
+                         for why, r in by_note.items())
+        parts.append(f"{o.experiment} {reps}" if study is not None else reps)
+    head = f"study {study}: " if study is not None else f"{paused[0].experiment} "
+    err.print(f"paused: {head}{' | '.join(parts)}", highlight=False, markup=False, soft_wrap=True)
+    err.print(f"resume with: {resume_command([o.experiment for o in paused], distributed=distributed)}",
+              highlight=False, markup=False, soft_wrap=True)
+    return True
 
 
 def _paused_or_failed(e: Exception, engine: Any, what: str, hint: str) -> NoReturn:

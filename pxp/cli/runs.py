@@ -332,13 +332,12 @@ def _default_split(engine: Any, dataset: str) -> str | None:
 def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool, concurrency: int | None,
                     *, full: bool = False, distributed: bool = False) -> None:
     from pxp.analysis.report import render, report_json
-    from pxp.cli.held import run_held
+    from pxp.cli.held import report_paused, run_held
     from pxp.running.pxp.controlled.progress import render_usage
     from pxp.running.pxp.controlled.runner import usage_summary
     from pxp.storage.faults import describe, is_database_error, retrying, shown_database
 
     engine = state.engine()
-    hint = f"resume with `pxp run --resume {name}`"
     outcome = run_held(engine, experiment_id, name, show_progress=show_progress, concurrency=concurrency,
                        distributed=distributed)
     try:  # a read: tried again while the database is briefly away
@@ -358,9 +357,5 @@ def _run_and_report(experiment_id: int, name: str, fmt: str, show_progress: bool
         typer.echo("\n".join(summary))
     elif summary:
         err.print("\n".join(summary), highlight=False, markup=False, soft_wrap=True)
-    if outcome.paused:
-        for rep, note in sorted(outcome.paused.items()):
-            why = escape(note or "not finished")  # escaped once: the line shows the note as it is
-            err.print(f"[yellow]paused:[/yellow] repetition {rep}: {why}", highlight=False, soft_wrap=True)
-        err.print(hint, highlight=False, markup=False, soft_wrap=True)
+    if report_paused([outcome], distributed=distributed):
         raise typer.Exit(2)

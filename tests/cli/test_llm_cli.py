@@ -244,5 +244,6 @@ def test_a_provider_answering_429_for_ever_pauses_with_its_one_line(engine: Engi
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.strip().splitlines() if not ln.startswith("note: ")]  # the dataset's own
-    assert len(lines) == 2 and lines[0].startswith("paused: repetition 1: ") and "API error 429" in lines[0], lines
-    assert lines[1] == "resume with `pxp run --resume limited`"
+    assert len(lines) == 2 and lines[0].startswith("paused: limited repetition 1: ") and "API error 429" in lines[0], \
+        lines
+    assert lines[1] == f"resume with: pxp --db {db_url} run --resume limited"

@@ -128,7 +128,9 @@ def test_paused_run_exits_2_and_resumes(url: str, monkeypatch: pytest.MonkeyPatc
         res = pxp(url, "run", "--yes", "--dataset", "toy-text", "--machine", "openai:gpt-test", "--base-url",
                   server.openai_url, "--reps", "2", "--name", "L", "--no-progress")
         assert res.exit_code == 2, res.output
-        assert "paused" in res.stderr and "overloaded" in res.stderr and "pxp run --resume L" in res.stderr
+        said = res.stderr.strip().splitlines()
+        assert len(said) == 2 and said[0].startswith("paused: L repetitions 1, 2: ") and "overloaded" in said[0]
+        assert said[1] == f"resume with: pxp --db {url} run --resume L"
         assert "Traceback" not in res.output
         with DB(get_engine(url)) as db:
             assert {r.status for r in db.exec(select(Run))} == {"paused"}

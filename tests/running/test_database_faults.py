@@ -83,7 +83,7 @@ def test_cut_connections_pause_in_one_line_or_are_waited_out(pg_url: str, tmp_pa
         paused = [ln for ln in lines if ln.startswith("paused:")]
         assert paused and all(f"the database {e.url.render_as_string(hide_password=True)} failed: " in ln
                               for ln in paused), errs
-        assert lines[-1] == "resume with `pxp run --resume X`", errs
+        assert lines[-1] == f"resume with: pxp --db {pg_url} run --resume X", errs
         res = subprocess.run([*PXP, "--db", pg_url, "run", "--resume", "X", "--no-progress"], env=env, cwd=tmp_path,
                              capture_output=True, text=True, timeout=180)
         assert res.returncode == 0, res.stderr

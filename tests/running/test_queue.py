@@ -379,7 +379,8 @@ def test_a_cancel_from_the_app_pauses_a_distributed_run_and_its_queued_repetitio
             waiter.kill()
     assert waiter.returncode == 130, err
     assert [ln for ln in err.splitlines() if ln.strip()] == [
-        "cancelled from another worker: every repetition is paused; resume with `pxp run --resume X`"]
+        f"cancelled from another worker: every repetition is paused; resume with: pxp --db {url} run --resume X "
+        "--distributed"]
     eid = _exp_id(engine, "X")
     assert {st for _, st in jobs(engine, eid).values()} == {"cancelled"}
     with engine.connect() as conn:

@@ -149,7 +149,7 @@ def test_ctrl_c_pauses_every_repetition_of_the_study(pg: tuple[str, Engine], tmp
     waiter, lines = _stop_study(url, tmp_path, engine, "cc", lambda w: w.send_signal(signal.SIGINT))
     assert waiter.returncode == 130, "".join(lines)
     said = [ln for ln in lines if ln.strip() and not ln.startswith("study cc:")]
-    assert len(said) == 1 and said[0].startswith("interrupted: every repetition of the study is paused"), said
+    assert len(said) == 1 and said[0].startswith("interrupted: the study's unfinished repetitions are paused"), said
     assert {st for j in jobs_of(engine, _ids(engine, "cc")).values() for _, st in j.values()} == {"cancelled"}
     with engine.connect() as conn:
         runs = {s for (s,) in conn.execute(text(
@@ -201,8 +201,8 @@ def test_cancelling_two_experiments_of_the_study_at_once_pauses_it_and_is_not_a_
     waiter, lines = _stop_study(url, tmp_path, engine, "cx", cancel_both)
     assert waiter.returncode == 130, "".join(lines)
     said = [ln for ln in lines if ln.strip() and not ln.startswith("study cx:")]
-    assert len(said) == 1 and said[0].startswith("cancelled from another worker: every repetition of the study "
-                                                 "is paused"), said
+    assert len(said) == 1 and said[0].startswith("cancelled from another worker: the study's unfinished "
+                                                 "repetitions are paused"), said
     assert {st for j in jobs_of(engine, _ids(engine, "cx")).values() for _, st in j.values()} == {"cancelled"}
     assert _notes(engine, "cx") == {NOT_STARTED}
     with engine.connect() as conn:
@@ -244,8 +244,11 @@ def test_a_paused_experiment_of_a_distributed_grid_exits_2_naming_it(pg: tuple[s
             _stop([worker])
     assert res.returncode == 2, res.stderr
     assert "Study pd: 2 experiment(s)" in res.stdout  # the study report is still printed
-    assert "paused: pd/down/toy-text/s0 repetition 1" in res.stderr and "overloaded" in res.stderr
-    assert "paused: pd/down/toy-text/s0; resume each with" in res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith(("paused:", "resume"))]
+    assert len(lines) == 2, res.stderr  # one line for the study, one with the real command
+    assert lines[0].startswith("paused: study pd: pd/down/toy-text/s0 repetition 1: ") and "overloaded" in lines[0]
+    assert lines[1] == f"resume with: pxp --db {url} run --resume pd/down/toy-text/s0 --distributed"
+    assert "NAME" not in res.stderr
     assert "pd/sim/toy-text/s0 repetition" not in res.stderr and "Traceback" not in res.stderr
     with engine.connect() as conn:
         st = dict(conn.execute(text("select name, status from experiment where name like 'pd/%'")).all())

@@ -44,10 +44,12 @@ class _Relay:
         self.engine, self.experiment_id, self.obs = engine, experiment_id, observer
         self.last: dict[int, int] = {}  # repetition -> last ordinal reported
         self.ended: set[int] = set()
+        self.finished = False  # every repetition finished in pxp's own tables (whatever their jobs say)
 
     def poll(self, states: dict[int, tuple[int, str]]) -> None:
         with db_session(self.engine) as db:
             runs = experiment_runs(db, experiment_id=self.experiment_id)
+        self.finished = bool(runs) and all(r.status == "finished" for r in runs)
         with self.engine.connect() as conn:
             for r in runs:
                 rid, rep = r.id or 0, r.repetition
@@ -108,7 +110,9 @@ def run_many(
     each is queued before the first wait, so the workers take them in any order; one outcome per
     experiment, in the given order. Ctrl-C pauses every repetition of every experiment, and so does
     `cancelled` (the experiments' Holds set it on a cancel from the app): however many cancels come,
-    only a second real SIGINT stops the wait before the workers have stopped."""
+    only a second real SIGINT stops the wait before the workers have stopped. The wait ends when every job has
+    ended or every repetition is finished in pxp's tables (a job a stopped worker left "doing" does not hold it);
+    an interrupt after every repetition finished is no interrupt."""
     t0 = time.perf_counter()
     ids = list(dict.fromkeys(experiment_ids))
     cancel = cancelled or threading.Event()
@@ -125,7 +129,8 @@ def run_many(
                 states = jobs_of(engine, ids)
                 for relay in relays:
                     relay.poll(states.get(relay.experiment_id, {}))
-                if all(st in FINAL for s in states.values() for _, st in s.values()):
+                if all(st in FINAL for s in states.values() for _, st in s.values()) or \
+                        all(relay.finished for relay in relays):  # a job left "doing" by a stopped worker
                     break
                 if not warned and time.perf_counter() - t0 > warn_after and not workers(engine):
                     warned = True
@@ -134,7 +139,7 @@ def run_many(
             except KeyboardInterrupt:  # not the main thread's handler (e.g. _thread.interrupt_main)
                 ctrl_c.count += 1
         outcomes = [_conclude(engine, eid, time.perf_counter() - t0) for eid in ids]
-    if ctrl_c.count or cancel.is_set():
+    if (ctrl_c.count or cancel.is_set()) and any(o.paused for o in outcomes):  # a finished run is never "paused"
         raise KeyboardInterrupt
     return outcomes
 
