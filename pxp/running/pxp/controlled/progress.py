@@ -64,6 +64,7 @@ class PlainProgress(_Base):
     def __init__(self, engine: Engine, experiment_id: int, stream: IO[str], prefix: str = "") -> None:
         super().__init__(engine, experiment_id, interval=0.0)
         self.stream, self.prefix = stream, prefix
+        self.restarted: set[int] = set()  # repetitions started again after a fault, not yet going again
 
     def _line(self, text: str) -> None:
         with self.lock:
@@ -78,7 +79,11 @@ class PlainProgress(_Base):
 
     def run_started(self, rep: int, run_id: int, total: int, done: int) -> None:
         with self.lock:
+            again = rep in self.run_ids
             self.run_ids[rep], self.totals[rep], self.done[rep] = run_id, total, done
+            if again:  # a try after a fault: its wait was said once (the runner's note), not once a try
+                self.restarted.add(rep)
+                return
         self._line(f"rep {rep}: {done}/{total} sessions done, running")
 
     def message(self, rep: int, ordinal: int, j: int, tag: str) -> None:
@@ -89,6 +94,10 @@ class PlainProgress(_Base):
             self.done[rep] = self.done.get(rep, 0) + 1
             done, total = self.done[rep], self.totals.get(rep, 0)
             u = self.usage(rep, force=True)
+            back = rep in self.restarted
+            self.restarted.discard(rep)
+        if back:
+            self._line(f"rep {rep}: the database is back, running again")
         ctx = "context kept" if kept else "context dropped"
         self._line(f"rep {rep}: session {ordinal} {status}, {ctx} ({done}/{total}) · {_usage_text(u)}")
 

@@ -118,6 +118,9 @@ def run_experiment(
                     r, exc = futures[f], f.exception()
                     if exc is None or not is_transient(exc) or stop.is_set():
                         continue
+                    if (r.id or 0) not in faults:  # one line when the wait begins, not one a try
+                        _say(observer, f"rep {r.repetition}: the database {shown_database(engine)} failed: "
+                                       f"{describe(exc)}; waiting up to {db_retry_seconds():g} s for it")
                     began = faults.setdefault(r.id or 0, time.monotonic())
                     if time.monotonic() - began < db_retry_seconds():
                         time.sleep(DB_RETRY_WAIT)
@@ -146,6 +149,13 @@ def run_experiment(
 #: PXP_DB_RETRY_S sets it (docs/operations.md, Troubleshooting)
 DB_RETRY_S = 60.0
 DB_RETRY_WAIT = 1.0
+
+
+def _say(observer: Observer | None, line: str) -> None:
+    """A line of its own on the progress display (its `note`), if it has one."""
+    note = getattr(observer, "note", None)
+    if note is not None:
+        note(line)
 
 
 def db_retry_seconds() -> float:
