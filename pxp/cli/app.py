@@ -241,6 +241,7 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
     try:
         check_database(url)
         path = sqlite_file(url)
+        pxp_schema = False
         if path is not None and not path.exists():
             out.append((True, f"database: {path} does not exist yet; pxp makes it on first start (`pxp demo`)"))
         else:
@@ -249,7 +250,7 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
                 state, revision = schema_state(engine)
             finally:
                 engine.dispose()
-            ok = state in ("pxp", "empty")
+            ok, pxp_schema = state in ("pxp", "empty"), state == "pxp"
             what = {"pxp": f"pxp schema {revision} (the latest)",
                     "empty": "empty; pxp makes its tables on first start",
                     "old": f"an older pxp schema ({revision}): run `pxp db init` to upgrade it",
@@ -262,6 +263,8 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
                         ("" if free >= MIN_FREE_BYTES else "; free some space before a run")))
         else:
             out.append((True, "workers: " + _workers_line(url)))
+        if pxp_schema:
+            out += _interrupted_lines(url)
     except ConfigError as problem:
         out.append((False, f"database: {problem}"))
     except Exception as exc:
@@ -330,6 +333,19 @@ def _model_checks(url: str) -> list[tuple[bool, str]]:
         return [(True, f"model: {spec} is served by {base}")]
     return [(False, f"model: {spec} is not among the models {base} serves ({', '.join(served[:8]) or 'none'}); "
                     "pick one in Settings (`pxp models --base-url URL` lists them)")]
+
+
+def _interrupted_lines(url: str) -> list[tuple[bool, str]]:
+    """A ✗ for every run whose process ended without finishing or pausing, with the command that resumes it."""
+    from pxp.running.workers.interrupted import interrupted_runs
+    from pxp.storage.store import make_engine
+
+    engine = make_engine(url)
+    try:
+        found = interrupted_runs(engine)
+    finally:
+        engine.dispose()
+    return [(False, f"run: {i.line()}; resume it with `{i.resume}`") for i in found]
 
 
 def _workers_line(url: str) -> str:

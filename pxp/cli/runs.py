@@ -255,6 +255,7 @@ def run_cmd(
                 fail("--resume continues with the stored config; only --concurrency, --format and --progress apply "
                      f"(got {', '.join('--' + o.replace('_', '-') for o in extra)})")
             exp = resume_target(engine, resume)
+            _say_if_interrupted(engine, exp)
             if estimate_only:
                 cfg = RunConfig.from_dict(exp.config)
                 _print_estimate(estimate(cfg, dataset_facts(engine, cfg)), report_format)
@@ -293,6 +294,15 @@ def run_cmd(
         fail(str(e))
     _run_and_report(exp.id or 0, exp.name, report_format, progress, concurrency if "concurrency" in given else None,
                     full=full, distributed=distributed)
+
+
+def _say_if_interrupted(engine: Any, exp: Any) -> None:
+    """`--resume` of a run whose process ended without finishing or pausing says so first (no silent death)."""
+    from pxp.running.workers.interrupted import Interrupted, is_interrupted
+
+    if is_interrupted(engine, exp):
+        line = Interrupted(exp.id or 0, exp.name, exp.heartbeat_at, False).line()
+        err.print(f"note: {line}; resuming it", highlight=False, markup=False, soft_wrap=True)
 
 
 def _print_estimate(est: Estimate, fmt: str) -> None:

@@ -123,3 +123,25 @@ def test_an_unknown_cost_starts_only_on_a_second_explicit_click(app_db: tuple[st
     ok(at.button(key="experiments_cancel").click().run())
     with DB(engine) as db:
         assert db.exec(select(Experiment)).all() == []
+
+
+def test_a_run_whose_process_died_is_shown_interrupted_with_its_resume_line(
+        app_db: tuple[str, Engine]) -> None:  # noqa: F811
+    """No silent death: an experiment stored as running whose process is gone (no heartbeat, a dead worker's
+    claim) reads "interrupted" on the Experiments page, with the command that resumes it."""
+    from pxp.running.pxp.config import RunConfig
+    from pxp.running.pxp.experiments import create_experiment
+
+    _, engine = app_db
+    make_drug(engine)
+    exp = create_experiment(engine, RunConfig(dataset="toy-drug", reps=1), name="killed run")
+    with DB(engine) as db:
+        row = db.get(Experiment, exp.id)
+        assert row is not None
+        row.status, row.worker = "running", "no-such-host:1"
+        db.add(row)
+        db.commit()
+    at = new_app("experiments")
+    warnings = [w.value for w in at.warning]
+    assert any("ended without finishing or pausing" in w and "pxp run \\-\\-resume \\'killed run\\'" in w
+               for w in warnings), warnings

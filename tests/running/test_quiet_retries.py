@@ -60,3 +60,16 @@ def test_a_full_disk_waited_out_is_two_lines_per_repetition(tmp_path: Path, monk
         assert len(waits) <= 1 and len(backs) == len(waits), mine
         assert all(f"the database {tmp_path / 'run.db'} failed: the disk is full" in ln for ln in waits), waits
     assert any("waiting up to 60 s" in ln for ln in lines), lines
+
+
+def test_the_docs_name_exactly_the_faults_that_are_waited_out() -> None:
+    """docs/operations.md and pxp.storage.faults agree on which faults a run waits out; a read-only file is not one."""
+    from pxp.storage import faults
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    bullet = doc.split("**A lost database pauses a run.**", 1)[1].split("\n- ", 1)[0]
+    waited, rest = bullet.split("pauses at once", 1)[0].split("Every other fault", 1)
+    for phrase in faults._TRANSIENT:
+        assert " ".join(phrase.split()) in " ".join(waited.split()), phrase
+    assert "the database is read-only" in " ".join(rest.split()) or "read-only" in bullet.split("Every other")[1]
+    assert "the database is read-only" not in faults._TRANSIENT

@@ -199,16 +199,35 @@ def test_sigkill_at_several_points_then_resume(
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL, "the run was killed before it finished"
     killed = _count(db, "select count(*) from message")
+    if (what, at_least) == ("messages", 1):
+        _named_as_interrupted(url, env, tmp_path)
     res = subprocess.run(
         [*PXP, "--db", url, "run", "--resume", "X", "--no-progress"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )
     assert res.returncode == 0, res.stderr
     assert "Total sessions" in res.stdout
+    if (what, at_least) == ("messages", 1):
+        assert res.stderr.startswith("note: X was interrupted (last seen "), res.stderr
+        _named_as_interrupted(url, env, tmp_path, expected=False)
     e = make_engine(url)
     assert _tables(e, "X") == reference[1], f"killed after {killed} messages"
     assert validate(e)[1] == []
     e.dispose()
+
+
+def _named_as_interrupted(url: str, env: dict[str, str], cwd: Path, *, expected: bool = True) -> None:
+    """No silent death (docs/operations.md, Troubleshooting): `pxp doctor` names a run killed outright, with the
+    command that resumes it, until it is resumed."""
+    doctor = subprocess.run([*PXP, "doctor", "--db", url], env=env, cwd=cwd, capture_output=True, text=True,
+                            timeout=120)
+    runs = [ln for ln in doctor.stdout.splitlines() if ln.startswith("✗ run: ")]
+    if not expected:
+        assert runs == [], doctor.stdout
+        return
+    assert doctor.returncode == 1 and len(runs) == 1, doctor.stdout
+    assert runs[0].startswith("✗ run: X was interrupted (last seen ")
+    assert runs[0].endswith("its process ended without finishing or pausing; resume it with `pxp run --resume X`")
 
 
 # --- transient API failures pause; resume retries ---------------------------------------------
@@ -355,9 +374,12 @@ def test_sigkill_on_postgresql_then_resume(pg_url: str, tmp_path: Path, referenc
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL, "the run was killed before it finished"
+    _named_as_interrupted(pg_url, env, tmp_path)
     res = subprocess.run([*PXP, "--db", pg_url, "run", "--resume", "X", "--no-progress"], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
+    assert "note: X was interrupted" in res.stderr
+    _named_as_interrupted(pg_url, env, tmp_path, expected=False)
     assert _tables(e, "X") == reference[1]
     assert validate(e)[1] == []
     e.dispose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pandas as pd
@@ -180,8 +181,16 @@ def progress_panel() -> None:
                 name, dataset, machine = (ui.escape_md(str(v)) for v in (row.name, row.dataset, row.machine))
                 st.markdown(f"**{name}** · {dataset} · {machine} · n={row.n}, k={row.k}, "
                             f"R={row.reps}")
-                st.badge(("running" if p.running else p.status),
-                         color="blue" if p.running else "green" if p.status == "finished" else "gray")
+                # stored as running, with no live process: killed, a signal, a power cut (no silent death)
+                interrupted = p.status == "interrupted"
+                st.badge("running" if p.running else "interrupted" if interrupted else p.status,
+                         color="blue" if p.running else "orange" if interrupted else
+                         "green" if p.status == "finished" else "gray")
+            if interrupted:
+                command = ui.escape_md("pxp run --resume " + shlex.quote(str(row.name)))
+                st.warning("Its process ended without finishing or pausing (killed, a signal, a power cut). Resume "
+                           f"it here, or with the command {command}; every stored step stays.",
+                           icon=":material/warning:")
             st.progress(p.fraction, text=f"{p.done}/{p.sessions} sessions · {p.messages} messages"
                         + (f" · {p.aborted} aborted" if p.aborted else ""))
             if p.error:
