@@ -18,6 +18,8 @@ from sqlalchemy import Engine
 
 from pxp.data.importers.common import ImportProblems, Problems, shown_problems
 from pxp.data.importers.zips import extract_zip
+from pxp.errors import user_message
+from pxp.storage.faults import is_database_error, shown_database
 
 
 class Upload(Protocol):
@@ -147,10 +149,12 @@ def match_images(csv_path: Path, root: Path) -> Path:
     return out
 
 
-def _problems(err: Exception) -> list[str]:
+def _problems(err: Exception, engine: Engine) -> list[str]:
     probs = getattr(err, "problems", None)
     if isinstance(probs, list) and probs:
         return shown_problems(Problems([str(p) for p in probs], more=int(getattr(probs, "more", 0))))
+    if is_database_error(err):  # the database named, never the driver's text (pxp.errors.user_message)
+        return [user_message(err, shown_database(engine))]
     return [" ".join(str(err).split()) or type(err).__name__]
 
 
@@ -210,7 +214,7 @@ def run_import(
                 else:
                     result = fn(engine, path, name=name, progress=progress)
         except Exception as err:
-            return ImportOutcome(False, _problems(err))
+            return ImportOutcome(False, _problems(err, engine))
     summary = result.summary() if hasattr(result, "summary") else str(result)
     warnings = [str(w) for w in getattr(result, "warnings", [])]
     return ImportOutcome(True, [summary, *warnings])

@@ -104,3 +104,30 @@ def test_a_table_upload_reports_its_progress(engine: Engine) -> None:
     assert out.ok, out.messages
     assert seen[-1] == (12_000, 1.0)  # the page's bar ends full
     assert [n for n, _ in seen] == sorted(n for n, _ in seen)
+
+
+def test_a_database_fault_during_an_upload_names_the_database(engine: Engine, db_url: str) -> None:
+    """A full disk under a Datasets-page import is one line naming the database and the fault, never the driver's
+    text; nothing is stored."""
+    from typing import Any
+
+    from sqlalchemy import event
+
+    pages = int(engine.connect().exec_driver_sql("PRAGMA page_count").scalar() or 0)
+
+    @event.listens_for(engine, "checkout")
+    def full(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA max_page_count = {pages + 1}")
+        cur.close()
+
+    rows = "".join(f"k{i},{'x' * 200},{'y' * 200}\n" for i in range(3000))
+    out = imports.run_import(engine, "generic", Up("big.csv", ("input,prediction,explanation\n" + rows).encode()),
+                             name="big", options={"task": "text", "mapping": ["input=key", "input=input"]})
+    path = engine.url.database
+    assert not out.ok and len(out.messages) == 1, out.messages
+    assert out.messages[0].startswith(f"the database {path} failed: the disk is full"), out.messages
+    assert "[SQL" not in out.messages[0] and "sqlite3" not in out.messages[0]
+    event.remove(engine, "checkout", full)
+    with DB(engine) as db:
+        assert db.exec(select(Dataset).where(Dataset.name == "big")).first() is None
