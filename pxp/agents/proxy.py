@@ -13,6 +13,8 @@ from pxp.agents.base import AgentBase, Answer, Query
 from pxp.tasks.base import DEFAULT_AGREE_THRESHOLD, lexical_agree, match_for, task_match_kind
 
 AgreeFn = Callable[[str, str], bool]
+#: the proxy's explanation for a case whose dataset stores none: its messages always say why
+NO_REASON = "The expert database gives {prediction} for this case and stores no explanation for it."
 
 
 class HumanProxy(AgentBase):
@@ -32,7 +34,11 @@ class HumanProxy(AgentBase):
         self._match_kind = match_kind
 
     def ask(self, q: Query) -> Answer:
-        return q.instance.reference
+        ref = q.instance.reference
+        if ref.explanation.strip():
+            return ref
+        # a disagreement carries its reason (docs/protocol.md): a case stored without one says so in words
+        return Answer(ref.prediction, NO_REASON.format(prediction=ref.prediction))
 
     def match(self, y1: str, y2: str, q: Query) -> bool:
         return match_for(self._match_kind or task_match_kind(q.instance.task))(y1, y2)

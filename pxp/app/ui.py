@@ -141,9 +141,14 @@ def synthetic_badge() -> None:
              help="A synthetic phantom made for demos, not a real patient image")
 
 
+#: what the simulated agent is, in one sentence, wherever it is named (docs/annotating.md, the simulated agent)
+SIMULATED_SAYS = ("The Simulated agent is an offline stand-in for an LLM (no API key, no network): it argues each "
+                  "finding with the demo's own texts and is wrong on purpose now and then, so that there is "
+                  "something to refute.")
+
+
 def simulated_badge() -> None:
-    st.badge("Simulated agent", icon=":material/smart_toy:", color="gray",
-             help="An offline stand-in for an LLM: no API key, no network")
+    st.badge("Simulated agent", icon=":material/smart_toy:", color="gray", help=SIMULATED_SAYS)
 
 
 #: byte budgets of the drawing caches (docs/development.md, Memory budgets; a display X-ray is megabytes)

@@ -468,7 +468,8 @@ def test_annotators_side_by_side_from_transcripts(any_engine: Engine, tmp_path: 
             preds = fit_content(tags, ("CCO", "CC(=O)O", "c1ccccc1O", "CCN"))
             for j, ((sender, tag), pred) in enumerate(zip(tags, preds, strict=True), start=1):
                 lines.append(json.dumps({"session": f"{inst}-{ann}", "instance": inst, "j": j, "sender": sender,
-                                         "tag": tag, "annotator": ann, "prediction": pred}))
+                                         "tag": tag, "annotator": ann, "prediction": pred,
+                                         "explanation": f"{ann} on {inst}"}))
     path = tmp_path / "live.jsonl"
     path.write_text("\n".join(lines) + "\n")
     import_transcripts(any_engine, path, name="DRUG-live", n=10, k=3, task="drug")

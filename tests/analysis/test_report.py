@@ -129,7 +129,8 @@ def test_by_annotator_h1_vs_h2(engine: Engine, tmp_path: Path) -> None:
             preds = fit_content(VECTORS[vec], ("CCO", "CC(=O)O", "c1ccccc1O", "CCN"))
             for j, ((sender, tag), pred) in enumerate(zip(VECTORS[vec], preds, strict=True), start=1):
                 lines.append(json.dumps({"session": f"{inst}-{ann}", "instance": inst, "j": j, "sender": sender,
-                                         "tag": tag, "annotator": ann, "prediction": pred}))
+                                         "tag": tag, "annotator": ann, "prediction": pred,
+                                         "explanation": f"{ann} on {inst}"}))
     (tmp_path / "live.jsonl").write_text("\n".join(lines) + "\n")
     import_transcripts(engine, tmp_path / "live.jsonl", name="DRUG", n=10, k=3, task="drug")
     url = engine.url.render_as_string(hide_password=False)

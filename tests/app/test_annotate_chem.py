@@ -71,6 +71,7 @@ def test_the_editor_is_made_with_the_case_and_drawn_steps_are_shown(app_db: tupl
     assert not [b for b in at.button if b.key.endswith("_editor_close")], "hidden, the editor has no key (Esc)"
     by_suffix(at.button, "_match_no").click().run()
     by_suffix(at.button, "_agree_no").click().run()
+    by_suffix(at.text_area, "_expl").input("Fischer esterification of benzoic acid with ethanol.")
     by_suffix(at.button, "_send").click().run()
     ok(at)
     assert all_msgs(engine, sid)[1].prediction == "OC(=O)c1ccccc1.OCC"

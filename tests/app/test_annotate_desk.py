@@ -126,3 +126,24 @@ def test_the_annotator_and_the_draft_survive_a_reload_and_go_when_sent(app_db: t
     assert all_msgs(engine, sid)[1].tag is Tag.REFUTE
     with DB(engine) as db:
         assert not db.exec(select(Draft).where(Draft.session_id == sid, Draft.j == 2)).all(), "discarded on send"
+
+
+def test_a_disagreement_with_an_empty_explanation_cannot_be_sent(app_db: tuple[str, Engine]) -> None:
+    """A disagreement carries its reason (docs/annotating.md, Tags): REFUTE with nothing in "My explanation" says
+    "Cannot send: say why you disagree" and stores nothing; with a reason it is sent."""
+    _, engine = app_db
+    make_rad(engine)
+    at = login(new_app("annotate"), "toy-rad")
+    sid, msgs = current(engine)
+    by_suffix(at.button, "_match_no").click().run()
+    by_suffix(at.button, "_agree_no").click().run()
+    by_suffix(at.selectbox, "_pred").set_value("Pneumothorax")
+    by_suffix(at.text_area, "_expl").input("   ")
+    ok(at.run())
+    assert [plain(e.value) for e in at.error] == ["Cannot send: say why you disagree (your explanation is empty)"]
+    ok(by_suffix(at.button, "_send").click().run())
+    assert [m.j for m in all_msgs(engine, sid)] == [1]
+    by_suffix(at.text_area, "_expl").input("Apical pleural line with no lung markings beyond it.")
+    ok(by_suffix(at.button, "_send").click().run())
+    sent = all_msgs(engine, sid)
+    assert [m.tag for m in sent][:2] == ["INIT", "REFUTE"] and sent[1].explanation.startswith("Apical")

@@ -17,7 +17,7 @@ from pxp.app.annotate.keys import AGREE_KEY, AGREE_KEYS, MATCH_KEYS, NO_PREDICTI
 from pxp.app.annotate.send import agree_with_machine, sent_note, smiles_problem, submit
 from pxp.app.refused import form_shown
 from pxp.data.chem import smiles_set
-from pxp.protocols.pxp.rules import Sender, Tag
+from pxp.protocols.pxp.rules import Sender, Tag, missing_reason
 from pxp.running.pxp.live.turns import LiveSession
 
 
@@ -51,6 +51,10 @@ def _answer(state_key: str, value: bool, fill: tuple[str, str]) -> None:
 def reply_key(s: LiveSession) -> str:
     """The element and session-state key prefix of the reply form on screen."""
     return f"annotate_{s.id}_{s.j}"
+
+
+#: why a disagreement with an empty explanation is not sent
+UNREASONED = "say why you disagree (your explanation is empty)"
 
 
 def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
@@ -104,6 +108,9 @@ def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
                   on_click=_pick, args=(chosen_key, None))
     turn = human_turn(j, s.k, match=match, agree=agree, changed=content.changed, chosen=chosen,
                       content=content, noun=noun)
+    # a disagreement carries its reason (docs/annotating.md, Tags): checked here, and again by the engine
+    unreasoned = invalid is None and turn.tag is not None and missing_reason(turn.tag, answer.explanation) is not None
+    invalid = UNREASONED if unreasoned else invalid
     preview = st.container(key=f"{key}_preview")
     with preview:
         decided = match if content.match is None else content.match
@@ -111,7 +118,7 @@ def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
             st.markdown(":blue[:material/touch_app:] Answer the questions above, or pick a "
                         "tag yourself.")
         elif invalid not in (None, NO_PREDICTION):
-            if invalid == refused:  # else the SMILES field's own line says why: one line, not two
+            if invalid in (refused, UNREASONED):  # else the SMILES field's own line says why: one line, not two
                 st.error(f"Cannot send: {ui.escape_md(invalid)}", icon=":material/error:")
         elif invalid is not None and not (chosen is not None and turn.refused):
             st.error(f"Cannot send: {ui.escape_md(invalid)}", icon=":material/error:")

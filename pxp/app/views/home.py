@@ -42,8 +42,7 @@ def render() -> None:
             st.page_link(str(HERE / page), label=label, icon=icon)
     if prefs.generator == "simulated":
         choose = " Choose an LLM on the Settings page." if can_open("settings.py") else ""
-        st.info("The machine agent is the **Simulated agent**: an offline stand-in for an LLM, "
-                "so no API key is needed." + choose, icon=":material/smart_toy:")
+        st.info(ui.SIMULATED_SAYS + choose, icon=":material/smart_toy:")
     else:
         st.caption(f"Machine agent: {ui.escape_md(machine_name(prefs.generator))}")
     if len(ds):

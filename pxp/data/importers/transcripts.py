@@ -49,7 +49,16 @@ from pxp.data.importers.jsonl import iter_objects
 from pxp.data.importers.sending import Stager, copy_rows, whole_tables
 from pxp.data.importers.transcript_lines import Filed, Line, check_prediction, settle_facts
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
-from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, conformance, session_bounds, stop_reason
+from pxp.protocols.pxp.rules import (
+    Msg,
+    ProtocolError,
+    Sender,
+    Tag,
+    conformance,
+    missing_reason,
+    session_bounds,
+    stop_reason,
+)
 from pxp.protocols.text import TextRefused, identity
 from pxp.storage.store import db_session, experiment_name_taken, table_of
 from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session, utcnow
@@ -144,6 +153,8 @@ def _message_row(lineno: int, line: Line, task: str) -> tuple[Any, ...] | None:
         return None
     assert sender is not None and tag is not None and prediction is not None
     if (why := check_prediction(prediction, task, STUDY_LABELS if task == "rad" else ())) is not None:
+        line.problems.append(f"{line.where}: {why}")
+    if (why := missing_reason(tag, explanation)) is not None:  # a disagreement carries its reason
         line.problems.append(f"{line.where}: {why}")
     return (lineno, rep, sid, j, sender.value, tag.value, prediction, explanation, *map(_flag, facts), status,
             inst, ann)

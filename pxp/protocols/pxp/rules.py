@@ -72,6 +72,17 @@ class Msg:
 #: the largest message bound n pxp stores and analyses (the papers use n = 10); a larger n is refused
 MAX_MESSAGE_BOUND = 1000
 
+#: the tags that disagree, each of which must say why: "in all cases, the complete message has the tag, along
+#: with a_n's current prediction and explanation" (PXP-2024 §2; docs/protocol.md, Agents, messages and tags)
+REASONED = frozenset({"REFUTE", "REVISE", "REJECT"})
+
+
+def missing_reason(tag: Tag, explanation: str) -> str | None:
+    """Why a message cannot be sent as it is (a disagreement with an empty explanation), or None."""
+    if tag.value in REASONED and not explanation.strip():
+        return f"a {tag.value} says why you disagree: its explanation is empty"
+    return None
+
 
 def session_bounds(n: int, k: int) -> list[str]:
     """Why (n, k) cannot bound a session, one line each: a session needs n >= 2 (the machine's
@@ -261,6 +272,8 @@ def conformance(messages: Sequence[Msg], n: int, k: int, *, status: str = "finis
             out.append(Violation(m.j, f"REJECT is only allowed after message k = {k}"))
         if m.tag is Tag.REVISE and m.j == 2:
             out.append(Violation(m.j, "REVISE is impossible at message 2"))
+        if (why := missing_reason(m.tag, m.explanation)) is not None:
+            out.append(Violation(m.j, why))
         if i > 0 and m.tag is not Tag.INIT and None not in (m.match, m.agree, m.changed):
             match, agree, changed = bool(m.match), bool(m.agree), bool(m.changed)
             if m.j == 2 and changed:

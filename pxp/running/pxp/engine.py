@@ -38,6 +38,7 @@ from pxp.protocols.pxp.rules import (
     Tag,
     agent_tag,
     check_tag,
+    missing_reason,
     next_sender,
     stop_reason,
 )
@@ -242,6 +243,9 @@ def step(
     except (AgentUnavailable, TagRefused, ProtocolError):
         record_calls(engine, q.calls, j=j, **ids)
         raise
+    if (why := missing_reason(tag, answer.explanation)) is not None:  # a disagreement carries its reason
+        record_calls(engine, q.calls, j=j, **ids)
+        raise TagRefused(why)
     msg = Msg(j, sender, tag, answer.prediction, answer.explanation, match, agree, changed)
     stopped = stop_reason([*s.messages, msg], s.n)
     content = agent.context(q, answer, tag)

@@ -19,6 +19,7 @@ from sqlmodel import select
 
 from pxp.data.demo.make_demo import DATA_DIR
 from pxp.data.importers.study import import_study_drug, import_study_rad
+from pxp.running.pxp.config import DEFAULT_SPLIT, LEARN_DEFAULT
 from pxp.storage.tables import Dataset, Experiment
 
 DEMO_RAD = "demo-rad"
@@ -27,7 +28,9 @@ DEMO_DRUG = "demo-drug"
 DEMO_FILMS = "demo-rad-films"
 DEMO_EXPERIMENTS = {DEMO_RAD: "demo-rad-simulated", DEMO_DRUG: "demo-drug-simulated"}
 DEMO_REPS = 3
-DEMO_SPLIT = "test"
+#: the demo's runs use what a user's first run uses (`pxp run` and the Experiments page: the train split, LEARN
+#: on), so a first Compare against them pairs (docs/research.md, Controlled runs)
+DEMO_SPLIT = DEFAULT_SPLIT
 
 
 def demo_dir() -> Path:
@@ -78,7 +81,7 @@ def _load(engine: Engine, root: Path, RunConfig: Any, create_experiment: Any,
         if _exists(engine, Experiment, name):
             continue
         cfg = RunConfig(dataset=dataset, split=DEMO_SPLIT, machine="simulated", human="proxy",
-                        reps=DEMO_REPS, n=10, k=3, seed=0)
+                        reps=DEMO_REPS, n=10, k=3, seed=0, learn=LEARN_DEFAULT)
         exp = create_experiment(engine, cfg, name=name)
         run_experiment(engine, exp.id or 0)
         loaded = True
