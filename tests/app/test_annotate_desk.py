@@ -134,7 +134,7 @@ def test_a_disagreement_with_an_empty_explanation_cannot_be_sent(app_db: tuple[s
     _, engine = app_db
     make_rad(engine)
     at = login(new_app("annotate"), "toy-rad")
-    sid, msgs = current(engine)
+    sid, _ = current(engine)
     by_suffix(at.button, "_match_no").click().run()
     by_suffix(at.button, "_agree_no").click().run()
     by_suffix(at.selectbox, "_pred").set_value("Pneumothorax")
