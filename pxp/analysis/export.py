@@ -40,9 +40,9 @@ from sqlalchemy import Connection, Engine, String, cast, func, select
 
 from pxp import __version__
 from pxp.agents.base import call_fields
+from pxp.data.sinks import Sink
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.common_ground import QUESTIONS
-from pxp.data.sinks import Sink
 from pxp.storage.batches import chunks, pages
 from pxp.storage.store import db_session, find_experiment, table_of
 from pxp.storage.tables import (

@@ -76,7 +76,7 @@ def _aborted_by_reason(engine: Engine, experiment_ids: Sequence[int]) -> dict[st
     q = (sa_select(col(Session.abort_reason)).join(Run, col(Run.id) == col(Session.run_id))
          .where(col(Session.status) == "aborted"))
     if experiment_ids:
-        q = q.where(col(Run.experiment_id).in_(list(experiment_ids)))
+        q = q.where(col(Run.experiment_id).in_(list(experiment_ids)))  # bounded: named
     with engine.connect() as conn:
         kinds = Counter(format_kind(r) or "other" for (r,) in conn.execute(q).all())
     return dict(kinds.most_common())
