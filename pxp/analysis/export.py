@@ -43,7 +43,7 @@ from pxp.agents.base import call_fields
 from pxp.data.sinks import Sink
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.common_ground import QUESTIONS
-from pxp.storage.batches import chunks, pages
+from pxp.storage.batches import chunks, page_rows, pages, run_pages
 from pxp.storage.store import db_session, find_experiment, table_of
 from pxp.storage.tables import (
     Annotator,
@@ -88,11 +88,8 @@ _NO_MESSAGE = dict.fromkeys(("j", "sender", "receiver", "tag", "prediction", "ex
 def _session_rows(conn: Connection, rid: int, rep: int, page: list[Any], sinks: dict[str, Sink]) -> None:
     """The D, M, C and probe rows of one page of a run's sessions (ordinals in order), each table read by
     the page's ordinal range."""
-    span = (_S.c.run_id == rid, _S.c.ordinal.between(page[0].ordinal, page[-1].ordinal))
-
     def read(t: Any, *cols: Any) -> list[Any]:
-        return list(conn.execute(select(_S.c.ordinal, *cols).select_from(t.join(_S, _S.c.id == t.c.session_id))
-                                 .where(*span).order_by(_S.c.ordinal, t.c.j)))
+        return page_rows(conn, rid, page, t, *cols)
 
     msgs = read(_M, _M.c.session_id, _M.c.j, _M.c.sender, _M.c.receiver, _M.c.tag, _M.c.prediction,
                 _M.c.explanation, _M.c.match, _M.c.agree, _M.c.changed, _M.c.created_at)
@@ -138,11 +135,13 @@ def write_tables(engine: Engine, exp: Experiment, sinks: dict[str, Sink]) -> lis
             .select_from(_S.outerjoin(_I, _I.c.id == _S.c.instance_id).outerjoin(_A, _A.c.id == _S.c.annotator_id)))
     meta = []
     with engine.connect() as conn:
-        runs = list(conn.execute(select(_R).where(_R.c.experiment_id == exp.id).order_by(_R.c.repetition)))
+        of_exp = select(_R).where(_R.c.experiment_id == exp.id).order_by(_R.c.repetition)
+        for r, page in run_pages(conn, of_exp, sess):
+            _session_rows(conn, r.id, r.repetition, page, sinks)
+            del page  # not held while the next page is read
+        runs = list(conn.execute(of_exp))
         rep = {r.id: r.repetition for r in runs}
         for r in runs:
-            for page in pages(conn, sess.where(_S.c.run_id == r.id), _S.c.ordinal):
-                _session_rows(conn, r.id, r.repetition, page, sinks)
             evals = select(_EV.c.after_session, _EV.c.split, _EV.c.prediction_accuracy, _EV.c.explanation_accuracy,
                            _EV.c.both_accuracy, _EV.c.instances).where(_EV.c.run_id == r.id)
             for page in pages(conn, evals, _EV.c.after_session, _EV.c.split):

@@ -1,19 +1,18 @@
 """`pxp validate`: the conformance check of DESIGN §1 over stored sessions, including the
 match and changed facts its content decides where the task's MATCH is exact.
 
-Sessions are read in keyset pages of pxp.storage.batches and each page's messages by the range of
-its session ids, so memory does not grow with the study (docs/development.md, "Reading a study")."""
+Each run's sessions are read in pages of pxp.storage.batches and each page's messages by the range of
+its ordinals, so memory does not grow with the study (docs/development.md, "Reading a study")."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import Engine, select
 
 from pxp.protocols.pxp.facts import conformance_with_content
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, Violation
-from pxp.storage.batches import pages
+from pxp.storage.batches import page_rows, run_pages
 from pxp.storage.store import table_of
 from pxp.storage.tables import Dataset, Experiment, Instance, Message, Run, Session
 from pxp.tasks.base import content_match
@@ -38,28 +37,24 @@ def validate(engine: Engine, *, experiment_id: int | None = None) -> tuple[int, 
     """Check every stored session (of one experiment, or all); returns (checked, violations)."""
     out: list[SessionViolation] = []
     checked = 0
-    runs = _S.join(_R, _R.c.id == _S.c.run_id)
-    scope: list[Any] = [] if experiment_id is None else [_R.c.experiment_id == experiment_id]
-    q = (select(_S.c.id, _S.c.n, _S.c.k, _S.c.status, _S.c.ordinal, _R.c.repetition, _E.c.name, _I.c.dataset_id)
-         .select_from(runs.join(_E, _E.c.id == _R.c.experiment_id).join(_I, _I.c.id == _S.c.instance_id))
-         .where(*scope))
+    runs = (select(_R.c.id, _R.c.repetition, _E.c.name).join(_E, _E.c.id == _R.c.experiment_id)
+            .where(*([] if experiment_id is None else [_R.c.experiment_id == experiment_id])).order_by(_R.c.id))
+    sessions = (select(_S.c.ordinal, _S.c.id, _S.c.n, _S.c.k, _S.c.status, _I.c.dataset_id)
+                .join(_I, _I.c.id == _S.c.instance_id))
     with engine.connect() as conn:
         kinds = {d.id: dataset_match_kind(d.task, d.config) for d in conn.execute(select(_D.c.id, _D.c.task,
                                                                                         _D.c.config))}
-        for page in pages(conn, q, _S.c.id):
+        for run, page in run_pages(conn, runs, sessions):
             msgs: dict[int, list[Msg]] = {}
-            mq = (select(_M.c.session_id, _M.c.j, _M.c.sender, _M.c.tag, _M.c.prediction, _M.c.explanation,
-                         _M.c.match, _M.c.agree, _M.c.changed)
-                  .where(_M.c.session_id.between(page[0].id, page[-1].id)).order_by(_M.c.session_id, _M.c.j))
-            if scope:  # only this experiment's sessions in the range
-                mq = mq.select_from(_M.join(runs, _S.c.id == _M.c.session_id)).where(*scope)
-            for m in conn.execute(mq):
+            for m in page_rows(conn, run.id, page, _M, _M.c.session_id, _M.c.j, _M.c.sender, _M.c.tag,
+                               _M.c.prediction, _M.c.explanation, _M.c.match, _M.c.agree, _M.c.changed):
                 msgs.setdefault(m.session_id, []).append(
                     Msg(m.j, Sender(m.sender), Tag(m.tag), m.prediction, m.explanation, m.match, m.agree, m.changed))
             for s in page:
                 kind = kinds.get(s.dataset_id, "text")
                 for v in conformance_with_content(msgs.get(s.id, []), s.n, s.k, status=s.status,
                                                   match=content_match(kind)):
-                    out.append(SessionViolation(s.name, s.repetition, s.id, s.ordinal, v))
+                    out.append(SessionViolation(run.name, run.repetition, s.id, s.ordinal, v))
             checked += len(page)
+            del page, msgs  # not held while the next page is read
     return checked, out
