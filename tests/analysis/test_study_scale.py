@@ -84,7 +84,7 @@ def _peak(fn: Callable[[], object]) -> int:
 def test_validate_export_and_report_hold_no_more_for_a_study_three_times_larger(engine: Engine,
                                                                                 tmp_path: Path) -> None:
     """The same commands on one and on three pages of pxp.storage.batches (1,000 and 3,000 sessions): Python's
-    peak allocation stays within a tenth (a whole study read at once would triple it)."""
+    peak allocation stays within a tenth and 100 kB (a whole study read at once would triple it)."""
     peaks: dict[str, list[int]] = {"validate": [], "export": [], "report": []}
     for name, size in (("small", BATCH), ("large", 3 * BATCH)):
         path = write_study(tmp_path / f"{name}.jsonl", size, reps=1)
@@ -97,5 +97,5 @@ def test_validate_export_and_report_hold_no_more_for_a_study_three_times_larger(
         peaks["validate"].append(_peak(partial(validate, engine, experiment_id=eid)))
         peaks["export"].append(_peak(partial(export_experiment, engine, name, out, "csv")))
         peaks["report"].append(_peak(partial(report_json, engine, name)))
-    for what, (small, large) in peaks.items():
-        assert large < 1.1 * small, f"{what}: {small} B at {BATCH} sessions, {large} B at {3 * BATCH}"
+    for what, (small, large) in peaks.items():  # objects of 2,000 more sessions would be megabytes
+        assert large < 1.1 * small + 100_000, f"{what}: {small} B at {BATCH} sessions, {large} B at {3 * BATCH}"
