@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from statistics import mean, median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import Engine, select
 
 from pxp.protocols.pxp.common_ground import ProbeResult, score
@@ -21,6 +20,9 @@ from pxp.protocols.pxp.intelligibility import session_flags
 from pxp.protocols.pxp.rules import Sender, Tag
 from pxp.storage.store import table_of
 from pxp.storage.tables import Message, Probe, Run, Session
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _P = table_of(Probe)
 _S = table_of(Session)
@@ -70,6 +72,8 @@ def probe_sessions(engine: Engine, experiment_ids: Sequence[int]) -> list[dict[s
 
 def probe_frame(engine: Engine, experiment_ids: Sequence[int]) -> pd.DataFrame:
     """probe_sessions as a DataFrame (the Analytics page's "Common ground" view)."""
+    import pandas as pd
+
     return pd.DataFrame(probe_sessions(engine, experiment_ids), columns=COLUMNS)
 
 
