@@ -99,7 +99,8 @@ def _shown(engine: Engine) -> str:
 def head_revision() -> str | None:
     """The latest of pxp's migrations, read from their files' `revision` and `down_revision` lines (no
     Alembic import); None unless exactly one revision is no other's parent."""
-    revisions, parents = set(), set()
+    revisions: set[str] = set()
+    parents: set[str] = set()
     for path in (_MIGRATIONS / "versions").glob("*.py"):
         for down, value in _REVISION.findall(path.read_text(encoding="utf-8")):
             (parents if down else revisions).update(re.findall(r"['\"]([^'\"]+)['\"]", value))
