@@ -6,6 +6,7 @@ its ordinals, so memory does not grow with the study (docs/development.md, "Read
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, select
@@ -19,6 +20,27 @@ from pxp.tasks.base import content_match
 from pxp.tasks.registry import dataset_match_kind
 
 _S, _R, _E, _I, _M, _D = (table_of(t) for t in (Session, Run, Experiment, Instance, Message, Dataset))
+
+
+_Match = Callable[[str, str], bool | None]
+_SENDER = {x.value: x for x in Sender}
+_TAG = {x.value: x for x in Tag}
+
+
+def _remembered(match: _Match | None) -> _Match | None:
+    """`match` (a task's MATCH, pure) answering a pair it has seen from memory: a page's sessions repeat
+    the same labels; dropped with the page."""
+    if match is None:
+        return None
+    seen: dict[tuple[str, str], bool | None] = {}
+
+    def remembered(a: str, b: str) -> bool | None:
+        key = (a, b)
+        if key not in seen:
+            seen[key] = match(a, b)
+        return seen[key]
+
+    return remembered
 
 
 @dataclass(frozen=True)
@@ -49,12 +71,16 @@ def validate(engine: Engine, *, experiment_id: int | None = None) -> tuple[int, 
             for m in page_rows(conn, run.id, page, _M, _M.c.session_id, _M.c.j, _M.c.sender, _M.c.tag,
                                _M.c.prediction, _M.c.explanation, _M.c.match, _M.c.agree, _M.c.changed):
                 msgs.setdefault(m.session_id, []).append(
-                    Msg(m.j, Sender(m.sender), Tag(m.tag), m.prediction, m.explanation, m.match, m.agree, m.changed))
+                    Msg(m.j, _SENDER.get(m.sender) or Sender(m.sender), _TAG.get(m.tag) or Tag(m.tag), m.prediction,
+                        m.explanation, m.match, m.agree, m.changed))
+            matchers: dict[str, _Match | None] = {}  # one page's MATCH results, by kind and pair of predictions
             for s in page:
                 kind = kinds.get(s.dataset_id, "text")
+                if kind not in matchers:
+                    matchers[kind] = _remembered(content_match(kind))
                 for v in conformance_with_content(msgs.get(s.id, []), s.n, s.k, status=s.status,
-                                                  match=content_match(kind)):
+                                                  match=matchers[kind]):
                     out.append(SessionViolation(run.name, run.repetition, s.id, s.ordinal, v))
             checked += len(page)
-            del page, msgs  # not held while the next page is read
+            del page, msgs, matchers  # not held while the next page is read
     return checked, out

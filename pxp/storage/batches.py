@@ -66,4 +66,4 @@ def page_rows(conn: Connection, run_id: int, page: list[Row[Any]], table: Table,
     return list(conn.execute(
         select(_S.c.ordinal, *cols).select_from(table.join(_S, _S.c.id == table.c.session_id))
         .where(_S.c.run_id == run_id, _S.c.ordinal.between(page[0].ordinal, page[-1].ordinal))
-        .order_by(_S.c.ordinal, table.c.j)))
+        .order_by(_S.c.ordinal, table.c.j)).all())  # fetchall: one driver call, not one a row
