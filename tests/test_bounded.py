@@ -1,5 +1,5 @@
 """No statement binds one parameter per stored row (docs/development.md, "Reading a study"): every
-`.in_(...)` in pxp/ takes a literal, a subquery, or a list whose bound its line states with a
+`.in_(...)` (and `.not_in(...)`) in pxp/ takes a literal, a subquery, or a list whose bound its line states with a
 `# bounded: why` comment (the experiments a user picked, one page, one batch, a chunk of
 pxp.storage.batches). A list that grows with the data (sessions, instances, messages) is a join, a
 subquery or chunks instead: PostgreSQL takes at most 65,535 parameters, a usual SQLite build 32,766.
@@ -35,7 +35,8 @@ def unbounded_in_calls(source: str, path: str) -> list[str]:
     lines = source.splitlines()
     out = []
     for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "in_"):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("in_", "not_in", "notin_")):
             continue
         arg = node.args[0] if node.args else None
         if isinstance(arg, ast.Tuple | ast.List | ast.Set) and all(isinstance(e, ast.Constant) for e in arg.elts):
@@ -65,6 +66,8 @@ def test_the_check_finds_a_list_of_ids_and_passes_the_bounded_forms() -> None:
         "q = select(M).where(M.c.session_id.in_(select(S.c.id).where(S.c.run_id == 1)))\n"
         "q = select(M).where(M.c.session_id.in_(sa_select(S.c.id).scalar_subquery()))\n"
         "q = select(M).where(M.c.session_id.in_(chunk))  # bounded: a chunk\n"
+        "q = select(M).where(M.c.session_id.not_in(done))\n"
     )
     assert unbounded_in_calls(src, "x.py") == [
-        "x.py:1: M.c.session_id.in_(ids)", "x.py:2: M.c.session_id.in_([s.id for s in sessions])"]
+        "x.py:1: M.c.session_id.in_(ids)", "x.py:2: M.c.session_id.in_([s.id for s in sessions])",
+        "x.py:7: M.c.session_id.not_in(done)"]
