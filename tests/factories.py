@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 from sqlalchemy import Engine
 
@@ -169,3 +170,34 @@ def live_session_at_j2(engine: Engine, dataset: str, annotator: str = "r") -> in
     assert sid is not None
     machine_step(engine, sid, machine_for(engine, eid))
     return sid
+
+
+#: session shapes of a study in the transcripts format: ratified at once, refuted then revised, rejected
+STUDY_SHAPES = (
+    (("machine", "INIT"), ("human", "RATIFY"), ("machine", "RATIFY")),
+    (("machine", "INIT"), ("human", "REFUTE"), ("machine", "REVISE"), ("human", "RATIFY"), ("machine", "RATIFY")),
+    (("machine", "INIT"), ("human", "REFUTE"), ("machine", "REFUTE"), ("human", "REJECT")),
+)
+#: a session aborted after its INIT (no parseable reply): one message, the cheapest session to store
+ABORTED = (("machine", "INIT"),)
+
+
+def write_study(path: Path, sessions: int, *, reps: int = 2, instances: int = 500, annotators: int = 7,
+                shapes: Sequence[Sequence[tuple[str, str]]] = STUDY_SHAPES) -> Path:
+    """A transcripts file (DESIGN §6) of `sessions` conformant sessions, session i of shape i mod len(shapes)
+    (ABORTED ones aborted), spread over repetitions, instances and annotators, explanations of about a
+    hundred characters; for `import_transcripts`, the fast path (COPY on PostgreSQL) to a study of any size."""
+    import json
+
+    filled = [list(zip(shape, fit_content(shape, ("Pneumonia", "Atelectasis", "Cardiomegaly")), strict=True))
+              for shape in shapes]
+    with path.open("w", encoding="utf-8") as f:
+        for i in range(sessions):
+            for j, ((sender, tag), pred) in enumerate(filled[i % len(filled)], start=1):
+                f.write(json.dumps({
+                    "session": f"s{i}", "instance": f"x{i % instances}", "j": j, "sender": sender, "tag": tag,
+                    "prediction": pred, "repetition": i % reps + 1, "annotator": f"a{i % annotators}",
+                    "explanation": f"{FINDINGS[LABELS[(i + len(sender)) % 5]]}, as seen on film {i}",
+                    "status": "aborted" if len(filled[i % len(filled)]) == 1 else "finished",
+                }) + "\n")
+    return path

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from statistics import mean, median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import Engine, select
 
 from pxp.protocols.pxp.common_ground import ProbeResult, score
@@ -21,6 +20,9 @@ from pxp.protocols.pxp.intelligibility import session_flags
 from pxp.protocols.pxp.rules import Sender, Tag
 from pxp.storage.store import table_of
 from pxp.storage.tables import Message, Probe, Run, Session
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _P = table_of(Probe)
 _S = table_of(Session)
@@ -37,21 +39,22 @@ def probe_sessions(engine: Engine, experiment_ids: Sequence[int]) -> list[dict[s
         return []
     ids = list(experiment_ids)
     probes: dict[int, list[ProbeResult]] = defaultdict(list)
+    runs = _S.join(_R, _R.c.id == _S.c.run_id)
+    scope = _R.c.experiment_id.in_(ids)  # bounded: the experiments asked for
+    probed = _S.c.id.in_(select(_P.c.session_id))  # joined in SQL, never a list of sessions
     with engine.connect() as conn:
-        head = {
-            r.id: r for r in conn.execute(
-                select(_S.c.id, _S.c.ordinal, _S.c.status, _R.c.experiment_id, _R.c.repetition)
-                .join(_R, _R.c.id == _S.c.run_id).where(_R.c.experiment_id.in_(ids))
-                .where(_S.c.id.in_(select(_P.c.session_id)))
-            )
-        }
+        head = {r.id: r for r in conn.execute(
+            select(_S.c.id, _S.c.ordinal, _S.c.status, _R.c.experiment_id, _R.c.repetition)
+            .select_from(runs).where(scope, probed))}
         if not head:
             return []
-        for p in conn.execute(select(_P).where(_P.c.session_id.in_(list(head))).order_by(_P.c.j)):
+        for p in conn.execute(select(_P).select_from(_P.join(runs, _S.c.id == _P.c.session_id)).where(scope)
+                              .order_by(_P.c.j)):
             probes[p.session_id].append(ProbeResult(p.j, p.question, p.truth, p.answer, p.valid))
         tags: dict[int, list[tuple[Sender, Tag]]] = defaultdict(list)
         for m in conn.execute(select(_M.c.session_id, _M.c.sender, _M.c.tag)
-                              .where(_M.c.session_id.in_(list(head))).order_by(_M.c.session_id, _M.c.j)):
+                              .select_from(_M.join(runs, _S.c.id == _M.c.session_id)).where(scope, probed)
+                              .order_by(_M.c.session_id, _M.c.j)):
             tags[m.session_id].append((Sender(m.sender), Tag(m.tag)))
     rows = []
     for sid, h in head.items():
@@ -69,6 +72,8 @@ def probe_sessions(engine: Engine, experiment_ids: Sequence[int]) -> list[dict[s
 
 def probe_frame(engine: Engine, experiment_ids: Sequence[int]) -> pd.DataFrame:
     """probe_sessions as a DataFrame (the Analytics page's "Common ground" view)."""
+    import pandas as pd
+
     return pd.DataFrame(probe_sessions(engine, experiment_ids), columns=COLUMNS)
 
 

@@ -42,9 +42,9 @@ def llm_summary(engine: Engine, sel: Selection) -> pd.DataFrame:
         frm = LC.outerjoin(R, R.c.id == LC.c.run_id)
         conds: list[ColumnElement[bool]] = []
         if sel.experiments:
-            conds.append(LC.c.experiment_id.in_(sel.experiments))
+            conds.append(LC.c.experiment_id.in_(sel.experiments))  # bounded: picked
         if sel.repetitions:
-            conds.append(or_(R.c.repetition.in_(sel.repetitions), LC.c.run_id.is_(None)))
+            conds.append(or_(R.c.repetition.in_(sel.repetitions), LC.c.run_id.is_(None)))  # bounded: picked
         keys = [LC.c.provider, LC.c.model, LC.c.purpose]
         q = (
             select(*keys, func.count(LC.c.id).label("calls"), func.sum(LC.c.tokens_in).label("tokens_in"),

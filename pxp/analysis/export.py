@@ -31,18 +31,20 @@ session aborted before its first message has one row with j, sender and tag empt
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
-from sqlmodel import col, select
+from sqlalchemy import Connection, Engine, String, cast, func, select
 
 from pxp import __version__
 from pxp.agents.base import call_fields
+from pxp.data.sinks import Sink
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.common_ground import QUESTIONS
-from pxp.storage.store import db_session, find_experiment
+from pxp.storage.batches import chunks, page_rows, pages, run_pages
+from pxp.storage.store import db_session, find_experiment, table_of
 from pxp.storage.tables import (
     Annotator,
     Context,
@@ -76,156 +78,84 @@ def _iso(v: Any) -> Any:
     return v.isoformat() if hasattr(v, "isoformat") else v
 
 
-def experiment_tables(engine: Engine, exp: Experiment) -> dict[str, list[dict[str, Any]]]:
-    """The D, M, C, evaluation, call and probe rows of one experiment, as plain dicts."""
-    with db_session(engine) as db:
-        runs = {r.id: r for r in db.exec(select(Run).where(Run.experiment_id == exp.id)).all()}
-        rep = {rid: r.repetition for rid, r in runs.items()}
-        sessions = sorted(
-            db.exec(select(Session).where(col(Session.run_id).in_(list(runs)))).all(),
-            key=lambda s: (rep[s.run_id], s.ordinal),
-        )
-        sids = [s.id for s in sessions]
-        order = {s.id: i for i, s in enumerate(sessions)}
-        inst_ids = {s.instance_id for s in sessions}
-        instances = {i.id: i for i in db.exec(select(Instance).where(col(Instance.id).in_(inst_ids))).all()}
-        ann_ids = {s.annotator_id for s in sessions if s.annotator_id is not None}
-        annotators = {a.id: a.name for a in db.exec(select(Annotator).where(col(Annotator.id).in_(ann_ids))).all()}
-        messages = sorted(
-            db.exec(select(Message).where(col(Message.session_id).in_(sids))).all(),
-            key=lambda m: (order[m.session_id], m.j),
-        )
-        contexts = sorted(
-            db.exec(select(Context).where(col(Context.session_id).in_(sids))).all(),
-            key=lambda c: (order[c.session_id], c.j),
-        )
-        evaluations = sorted(
-            db.exec(select(Evaluation).where(col(Evaluation.run_id).in_(list(runs)))).all(),
-            key=lambda e: (rep[e.run_id], e.after_session, e.split),
-        )
-        calls = list(
-            db.exec(select(LLMCall).where(LLMCall.experiment_id == exp.id).order_by(col(LLMCall.id))).all()
-        )
-        rank = {q: i for i, q in enumerate(QUESTIONS)}
-        probes = sorted(
-            db.exec(select(Probe).where(col(Probe.session_id).in_(sids))).all(),
-            key=lambda p: (order[p.session_id], p.j, rank.get(p.question, len(rank)), p.question),
-        )
-    by_id = {s.id: s for s in sessions}
-    counts: dict[int | None, int] = {}
-    for m in messages:
-        counts[m.session_id] = counts.get(m.session_id, 0) + 1
-
-    def key(s: Session) -> str:
-        inst = instances.get(s.instance_id)
-        return inst.key if inst is not None else str(s.instance_id)
-
-    d = [
-        {
-            "repetition": rep[s.run_id],
-            "session": s.id,
-            "ordinal": s.ordinal,
-            "instance": key(s),
-            "split": instances[s.instance_id].split if s.instance_id in instances else None,
-            "status": s.status,
-            "stop_reason": s.stop_reason,
-            "abort_reason": s.abort_reason,
-            "annotator": annotators.get(s.annotator_id) if s.annotator_id is not None else None,
-            "context_kept": s.context_kept,
-            "learn_note": s.learn_note,
-            "learn_val_before": s.learn_val_before,
-            "learn_val_after": s.learn_val_after,
-            "messages": counts.get(s.id, 0),
-        }
-        for s in sessions
-    ]
-    m_rows = []
-    for m in messages:
-        s = by_id[m.session_id]
-        m_rows.append({
-            "session": m.session_id,
-            "instance": key(s),
-            "repetition": rep[s.run_id],
-            "j": m.j,
-            "sender": m.sender,
-            "receiver": m.receiver,
-            "tag": m.tag,
-            "prediction": m.prediction,
-            "explanation": m.explanation,
-            "match": m.match,
-            "agree": m.agree,
-            "changed": m.changed,
-            "annotator": annotators.get(s.annotator_id) if s.annotator_id is not None else None,
-            "status": s.status,
-            "created_at": _iso(m.created_at),
-        })
-    # an aborted session with no message (e.g. no parseable INIT) keeps one row, so that
-    # `pxp import transcripts messages.jsonl` still counts it apart
-    ordinal = {s.id: s.ordinal for s in sessions}
-    for s in sessions:
-        if s.status == "aborted" and not counts.get(s.id):
-            m_rows.append({
-                "session": s.id, "instance": key(s), "repetition": rep[s.run_id], "j": None, "sender": None,
-                "receiver": None, "tag": None, "prediction": None, "explanation": None, "match": None,
-                "agree": None, "changed": None,
-                "annotator": annotators.get(s.annotator_id) if s.annotator_id is not None else None,
-                "status": s.status, "created_at": _iso(s.created_at),
-            })
-    m_rows.sort(key=lambda r: (r["repetition"], ordinal.get(r["session"], 0), r["j"] or 0))
-    c_rows = [
-        {"repetition": rep[by_id[c.session_id].run_id], "session": c.session_id, "j": c.j, "content": c.content}
-        for c in contexts
-    ]
-    e_rows = [
-        {
-            "repetition": rep[e.run_id],
-            "after_session": e.after_session,
-            "split": e.split,
-            "prediction_accuracy": e.prediction_accuracy,
-            "explanation_accuracy": e.explanation_accuracy,
-            "both_accuracy": e.both_accuracy,
-            "instances": e.instances,
-        }
-        for e in evaluations
-    ]
-    k_rows = [
-        {
-            "repetition": rep.get(c.run_id) if c.run_id is not None else None,
-            "session": c.session_id,
-            "j": c.j,
-            **call_fields(c),
-        }
-        for c in calls
-    ]
-    p_rows = [
-        {"repetition": rep[by_id[p.session_id].run_id], "session": p.session_id, "j": p.j, "question": p.question,
-         "truth": p.truth, "answer": p.answer, "valid": p.valid, "created_at": _iso(p.created_at)}
-        for p in probes
-    ]
-    return {"sessions": d, "messages": m_rows, "contexts": c_rows, "evaluations": e_rows, "calls": k_rows,
-            "probes": p_rows}
+_S, _R, _I, _A, _M, _C, _P, _EV, _LC = (table_of(t) for t in (Session, Run, Instance, Annotator, Message, Context,
+                                                                Probe, Evaluation, LLMCall))
+_RANK = {q: i for i, q in enumerate(QUESTIONS)}
+_NO_MESSAGE = dict.fromkeys(("j", "sender", "receiver", "tag", "prediction", "explanation", "match", "agree",
+                             "changed"))
 
 
-def _write(path: Path, rows: list[dict[str, Any]], fmt: str, columns: list[str]) -> None:
-    if fmt == "jsonl":
-        with path.open("w", encoding="utf-8") as f:
-            for r in rows:
-                f.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
-        return
-    import pandas as pd
+def _session_rows(conn: Connection, rid: int, rep: int, page: list[Any], sinks: dict[str, Sink]) -> None:
+    """The D, M, C and probe rows of one page of a run's sessions (ordinals in order), each table read by
+    the page's ordinal range."""
+    def read(t: Any, *cols: Any) -> list[Any]:
+        return page_rows(conn, rid, page, t, *cols)
 
-    flat = [{k: (json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v) for k, v in r.items()}
-            for r in rows]
-    df = pd.DataFrame(flat, columns=columns)
-    if "j" in df.columns:  # whole numbers even where a message-less aborted session leaves j empty
-        df["j"] = df["j"].astype("Int64")
-    if fmt == "csv":
-        df.to_csv(path, index=False)
-    else:
-        for c in df.columns:  # all-null or mixed columns: keep parquet's types simple and stable
-            if df[c].dtype == object:
-                df[c] = df[c].astype("string")
-        df.to_parquet(path, index=False)
+    msgs = read(_M, _M.c.session_id, _M.c.j, _M.c.sender, _M.c.receiver, _M.c.tag, _M.c.prediction,
+                _M.c.explanation, _M.c.match, _M.c.agree, _M.c.changed, _M.c.created_at)
+    counts = Counter(m.session_id for m in msgs)
+    sinks["sessions"].write([
+        {"repetition": rep, "session": s.id, "ordinal": s.ordinal, "instance": s.key, "split": s.split,
+         "status": s.status, "stop_reason": s.stop_reason, "abort_reason": s.abort_reason, "annotator": s.annotator,
+         "context_kept": s.context_kept, "learn_note": s.learn_note, "learn_val_before": s.learn_val_before,
+         "learn_val_after": s.learn_val_after, "messages": counts[s.id]}
+        for s in page])
+    m_rows: list[dict[str, Any]] = []
+    at = iter(msgs)
+    m = next(at, None)
+    for s in page:
+        head = {"session": s.id, "instance": s.key, "repetition": rep}
+        tail = {"annotator": s.annotator, "status": s.status}
+        # an aborted session with no message (e.g. no parseable INIT) keeps one row, so that
+        # `pxp import transcripts messages.jsonl` still counts it apart
+        if s.status == "aborted" and not counts[s.id]:
+            m_rows.append({**head, **_NO_MESSAGE, **tail, "created_at": _iso(s.created_at)})
+        while m is not None and m.session_id == s.id:
+            m_rows.append({**head, "j": m.j, "sender": m.sender, "receiver": m.receiver, "tag": m.tag,
+                           "prediction": m.prediction, "explanation": m.explanation, "match": m.match,
+                           "agree": m.agree, "changed": m.changed, **tail, "created_at": _iso(m.created_at)})
+            m = next(at, None)
+    sinks["messages"].write(m_rows)
+    sinks["contexts"].write([{"repetition": rep, "session": c.session_id, "j": c.j, "content": c.content}
+                             for c in read(_C, _C.c.session_id, _C.c.j, _C.c.content)])
+    probes = read(_P, _P.c.session_id, _P.c.j, _P.c.question, _P.c.truth, _P.c.answer, _P.c.valid, _P.c.created_at)
+    probes.sort(key=lambda p: (p.ordinal, p.j, _RANK.get(p.question, len(_RANK)), p.question))
+    sinks["probes"].write([{"repetition": rep, "session": p.session_id, "j": p.j, "question": p.question,
+                            "truth": p.truth, "answer": p.answer, "valid": p.valid, "created_at": _iso(p.created_at)}
+                           for p in probes])
+
+
+def write_tables(engine: Engine, exp: Experiment, sinks: dict[str, Sink]) -> list[dict[str, Any]]:
+    """Write the D, M, C, evaluation, call and probe rows of one experiment into `sinks`, a page of
+    sessions at a time (pxp.storage.batches); returns the repetitions' metadata for experiment.json."""
+    sess = (select(_S.c.ordinal, _S.c.id, _S.c.status, _S.c.stop_reason, _S.c.abort_reason, _S.c.context_kept,
+                   _S.c.learn_note, _S.c.learn_val_before, _S.c.learn_val_after, _S.c.created_at,
+                   func.coalesce(_I.c.key, cast(_S.c.instance_id, String)).label("key"), _I.c.split,
+                   _A.c.name.label("annotator"))
+            .select_from(_S.outerjoin(_I, _I.c.id == _S.c.instance_id).outerjoin(_A, _A.c.id == _S.c.annotator_id)))
+    meta = []
+    with engine.connect() as conn:
+        of_exp = select(_R).where(_R.c.experiment_id == exp.id).order_by(_R.c.repetition)
+        for r, page in run_pages(conn, of_exp, sess):
+            _session_rows(conn, r.id, r.repetition, page, sinks)
+            del page  # not held while the next page is read
+        runs = list(conn.execute(of_exp))
+        rep = {r.id: r.repetition for r in runs}
+        for r in runs:
+            evals = select(_EV.c.after_session, _EV.c.split, _EV.c.prediction_accuracy, _EV.c.explanation_accuracy,
+                           _EV.c.both_accuracy, _EV.c.instances).where(_EV.c.run_id == r.id)
+            for page in pages(conn, evals, _EV.c.after_session, _EV.c.split):
+                sinks["evaluations"].write([{"repetition": r.repetition, **e._asdict()} for e in page])
+            keys: dict[int, str] = {}
+            for ids in chunks(dict.fromkeys(r.instance_order)):
+                q = select(_I.c.id, _I.c.key).where(_I.c.id.in_(ids))  # bounded: a chunk of the run's order
+                keys.update((i, k) for i, k in conn.execute(q))
+            meta.append({"repetition": r.repetition, "seed": r.seed, "status": r.status, "note": r.note,
+                         "instance_order": [keys.get(i, str(i)) for i in r.instance_order]})
+        for page in pages(conn, select(_LC).where(_LC.c.experiment_id == exp.id), _LC.c.id):
+            sinks["calls"].write([{"repetition": rep.get(c.run_id) if c.run_id is not None else None,
+                                   "session": c.session_id, "j": c.j, **call_fields(c)} for c in page])
+    return meta
 
 
 _COLUMNS = {
@@ -256,22 +186,16 @@ def export_experiment(engine: Engine, name_or_id: str, out: Path, fmt: str = "js
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ExportError(f"cannot create {out}: {e.strerror}") from None
-    tables = experiment_tables(engine, exp)
-    with db_session(engine) as db:
-        runs = db.exec(select(Run).where(Run.experiment_id == exp.id).order_by(col(Run.repetition))).all()
-        keys = {i.id: i.key for i in db.exec(
-            select(Instance).where(col(Instance.id).in_({i for r in runs for i in r.instance_order}))).all()}
-        runs_meta = [
-            {"repetition": r.repetition, "seed": r.seed, "status": r.status, "note": r.note,
-             "instance_order": [keys.get(i, str(i)) for i in r.instance_order]}
-            for r in runs
-        ]
-    files = {}
+    files = {name: out / f"{name}.{fmt}" for name in TABLES}
+    sinks: dict[str, Sink] = {}
     try:
-        for name in TABLES:
-            path = out / f"{name}.{fmt}"
-            _write(path, tables[name], fmt, _COLUMNS[name])
-            files[name] = path
+        try:
+            for name in TABLES:
+                sinks[name] = Sink(files[name], fmt, _COLUMNS[name])
+            runs_meta = write_tables(engine, exp, sinks)
+        finally:
+            for sink in sinks.values():
+                sink.close()
         meta = {
             "name": exp.name,
             "task": exp.task,
@@ -292,4 +216,4 @@ def export_experiment(engine: Engine, name_or_id: str, out: Path, fmt: str = "js
     except OSError as e:
         raise ExportError(f"cannot write into {out}: {e.strerror}") from None
     files["experiment"] = out / "experiment.json"
-    return Exported(out, files, {name: len(tables[name]) for name in TABLES})
+    return Exported(out, files, {name: sinks[name].rows for name in TABLES})

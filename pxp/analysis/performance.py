@@ -17,9 +17,9 @@ def evaluations(engine: Engine, sel: Selection, split: str = "test") -> pd.DataF
         frm = EV.join(R, R.c.id == EV.c.run_id).join(E, E.c.id == R.c.experiment_id)
         conds = [EV.c.split == split]
         if sel.experiments:
-            conds.append(R.c.experiment_id.in_(sel.experiments))
+            conds.append(R.c.experiment_id.in_(sel.experiments))  # bounded: picked
         if sel.repetitions:
-            conds.append(R.c.repetition.in_(sel.repetitions))
+            conds.append(R.c.repetition.in_(sel.repetitions))  # bounded: picked
         q = (
             select(E.c.name.label("experiment"), R.c.repetition, EV.c.after_session,
                    EV.c.prediction_accuracy.label("prediction"),

@@ -81,15 +81,15 @@ class Selection:
 def where(sel: Selection) -> list[ColumnElement[bool]]:
     conds: list[ColumnElement[bool]] = [S.c.status != "open"]
     if sel.experiments:
-        conds.append(R.c.experiment_id.in_(sel.experiments))
+        conds.append(R.c.experiment_id.in_(sel.experiments))  # bounded: picked
     if sel.repetitions:
-        conds.append(R.c.repetition.in_(sel.repetitions))
+        conds.append(R.c.repetition.in_(sel.repetitions))  # bounded: picked
     if sel.annotators:
-        conds.append(S.c.annotator_id.in_(sel.annotators))
+        conds.append(S.c.annotator_id.in_(sel.annotators))  # bounded: picked
     if sel.datasets:
-        conds.append(IN.c.dataset_id.in_(sel.datasets))
+        conds.append(IN.c.dataset_id.in_(sel.datasets))  # bounded: picked
     if sel.labels:
-        conds.append(IN.c.label.in_(sel.labels))
+        conds.append(IN.c.label.in_(sel.labels))  # bounded: picked
     if sel.since is not None:
         conds.append(S.c.created_at >= datetime.combine(sel.since, time.min, tzinfo=UTC))
     if sel.until is not None:
@@ -306,7 +306,7 @@ def bound(engine: Engine, sel: Selection) -> int:
     def compute() -> int:
         q = select(func.max(E.c.n))
         if sel.experiments:
-            q = q.where(E.c.id.in_(sel.experiments))
+            q = q.where(E.c.id.in_(sel.experiments))  # bounded: picked
         with engine.connect() as c:
             v = c.execute(q).scalar()
         return int(v) if v else 10

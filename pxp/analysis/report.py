@@ -16,7 +16,6 @@ from sqlalchemy import Engine
 from sqlalchemy import select as sa_select
 from sqlmodel import col
 
-from pxp.analysis.agreement import agreement_report
 from pxp.analysis.common_ground import probe_sessions, probe_summary, render_probes
 from pxp.analysis.queries import GROUP_BY, AnalysisError, Selection, cached
 from pxp.analysis.tables import table1, table1_by
@@ -76,7 +75,7 @@ def _aborted_by_reason(engine: Engine, experiment_ids: Sequence[int]) -> dict[st
     q = (sa_select(col(Session.abort_reason)).join(Run, col(Run.id) == col(Session.run_id))
          .where(col(Session.status) == "aborted"))
     if experiment_ids:
-        q = q.where(col(Run.experiment_id).in_(list(experiment_ids)))
+        q = q.where(col(Run.experiment_id).in_(list(experiment_ids)))  # bounded: named
     with engine.connect() as conn:
         kinds = Counter(format_kind(r) or "other" for (r,) in conn.execute(q).all())
     return dict(kinds.most_common())
@@ -113,6 +112,8 @@ def experiment_ids(engine: Engine, names_or_ids: list[str]) -> tuple[list[int], 
 def agreement_json(engine: Engine, names_or_ids: list[str]) -> dict[str, Any]:
     """Inter-annotator agreement over the named experiments' cases (pxp.analysis.agreement):
     `{"agreement": {field: {"krippendorff_alpha": a, "pairs": {"a1|a2": {"cohen_kappa": k, "n": m}}}}}`."""
+    from pxp.analysis.agreement import agreement_report  # pandas and krippendorff: only when asked for
+
     ids, _ = experiment_ids(engine, names_or_ids)
     return agreement_report(engine, Selection(experiments=tuple(sorted(set(ids)))))
 

@@ -16,9 +16,8 @@ import io
 from collections import defaultdict
 from collections.abc import Sequence
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import Engine, func, select
 
 from pxp.analysis.queries import (
@@ -52,6 +51,9 @@ from pxp.protocols.pxp.intelligibility import (
     table1_rows,
 )
 from pxp.protocols.pxp.rules import Sender, Tag
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # --- Table 1 and Figure 1 --------------------------------------------------------------------
 
@@ -125,6 +127,8 @@ def table1_by(engine: Engine, sel: Selection, by: str | None, *, n: int | None =
 
 def figure1_frame(t: Table1, name: str = "") -> pd.DataFrame:
     """Figure 1's data: per metric and bound j, the median, min and max over repetitions."""
+    import pandas as pd
+
     recs = []
     for metric in METRICS:
         for j, med in enumerate(t.by_message.get(metric, []), start=1):
@@ -137,6 +141,8 @@ def figure1_frame(t: Table1, name: str = "") -> pd.DataFrame:
 
 def table1_frame(tables: dict[str, Table1]) -> pd.DataFrame:
     """The papers' Table 1 layout: rows = counts, one column per group, `count (proportion)`."""
+    import pandas as pd
+
     cols: dict[str, list[str]] = {}
     ranges: dict[str, list[str]] = {}
     labels: list[str] = []
@@ -160,6 +166,8 @@ def repetition_frame(engine: Engine, sel: Selection, by: str | None = None) -> p
 
 
 def _repetition_frame(engine: Engine, sel: Selection, by: str | None) -> pd.DataFrame:
+    import pandas as pd
+
     rows = signature_rows(engine, sel, by)
     n = bound(engine, sel)
     recs = []
@@ -172,6 +180,8 @@ def _repetition_frame(engine: Engine, sel: Selection, by: str | None) -> pd.Data
 
 def breakdown_frame(tables: dict[str, Table1], name: str = "group") -> pd.DataFrame:
     """One row per group (label, annotator...): median total, aborted, and each metric's count and proportion."""
+    import pandas as pd
+
     recs = []
     for g, t in tables.items():
         rec: dict[str, Any] = {name: g, "repetitions": t.repetitions, "total_sessions": t.total_sessions,
@@ -209,6 +219,8 @@ def _fmt_num(x: float) -> str:
 
 def session_lengths(engine: Engine, sel: Selection) -> pd.DataFrame:
     """Session length distribution: sessions per (messages, status, stop reason)."""
+    import pandas as pd
+
     agg: dict[tuple[int, str, str], int] = defaultdict(int)
     for r in signature_rows(engine, sel):
         agg[(r.length, r.status, r.stop_reason or "")] += r.sessions
@@ -227,6 +239,8 @@ def session_frame(engine: Engine, sel: Selection) -> pd.DataFrame:
 
 
 def _session_frame(engine: Engine, sel: Selection) -> pd.DataFrame:
+    import pandas as pd
+
     words = words_for(bound(engine, sel))
     cols = [
         S.c.id.label("session_id"), E.c.name.label("experiment"), R.c.repetition, S.c.ordinal,
@@ -284,6 +298,8 @@ def tag_transitions(engine: Engine, sel: Selection) -> pd.DataFrame:
 
     Read off the packed sequences Table 1 is computed from (no extra pass over the messages).
     """
+    import pandas as pd
+
 
     def compute() -> pd.DataFrame:
         agg: dict[tuple[str, str, str, str], int] = defaultdict(int)
@@ -298,6 +314,8 @@ def tag_transitions(engine: Engine, sel: Selection) -> pd.DataFrame:
 
 def transition_matrix(df: pd.DataFrame) -> pd.DataFrame:
     """Rows "sender TAG" of message j−1, columns the tag that answered it (message j)."""
+    import pandas as pd
+
     order = ["INIT", "RATIFY", "REFUTE", "REVISE", "REJECT"]
     if df.empty:
         return pd.DataFrame(0, index=[], columns=order[1:])

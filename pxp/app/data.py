@@ -239,7 +239,8 @@ def sessions_table(
                     col(Message.match), col(Message.agree), col(Message.changed), col(Message.prediction),
                     col(Message.explanation),
                 )
-                .where(col(Message.session_id).in_(sids)).order_by(col(Message.session_id), col(Message.j))
+                .where(col(Message.session_id).in_(sids))  # bounded: one page (limit)
+                .order_by(col(Message.session_id), col(Message.j))
             ).all():
                 msgs[int(m[0])].append(m)
     out = []

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from sqlalchemy import select
 
 from pxp.cli.common import app, err, state
 from pxp.team.config import ConfigError, check_serving
@@ -308,6 +307,8 @@ def _open_login_line(url: str, secrets: Any) -> tuple[bool, str]:
 
 def _model_checks(url: str) -> list[tuple[bool, str]]:
     """With a local server saved in Settings (a base URL): is the machine's model among those it lists?"""
+    from sqlalchemy import select
+
     from pxp.llm.base import LLMConfigError, LLMError, is_llm_spec
     from pxp.llm.models import served_models
     from pxp.storage.store import make_engine

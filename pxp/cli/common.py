@@ -1,26 +1,32 @@
-"""What every `pxp` command group shares: the typer app, `--db`, the database of a command, one-line errors."""
+"""What every `pxp` command group shares: the typer app, `--db`, the database of a command, one-line errors.
+
+The command groups load when their command runs (`LAZY`, filled by pxp.cli.main): `pxp --help` lists
+each command's name and one-line help without importing it, and nothing here imports SQLAlchemy
+(docs/development.md, "Start-up").
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from sqlalchemy import Engine
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
-from pxp.storage.store import get_engine, sqlite_file
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 _DB_HELP = "Database URL (default: PXP_DATABASE_URL or sqlite:///pxp.db); also accepted after the command."
 
 
-def hoist_db(args: list[str], commands: dict[str, Any]) -> list[str]:
+def hoist_db(args: list[str], command: Callable[[str], Any]) -> list[str]:
     """Move `--db URL` / `--db=URL` given after the command to the front, so
     `pxp report --db URL ...` and `pxp import csv F --db URL` work as `pxp --db URL ...`.
 
@@ -29,7 +35,7 @@ def hoist_db(args: list[str], commands: dict[str, Any]) -> list[str]:
     head, rest, urls = [], list(args), []
     cmd = next((a for i, a in enumerate(rest) if not a.startswith("-")
                 and (i == 0 or rest[i - 1] != "--db")), None)
-    own = commands.get(cmd) if cmd else None
+    own = command(cmd) if cmd else None
     if own is not None and any("--db" in getattr(p, "opts", ()) for p in getattr(own, "params", ())):
         return args
     i = 0
@@ -59,12 +65,40 @@ def named_path(value: str | Path) -> Path:
     return Path(value)
 
 
+#: every command and group of `pxp`, in the order of its help: name -> (the module of pxp.cli that registers
+#: it, its one-line help); a command is imported when it runs (tests/cli/test_startup.py keeps the lines true)
+LAZY: dict[str, tuple[str, str]] = {}
+
+
 class DbGroup(TyperGroup):
-    """pxp's command group: `--db URL` before or after any command, and a usage error (a bad
-    option value, an unknown option, --db twice) as one line, like every other error."""
+    """pxp's command group: `--db URL` before or after any command, a usage error (a bad option
+    value, an unknown option, --db twice) as one line, like every other error, and each command
+    of `LAZY` imported only when it runs."""
+
+    _listing = False
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, hoist_db(args, dict(self.commands)))
+        return super().parse_args(ctx, hoist_db(args, lambda name: self.get_command(ctx, name)))
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*LAZY, *(name for name in self.commands if name not in LAZY)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        module, line = LAZY.get(cmd_name, ("", ""))
+        fresh = bool(module) and f"pxp.cli.{module}" not in sys.modules
+        if fresh and self._listing:  # the help's list of commands: the name and its line, nothing imported
+            return TyperCommand(name=cmd_name, help=line)
+        if fresh or (module and cmd_name not in self.commands):
+            importlib.import_module(f"pxp.cli.{module}")  # registers its commands on `app`: built again
+            self.commands.update(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+        return self.commands.get(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
@@ -117,7 +151,7 @@ class CliState:
 
     def engine(self, *, must_exist: bool = False) -> Engine:
         """The database of a command that creates data (a new SQLite file is announced at the end)."""
-        from pxp.storage.store import StoreError
+        from pxp.storage.store import StoreError, get_engine, sqlite_file
 
         if must_exist:
             return self.reader()
@@ -137,7 +171,7 @@ class CliState:
             return
         path, made = self.created
         self.created = None
-        from pxp.storage.store import forget_engine, holds_data
+        from pxp.storage.store import forget_engine, get_engine, holds_data
 
         try:
             keep = ok or holds_data(get_engine(self.db))
@@ -158,7 +192,7 @@ class CliState:
     def reader(self) -> Engine:
         """The database of a command that only reads: it must exist (nothing is created), and a
         read-only SQLite file opens read-only."""
-        from pxp.storage.store import StoreError
+        from pxp.storage.store import StoreError, get_engine
 
         try:
             return get_engine(self.db, must_exist=True, migrate=False)

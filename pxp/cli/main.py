@@ -1,4 +1,5 @@
-"""The `pxp` command line (typer): one module per command group, registered here (DESIGN §8).
+"""The `pxp` command line (typer): one module per command group, registered here (DESIGN §8) by name and
+one-line help, and imported when its command runs (pxp.cli.common.LAZY).
 
 `--db URL` before or after any command; errors are one clear line (pxp.errors.user_message).
 """
@@ -10,12 +11,30 @@ import sys
 
 from rich.markup import escape
 
-from pxp.cli import analysis, data, db, export, llm, runs, scorekeeping, users  # noqa: F401  (each registers its commands)
-from pxp.cli import app as app_command  # noqa: F401  (`pxp app`)
-from pxp.cli import worker as worker_command  # noqa: F401  (`pxp worker`)
-from pxp.cli.common import app, err
+from pxp.cli.common import LAZY, app, err
 from pxp.errors import user_message
 from pxp.storage.faults import is_database_error
+
+LAZY.update({
+    "models": ("llm", "The models a server offers (its /v1/models), one per line (docs/research.md, Local models)."),
+    "calls": ("llm", "LLM calls of an experiment per run: calls, errors, tokens, cache, cost, latency."),
+    "report": ("analysis", "Print the papers' Table 1 for an experiment (or several side by side)."),
+    "validate": ("analysis", "Check every stored session against DESIGN §1; exit 1 listing each violation."),
+    "demo": ("data", "Load the demo datasets made by pxp and a finished simulated experiment on each."),
+    "export": ("export", "Export an experiment's D, M and C tables, evaluations, calls and probes into directory "
+                         "--out."),
+    "run": ("runs", "Run a controlled experiment: INTERACT over R concurrent repetitions, LEARN, machine "
+                    "performance."),
+    "app": ("app", "Start the pxp web app (extra options, e.g. --server.address 0.0.0.0, go to streamlit run)."),
+    "doctor": ("app", "Check what the app and the runs need, one line each (✓ or ✗ with what to do); exit 1 on any ✗."),
+    "worker": ("worker", "Process repetitions queued by `pxp run --distributed` (PostgreSQL only) until stopped."),
+    "import": ("data", "Import transcripts, study datasets, CSV/JSONL, DICOM."),
+    "task": ("llm", "Custom tasks: check a TOML/JSON task config, attach it to a dataset."),
+    "db": ("db", "The database: create or upgrade pxp's tables."),
+    "scorekeeping": ("scorekeeping", "The scorekeeping game (private and shared): instances, runs, clembench results, "
+                                     "report."),
+    "users": ("users", "The team: who may log in to the app, with which role."),
+})
 
 
 def quiet_drivers() -> None:

@@ -1,21 +1,29 @@
 """pxp's schema in a database (DESIGN §4): Alembic migrations, and which databases pxp may touch.
 
+Alembic is imported only when a database is not at the latest schema: a database at head is known by
+one query (`at_head`, docs/development.md, "Start-up").
+
 pxp creates its tables only in an empty database (or with `pxp db init`); a database with
 other tables, or with a schema revision pxp does not know, is refused with one line.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import SQLAlchemyError
 
 from pxp.protocols.errors import PxpError
 from pxp.storage.faults import shown_database
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 _MIGRATIONS = Path(__file__).parent / "migrations"
+_REVISION = re.compile(r"^(down_)?revision\b[^=]*=(.*)$", re.M)
 
 
 class StoreError(PxpError, RuntimeError):
@@ -88,12 +96,37 @@ def _shown(engine: Engine) -> str:
     return shown_database(engine)
 
 
+def head_revision() -> str | None:
+    """The latest of pxp's migrations, read from their files' `revision` and `down_revision` lines (no
+    Alembic import); None unless exactly one revision is no other's parent."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (_MIGRATIONS / "versions").glob("*.py"):
+        for down, value in _REVISION.findall(path.read_text(encoding="utf-8")):
+            (parents if down else revisions).update(re.findall(r"['\"]([^'\"]+)['\"]", value))
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def at_head(engine: Engine) -> bool:
+    """True when the database's one recorded revision is pxp's latest (one query; False on any doubt)."""
+    head = head_revision()
+    try:
+        with engine.connect() as conn:
+            current = list(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
+    except SQLAlchemyError:  # no such table: empty, foreign or unfinished, decided by schema_state
+        return False
+    return head is not None and current == [head]
+
+
 def check_schema(engine: Engine, *, migrate: bool, init: bool = False) -> None:
     """Refuse, with one line and nothing changed, a database pxp must not touch; migrate when allowed.
 
     pxp creates its tables only in an empty database, or in one with other tables when `init`
     (`pxp db init`) says so; a reading command (`migrate` False) never changes the schema.
     """
+    if at_head(engine):
+        return
     state, current = schema_state(engine)
     where = _shown(engine)
     if state == "unknown":
@@ -117,6 +150,8 @@ def check_schema(engine: Engine, *, migrate: bool, init: bool = False) -> None:
 
 def check_head(engine: Engine, path: Path | None) -> None:
     """A read-only database must already be at the latest schema (it cannot be migrated)."""
+    if at_head(engine):
+        return
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
@@ -129,6 +164,8 @@ def check_head(engine: Engine, path: Path | None) -> None:
 
 
 def alembic_config(engine: Engine | None = None) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(_MIGRATIONS))
     if engine is not None:
@@ -138,6 +175,8 @@ def alembic_config(engine: Engine | None = None) -> Config:
 
 def upgrade(engine: Engine) -> None:
     """Apply every Alembic migration up to head (idempotent)."""
+    from alembic import command
+
     cfg = alembic_config(engine)
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn

@@ -311,13 +311,15 @@ def experiment_session_tags(
     sessions: dict[int, list[Session]] = {rid: [] for rid in run_ids if rid is not None}
     if not run_ids:
         return runs, sessions, {}
-    for s in db.exec(select(Session).where(col(Session.run_id).in_(run_ids)).order_by(col(Session.ordinal))):
+    for s in db.exec(select(Session).join(Run, col(Run.id) == col(Session.run_id))
+                     .where(Run.experiment_id == experiment_id).order_by(col(Session.ordinal))):
         sessions[s.run_id].append(s)
     tags: dict[int, list[tuple[Sender, Tag]]] = {}
     rows = db.exec(
         select(Message.session_id, Message.sender, Message.tag)
         .join(Session, col(Session.id) == col(Message.session_id))
-        .where(col(Session.run_id).in_(run_ids))
+        .join(Run, col(Run.id) == col(Session.run_id))
+        .where(Run.experiment_id == experiment_id)
         .order_by(col(Message.session_id), col(Message.j))
     ).all()
     for sid, sender, tag in rows:

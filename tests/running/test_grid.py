@@ -54,7 +54,8 @@ def test_a_grid_has_the_defaults_of_pxp_run() -> None:
     from pxp.cli.main import app
 
     cli = typer.main.get_command(app)
-    learn = next(p for p in cli.commands["run"].params if p.name == "learn")  # type: ignore[attr-defined]
+    run = cli.get_command(typer.Context(cli), "run")  # type: ignore[attr-defined]  (loaded when asked for)
+    learn = next(p for p in run.params if p.name == "learn")
     assert learn.default is True
     assert all(p.config.learn is True for p in parse_grid(GOOD, "g.toml").points)
     off = parse_grid(GOOD + "learn = false\n", "g.toml")

@@ -140,7 +140,8 @@ def store_assets(conn: Connection, images: list[PreparedImage]) -> int:
     by_sha = {img.sha256: img for img in images}
     if not by_sha:
         return 0
-    stored = set(conn.execute(select(ASSET.c.sha256).where(ASSET.c.sha256.in_(list(by_sha)))).scalars())
+    known = select(ASSET.c.sha256).where(ASSET.c.sha256.in_(list(by_sha)))  # bounded: a batch's images
+    stored = set(conn.execute(known).scalars())
     now = utcnow()
     rows = [{"sha256": sha, "mime": img.mime, "width": img.width, "height": img.height, "size": len(img.data),
              "data": img.data, "meta": dict(img.meta), "created_at": now}

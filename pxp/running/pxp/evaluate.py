@@ -23,7 +23,7 @@ from pxp.agents.base import Agent, AgentUnavailable, CallRecord, CarriedSession,
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.rules import Sender
 from pxp.storage.store import db_session, experiment_runs
-from pxp.storage.tables import Evaluation
+from pxp.storage.tables import Evaluation, Run
 
 METRIC_NAMES = ("prediction", "explanation", "both")
 EVAL_PURPOSE = "eval"
@@ -191,7 +191,8 @@ def performance_series(engine: Engine, experiment_id: int) -> dict[str, Any]:
         rows = list(
             db.exec(
                 select(Evaluation)
-                .where(col(Evaluation.run_id).in_(list(rep_of)))
+                .join(Run, col(Run.id) == col(Evaluation.run_id))
+                .where(Run.experiment_id == experiment_id)
                 .order_by(col(Evaluation.run_id), col(Evaluation.after_session))
             ).all()
         )

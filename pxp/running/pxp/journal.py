@@ -44,7 +44,7 @@ def settle(conn: Connection, calls: Sequence[Any]) -> None:
     """Remove the pending rows of calls now stored as LLMCall rows (same transaction)."""
     ids = [c.pending_id for c in calls if getattr(c, "pending_id", None) is not None]
     if ids:
-        conn.execute(delete(_P).where(_P.c.id.in_(ids)))
+        conn.execute(delete(_P).where(_P.c.id.in_(ids)))  # bounded: one step's calls
 
 
 def unknown_calls(engine: Engine, experiment_id: int) -> list[dict[str, Any]]:

@@ -1,0 +1,83 @@
+"""Start-up (docs/development.md, "Start-up"): `pxp --help` lists every command from pxp.cli.common.LAZY
+without importing it, a command's own help loads only its module, and a reading command on a database at
+the latest schema imports neither Alembic nor pandas. Their times are bench/bench_startup.py's."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer.main
+from sqlalchemy import Engine
+
+from pxp.cli.common import LAZY, app
+from pxp.cli.main import LAZY as REGISTERED
+from pxp.storage.schema import head_revision
+from tests.factories import make_rad
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("sqlalchemy", "alembic", "pandas", "numpy", "streamlit", "pxp.storage.tables")
+
+
+#: run `pxp ARGS` as the console script does, and write the names of the modules it imported at exit
+_RUN = ("import atexit, os, runpy, sys; atexit.register(lambda: open(os.environ['PXP_MODULES'], 'w')"
+        ".write('\\n'.join(sys.modules))); sys.argv[0] = 'pxp'; runpy.run_module('pxp.cli.main', run_name='__main__')")
+
+
+def imported(tmp_path: Path, *args: str) -> set[str]:
+    """The modules `pxp ARGS` imports, after checking it exits 0."""
+    out = tmp_path / "modules.txt"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120", "PXP_MODULES": str(out)}
+    res = subprocess.run([sys.executable, "-c", _RUN, *args], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return set(out.read_text().split())
+
+
+def test_the_listed_help_of_each_command_is_its_own() -> None:
+    """LAZY names every command and group of pxp with the module that registers it and its own first line."""
+    assert LAZY is REGISTERED and LAZY
+    for module in {m for m, _ in LAZY.values()}:
+        importlib.import_module(f"pxp.cli.{module}")
+    built = typer.main.get_command(app)
+    real = built.commands  # type: ignore[attr-defined]
+    assert set(real) == set(LAZY)
+    for name, (module, line) in LAZY.items():
+        cmd = real[name]
+        assert " ".join((cmd.help or "").split("\n\n")[0].split()) == line, name
+        callback = getattr(cmd, "callback", None)
+        if callback is not None and callback.__name__ != "_global":
+            assert callback.__module__ == f"pxp.cli.{module}", name
+
+
+def test_help_imports_no_command_and_no_database_layer(tmp_path: Path) -> None:
+    loaded = imported(tmp_path, "--help")
+    assert not {m for m in loaded if m.startswith("pxp.cli.") and m not in ("pxp.cli.main", "pxp.cli.common")}
+    assert not loaded & set(HEAVY)
+
+
+@pytest.mark.parametrize("command", ["report", "validate", "export", "run", "import", "doctor", "db", "users"])
+def test_a_commands_help_loads_its_module_and_no_database_layer(command: str, tmp_path: Path) -> None:
+    loaded = imported(tmp_path, command, "--help")
+    assert f"pxp.cli.{LAZY[command][0]}" in loaded
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+
+
+def test_a_reading_command_at_the_latest_schema_imports_no_alembic_nor_pandas(db_url: str, engine: Engine,
+                                                                             tmp_path: Path) -> None:
+    make_rad(engine)
+    assert head_revision() is not None
+    loaded = imported(tmp_path, "--db", db_url, "validate")
+    assert "sqlalchemy" in loaded and "pxp.storage.tables" in loaded  # a database is opened
+    assert not loaded & {"alembic", "pandas", "numpy"}
+
+
+def test_the_head_read_from_the_migration_files_is_alembics() -> None:
+    from alembic.script import ScriptDirectory
+
+    from pxp.storage.schema import alembic_config
+
+    assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
