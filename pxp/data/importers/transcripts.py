@@ -154,7 +154,7 @@ def _message_row(lineno: int, line: Line, task: str) -> tuple[Any, ...] | None:
     assert sender is not None and tag is not None and prediction is not None
     if (why := check_prediction(prediction, task, STUDY_LABELS if task == "rad" else ())) is not None:
         line.problems.append(f"{line.where}: {why}")
-    if (why := missing_reason(tag, explanation)) is not None:  # a disagreement carries its reason
+    if (why := missing_reason(tag, explanation or "")) is not None:  # a disagreement carries its reason
         line.problems.append(f"{line.where}: {why}")
     return (lineno, rep, sid, j, sender.value, tag.value, prediction, explanation, *map(_flag, facts), status,
             inst, ann)
