@@ -21,7 +21,8 @@ from typing import Annotated, Any
 import typer
 from sqlalchemy import select
 
-from pxp.cli.common import app, err, state
+from pxp.cli.common import app, err, require_settings, state
+from pxp.protocols.settings import USES
 from pxp.team.config import ConfigError, check_serving
 
 MAIN = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
@@ -92,6 +93,7 @@ def app_cmd(
     db: Annotated[str | None, typer.Option("--db", help="Database URL for the app.")] = None,
 ) -> None:
     """Start the pxp web app (extra options, e.g. --server.address 0.0.0.0, go to streamlit run)."""
+    require_settings(*USES)  # the app uses every setting
     env = dict(os.environ)
     url = db or state.db
     extra = list(ctx.args)
@@ -224,6 +226,8 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
     import urllib.request
     from importlib.metadata import version
 
+    from pxp.protocols.errors import PxpError
+    from pxp.protocols.settings import problems
     from pxp.storage.faults import describe
     from pxp.storage.schema import schema_state
     from pxp.storage.store import make_engine, sqlite_file
@@ -237,7 +241,13 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
     except ConfigError as problem:
         secrets = Secrets((), {})
         out.append((False, f"configuration: {problem}"))
-    url = serving_url(explicit, environ, secrets)
+    out += [(False, f"setting: {line}") for line in problems(environ)] or [
+        (True, "settings: every PXP_* variable set is allowed (docs/operations.md, Settings)")]
+    try:
+        url = serving_url(explicit, environ, secrets)
+    except PxpError as problem:  # a bad PXP_DATABASE_URL: its line is above
+        out.append((False, f"database: {problem}"))
+        return out
     try:
         check_database(url)
         path = sqlite_file(url)

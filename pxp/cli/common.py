@@ -15,6 +15,7 @@ from rich.markup import escape
 from sqlalchemy import Engine
 from typer.core import TyperGroup
 
+from pxp.protocols.settings import SettingError, check
 from pxp.storage.store import get_engine, sqlite_file
 
 _DB_HELP = "Database URL (default: PXP_DATABASE_URL or sqlite:///pxp.db); also accepted after the command."
@@ -127,7 +128,7 @@ class CliState:
                 made = [p for p in reversed(path.parents) if not p.exists()]
                 self.created = (path, made)
             return get_engine(self.db)
-        except StoreError as e:
+        except (StoreError, SettingError) as e:
             fail(str(e))
 
     def finish(self, ok: bool) -> None:
@@ -162,11 +163,19 @@ class CliState:
 
         try:
             return get_engine(self.db, must_exist=True, migrate=False)
-        except StoreError as e:
+        except (StoreError, SettingError) as e:
             fail(str(e))
 
 
 state = CliState()
+
+
+def require_settings(*groups: str) -> None:
+    """At a command's start: the settings it uses (pxp.protocols.settings.USES), or one line naming the bad one."""
+    try:
+        check(groups)
+    except SettingError as e:
+        fail(str(e))
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -196,6 +205,8 @@ def _global(
 ) -> None:
     state.db = db
     state.created = None
+    if ctx.invoked_subcommand != "doctor":  # which shows every bad setting as ✗
+        require_settings("cli")
     ctx.with_resource(_command_scope())
 
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pxp.cli.common import app, dump, fail, out, state
+from pxp.cli.common import app, dump, fail, out, require_settings, state
 
 task_app = typer.Typer(help="Custom tasks: check a TOML/JSON task config, attach it to a dataset.",
                        no_args_is_help=True)
@@ -32,6 +32,7 @@ def models_cmd(
     from pxp.llm.base import LLMConfigError, LLMError
     from pxp.llm.models import served_models
 
+    require_settings("models")
     if provider not in ("openai", "anthropic"):
         fail(f"unknown provider {provider!r} (openai or anthropic)")
     try:

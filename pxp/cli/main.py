@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 from rich.markup import escape
@@ -15,6 +14,8 @@ from pxp.cli import app as app_command  # noqa: F401  (`pxp app`)
 from pxp.cli import worker as worker_command  # noqa: F401  (`pxp worker`)
 from pxp.cli.common import app, err
 from pxp.errors import user_message
+from pxp.protocols.settings import SettingError
+from pxp.protocols.settings import value as setting
 from pxp.storage.faults import is_database_error
 
 
@@ -41,16 +42,25 @@ def quiet_drivers() -> None:
     sys.unraisablehook = hook
 
 
+def _debug() -> bool:
+    """PXP_DEBUG (a bad value is refused at the command's start: pxp.cli.common.require_settings)."""
+    try:
+        return bool(setting("PXP_DEBUG"))
+    except SettingError:
+        return False
+
+
 def main() -> None:
     """Entry point: run the app; any unexpected error becomes one line (PXP_DEBUG=1 for a trace)."""
-    if not os.environ.get("PXP_DEBUG"):
+    debug = _debug()
+    if not debug:
         quiet_drivers()
     try:
         app()
     except SystemExit:
         raise
     except Exception as e:
-        if os.environ.get("PXP_DEBUG"):
+        if debug:
             raise
         err.print(f"[red]error:[/red] {escape(user_message(e))}", highlight=False, soft_wrap=True)
         sys.exit(1)

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from pxp.cli.common import app, err, fail, state
+from pxp.cli.common import app, err, fail, require_settings, state
 from pxp.errors import fault_note, one_line, user_message
 from pxp.storage.faults import is_database_error
 
@@ -37,6 +37,7 @@ def worker_cmd(
     from pxp.running.workers.queue_schema import QueueError, ensure_schema
     from pxp.running.workers.queue_worker import serve
 
+    require_settings("models", "runs")
     engine = state.engine(must_exist=True)
     handler = logging.StreamHandler()
     handler.setFormatter(OneLine("%(asctime)s %(message)s"))
