@@ -223,7 +223,6 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
                   named: bool = False) -> list[tuple[bool, str]]:
     """(ok, line) for each check of `pxp doctor` (docs/operations.md, Troubleshooting)."""
     import shutil
-    import urllib.request
     from importlib.metadata import version
 
     from pxp.protocols.errors import PxpError
@@ -283,20 +282,36 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
     else:
         metas = [str(t.get("server_metadata_url")) for t in [auth, *auth.values()]
                  if isinstance(t, dict) and t.get("server_metadata_url")]
-        for meta in metas:
-            try:
-                with urllib.request.urlopen(meta, timeout=5) as r:
-                    ok = r.status == 200 and b"authorization_endpoint" in r.read(1_000_000)
-                out.append((ok, f"login: {meta} " + ("answers" if ok else "is not an OpenID provider's metadata")))
-            except (OSError, ValueError) as exc:
-                out.append((False, f"login: the provider's metadata {meta} cannot be reached "
-                                   f"({type(exc).__name__}); check server_metadata_url and the network"))
+        out += [_metadata_line(meta) for meta in metas]
     for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         where = "environment" if environ.get(name) else "Streamlit secrets" if secrets.values.get(name) else None
         out.append((True, f"{name}: " + (f"set (in the {where})" if where else
                                          "not set (only the simulated machine and local servers)")))
     out.append((True, f"versions: pxp {version('pxp')}, Streamlit {version('streamlit')}"))
     return out
+
+
+def _metadata_line(meta: str) -> tuple[bool, str]:
+    """Whether an [auth] provider's server_metadata_url answers its metadata (pxp.team.config.read_metadata)."""
+    import urllib.error
+    import urllib.request
+
+    from pxp.llm.errors import ReplyError
+    from pxp.team.config import read_metadata
+
+    try:
+        try:
+            with urllib.request.urlopen(meta, timeout=5) as r:
+                status, ctype, body = r.status, r.headers.get("content-type", ""), r.read(1_000_000)
+        except urllib.error.HTTPError as answered:  # an error status is an answer: read like any other
+            status, ctype, body = answered.code, answered.headers.get("content-type", ""), answered.read(1_000_000)
+        read_metadata(meta, status, ctype, body)
+    except ReplyError as bad:
+        return False, f"login: {bad}; check server_metadata_url"
+    except (OSError, ValueError) as exc:
+        return False, (f"login: the provider's metadata {meta} cannot be reached ({type(exc).__name__}); check "
+                       "server_metadata_url and the network")
+    return True, f"login: {meta} answers"
 
 
 def _open_login_line(url: str, secrets: Any) -> tuple[bool, str]:

@@ -257,6 +257,20 @@ def serving_url(explicit: str | None, environ: Mapping[str, str], secrets: Secre
     return get_settings().database_url
 
 
+def read_metadata(server: str, status: int, content_type: str, body: bytes) -> dict[str, Any]:
+    """What an OpenID provider's metadata URL answered (OpenID Connect Discovery 1.0, section 3: a JSON object with
+    `issuer` and `authorization_endpoint`), or ReplyError naming the URL, the status and what was wrong."""
+    from pxp.llm.errors import ReplyError, read_json, reply_line
+
+    data = read_json(server, status, content_type, body)
+    missing = [k for k in ("issuer", "authorization_endpoint") if not isinstance(data, dict)
+               or not isinstance(data.get(k), str) or not data[k].strip()]
+    if missing:
+        raise ReplyError(reply_line(server, status, content_type, body, "not an OpenID provider's metadata (no "
+                                    + " or ".join(f"`{k}`" for k in missing) + ")"), status=status)
+    return dict(data)
+
+
 def team_size(url: str) -> dict[str, int]:
     """How many entries of each role the database's team table holds ({} for no table, or no database yet)."""
     from pxp.storage.store import make_engine, sqlite_file
