@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pxp.cli.common import app, err, import_app, out, state
+from pxp.cli.common import app, err, fail, import_app, out, state
 
 
 def _run(call: Callable[[], Any]) -> None:
@@ -138,8 +138,18 @@ def import_table_cmd(
 ) -> None:
     """Import a CSV or JSONL file with a column mapping."""
     from pxp.data.importers.generic import import_table
+    from pxp.data.match import label_set as labels_of
+    from pxp.protocols.errors import PxpError
 
-    chosen = [x for x in (label_set or "").split(",") if x.strip()] or None
+    chosen = None if label_set is None else label_set.split(",")
+    if chosen is not None:  # the options checked together before anything is opened
+        if task != "rad":
+            fail(f"--labels is the rad task's label set; the {task!r} task has none (a custom task's labels are "
+                 "in its config: `pxp task check`)")
+        try:
+            labels_of(chosen, file.name)
+        except PxpError as e:
+            fail(str(e))
     with import_progress(progress) as report:
         _run(lambda: import_table(state.engine(), file, task=task, mapping=mapping or [], name=name, split=split,
                                   images_root=images_root, progress=report, labels=chosen))

@@ -31,8 +31,11 @@ def models_cmd(
     """The models a server offers (its /v1/models), one per line (docs/research.md, Local models)."""
     from pxp.llm.base import LLMConfigError, LLMError
     from pxp.llm.models import served_models
+    from pxp.protocols.settings import url_error
 
     require_settings("models")
+    if base_url is not None and url_error(base_url) is not None:  # the options checked before the network
+        fail(f"--base-url {base_url!r}: {url_error(base_url)}")
     if provider not in ("openai", "anthropic"):
         fail(f"unknown provider {provider!r} (openai or anthropic)")
     try:

@@ -37,9 +37,24 @@ def fold_case(text: str) -> str:
 
 
 def label_set(given: Sequence[str] | None, where: str) -> dict[str, str]:
-    """A label task's set, {normalised label: label}: `given` under the text rule, else the study's five."""
-    chosen = [clean_name(x, f"{where}: --labels") for x in (given or STUDY_LABELS)]
-    return {normalise_label(x): x for x in chosen if x}
+    """A label task's set, {normalised label: label}: `given` (--labels) under the text rule, else the study's five.
+
+    Checked whole, like a task config's labels (pxp.tasks.custom): an empty set, an empty label, or two labels
+    equal once normalised (case, accents, punctuation, spacing, Unicode form) are refused, never collapsed."""
+    if given is not None and not any(x.strip() for x in given):
+        raise TaskError(f"{where}: --labels names no label; give the set comma-separated, e.g. "
+                        "--labels Atelectasis,Pneumonia")
+    out: dict[str, str] = {}
+    for x in STUDY_LABELS if given is None else given:
+        label = clean_name(x.strip(), f"{where}: --labels")
+        if not label:
+            raise TaskError(f"{where}: --labels has an empty label (two commas together, or one at an end)")
+        key = normalise_label(label)
+        if key in out:
+            raise TaskError(f"{where}: --labels names {out[key]!r} and {label!r}, the same label once case, "
+                            "accents, punctuation and spacing are folded; give each once")
+        out[key] = label
+    return out
 
 
 def label_in(allowed: dict[str, str], label: str, where: str, hint: str = "") -> str | TextRefused:

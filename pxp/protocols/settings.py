@@ -124,7 +124,21 @@ DECLARED: tuple[Setting, ...] = (
 )
 BY_NAME = {s.name: s for s in DECLARED}
 _PASSWORD = re.compile(r"(://[^/:@]*:)[^@/]*@")
-_HOST = re.compile(r"^https?://[^/\s?#:@]+(:\d{1,5})?(?:[/?#]\S*)?$", re.IGNORECASE)
+
+
+def url_error(url: str) -> str | None:
+    """Why `url` cannot be a server's base URL (http or https with a host: --base-url, PXP_BASE_URL, a run's
+    base_url, Settings), or None."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018  (a bad port raises here)
+    except ValueError as e:
+        return f"not a URL ({e}); give e.g. http://localhost:11434/v1"
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url.strip()):
+        return "not an http(s) URL with a host; give e.g. http://localhost:11434/v1"
+    return None
 
 
 def shown(setting: Setting, raw: object) -> str:
@@ -158,7 +172,7 @@ def parse(setting: Setting, raw: object, where: str = ENV) -> Any:
     elif setting.kind in ("int", "float"):
         return _number(setting, text, raw, where)
     elif setting.kind == "url":
-        if _HOST.match(text):
+        if url_error(text) is None:
             return text
     elif setting.kind == "database":
         scheme, sep, rest = text.partition("://")
@@ -231,4 +245,4 @@ def table() -> str:
 
 
 __all__ = ["BY_NAME", "DECLARED", "USES", "Setting", "SettingError", "check", "check_secrets", "parse", "problems",
-           "table", "value"]
+           "table", "url_error", "value"]
