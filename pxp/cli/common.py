@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -113,8 +115,11 @@ err = Console(stderr=True, emoji=False)
 
 class CliState:
     db: str | None = None
-    #: a SQLite file this command created, and the folders it made for it (outermost first)
+    #: a SQLite file this command creates, and the folders it made for it (outermost first): the command
+    #: writes a temporary file beside it (`db`), renamed into place when it succeeds (docs/operations.md, Databases)
     created: tuple[Path, list[Path]] | None = None
+    #: an existing database that was empty when the command began: a failed command leaves it empty again
+    emptied: str | None = None
 
     def engine(self, *, must_exist: bool = False) -> Engine:
         """The database of a command that creates data (a new SQLite file is announced at the end)."""
@@ -125,31 +130,66 @@ class CliState:
         try:
             path = sqlite_file(self.db)
             if path is not None and not path.exists() and self.created is None:
-                made = [p for p in reversed(path.parents) if not p.exists()]
-                self.created = (path, made)
+                self.created = (path, [p for p in reversed(path.parents) if not p.exists()])
+                self.db = f"sqlite:///{path.with_name(f'.{path.name}.new-{os.getpid()}')}"
+            elif self.created is None and self.emptied is None and _empty(self.db):
+                self.emptied = self.db
             return get_engine(self.db)
         except (StoreError, SettingError) as e:
             fail(str(e))
+        except OSError as e:  # a folder that cannot be made, a full disk
+            where = self.created[0] if self.created else sqlite_file(self.db)
+            self.finish(False)
+            blocked = next((p for p in (where.parents if where else ()) if p.exists() and not p.is_dir()), None)
+            why = f"{blocked} is not a folder" if blocked else e.strerror or type(e).__name__
+            fail(f"{where}: the database cannot be created ({why}); choose another path")
 
-    def finish(self, ok: bool) -> None:
-        """End of a command: say once that it created a database; a failed command that created
-        one and stored nothing in it removes it again (bad input writes nothing)."""
+    def where(self) -> str:
+        """The command's database as a line names it: the file it creates, else its URL without a password."""
+        from pxp.storage.faults import shown_database
+        from pxp.storage.store import make_engine
+
+        if self.created is not None:
+            return str(self.created[0])
+        path = sqlite_file(self.db)
+        return str(path) if path is not None else shown_database(make_engine(self.db))
+
+    def keep(self) -> None:
+        """The database this command created, renamed into place (never over one made meanwhile) and announced."""
         if self.created is None:
             return
-        path, made = self.created
-        self.created = None
-        from pxp.storage.store import forget_engine, holds_data
-
+        path, _ = self.created
+        temp = sqlite_file(self.db)
+        assert temp is not None
+        _settle(self.db)
         try:
-            keep = ok or holds_data(get_engine(self.db))
-        except Exception:
-            keep = True
-        if keep:
-            err.print(f"created database {escape(str(path))}", highlight=False, soft_wrap=True)
+            os.link(temp, path)
+        except OSError as e:
+            self.finish(False)
+            fail(f"{path}: the database cannot be created ({e.strerror or type(e).__name__}); nothing was kept")
+        self.created = None
+        temp.unlink(missing_ok=True)
+        self.db = f"sqlite:///{path}"
+        err.print(f"created database {escape(str(path))}", highlight=False, soft_wrap=True)
+
+    def finish(self, ok: bool) -> None:
+        """End of a command: a database it created is kept (and said so) only when it succeeded; a failed
+        command leaves nothing of it, and leaves a database that was empty empty (docs/operations.md, Databases)."""
+        if ok:
+            self.keep()
             return
-        forget_engine(self.db)
-        for f in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-            f.unlink(missing_ok=True)
+        emptied, self.emptied = self.emptied, None
+        if emptied is not None:
+            _empty_again(emptied)
+        if self.created is None:
+            return
+        made = self.created[1]
+        self.created = None
+        temp = sqlite_file(self.db)
+        _settle(self.db)
+        for f in (temp, temp.with_name(temp.name + "-wal"), temp.with_name(temp.name + "-shm")) if temp else ():
+            with contextlib.suppress(OSError):
+                f.unlink()
         for d in reversed(made):
             try:
                 d.rmdir()
@@ -168,6 +208,48 @@ class CliState:
 
 
 state = CliState()
+
+
+def _empty(url: str | None) -> bool:
+    """Whether an existing database holds no table at all (pxp would make its tables in it)."""
+    from pxp.storage.schema import schema_state
+    from pxp.storage.store import make_engine
+
+    try:
+        engine = make_engine(url)
+        try:
+            return schema_state(engine)[0] == "empty"
+        finally:
+            engine.dispose()
+    except Exception:  # not reachable, not a database: get_engine says why
+        return False
+
+
+def _settle(url: str | None) -> None:
+    """Close the command's connections to `url`, its SQLite WAL written into the file."""
+    from pxp.storage.store import forget_engine
+
+    forget_engine(url)
+    path = sqlite_file(url)
+    if path is not None and path.exists():
+        import sqlite3
+
+        with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _empty_again(url: str) -> None:
+    """A failed command's tables removed from a database that had none when it began."""
+    from pxp.storage.schema import remove_tables
+    from pxp.storage.store import make_engine
+
+    _settle(url)
+    with contextlib.suppress(Exception):  # the database went away: nothing more to do
+        engine = make_engine(url)
+        try:
+            remove_tables(engine)
+        finally:
+            engine.dispose()
 
 
 def require_settings(*groups: str) -> None:
@@ -204,7 +286,7 @@ def _global(
     ] = None,
 ) -> None:
     state.db = db
-    state.created = None
+    state.created = state.emptied = None
     if ctx.invoked_subcommand != "doctor":  # which shows every bad setting as ✗
         require_settings("cli")
     ctx.with_resource(_command_scope())

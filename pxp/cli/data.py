@@ -206,12 +206,22 @@ def demo_cmd(
     from pxp.running.pxp.controlled.demo import DEMO_EXPERIMENTS, DEMO_FILMS, ensure_demo, ensure_demo_films
 
     try:
-        if films and ensure_demo_films(state.engine()):
-            out.print(f"made {DEMO_FILMS}: five synthetic 2048 × 2048 12-bit DICOM chest films", highlight=False,
-                      markup=False, soft_wrap=True)
+        made = films and ensure_demo_films(state.engine())
         loaded = ensure_demo(state.engine())
     except ImportProblems as e:
         refuse(e.problems)
+    except typer.Exit:
+        raise
+    except Exception as e:  # a full disk, a lost database: named with the database, and what is left of it
+        from pxp.errors import user_message
+
+        left = ("nothing of it was kept" if state.created or state.emptied else
+                "what was made is kept, and `pxp demo` again finishes it")
+        fail(f"{state.where()}: the demo was not made ({user_message(e)}); {left}")
+    state.keep()  # a new database: renamed into place (and said so) only now that all of it is made
+    if made:
+        out.print(f"made {DEMO_FILMS}: five synthetic 2048 × 2048 12-bit DICOM chest films", highlight=False,
+                  markup=False, soft_wrap=True)
     exps = ", ".join(DEMO_EXPERIMENTS.values())
     if loaded:
         line = ("loaded the demo: datasets demo-rad (synthetic chest X-ray phantoms) and "

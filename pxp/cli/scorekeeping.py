@@ -24,10 +24,7 @@ app.add_typer(sk_app, name="scorekeeping")
 
 def _keep_db() -> None:
     """A command that fails after storing something keeps the database it created (and says so)."""
-    if state.created is not None:
-        path, _ = state.created
-        state.created = None
-        err.print(f"created database {escape(str(path))}", highlight=False, soft_wrap=True)
+    state.keep()
 
 
 @sk_app.command("instances")
