@@ -118,7 +118,8 @@ class CliState:
     #: a SQLite file this command creates, and the folders it made for it (outermost first): the command
     #: writes a temporary file beside it (`db`), renamed into place when it succeeds (docs/operations.md, Databases)
     created: tuple[Path, list[Path]] | None = None
-    #: an existing database that was empty when the command began: a failed command leaves it empty again
+    #: an existing database that was empty when the command began ("" when it was not): a failed command leaves
+    #: it empty again
     emptied: str | None = None
 
     def engine(self, *, must_exist: bool = False) -> Engine:
@@ -132,8 +133,8 @@ class CliState:
             if path is not None and not path.exists() and self.created is None:
                 self.created = (path, [p for p in reversed(path.parents) if not p.exists()])
                 self.db = f"sqlite:///{path.with_name(f'.{path.name}.new-{os.getpid()}')}"
-            elif self.created is None and self.emptied is None and _empty(self.db):
-                self.emptied = self.db
+            elif self.created is None and self.emptied is None:
+                self.emptied = self.db if _empty(self.db) else ""
             return get_engine(self.db)
         except (StoreError, SettingError) as e:
             fail(str(e))
@@ -179,7 +180,7 @@ class CliState:
             self.keep()
             return
         emptied, self.emptied = self.emptied, None
-        if emptied is not None:
+        if emptied:
             _empty_again(emptied)
         if self.created is None:
             return
