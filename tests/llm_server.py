@@ -274,6 +274,8 @@ class FakeLLM:
         self.requests: list[Request] = []
         #: what GET /v1/models lists
         self.models: list[str] = ["claude-sonnet-4-6", "claude-haiku-4-5", "gpt-4.1", "gpt-4.1-mini"]
+        #: what every GET answers instead (status, content type and `raw` body), when set
+        self.get_reply: Reply | None = None
         #: local servers' behaviours (MODES, several joined by "+"), applied to every reply the handler gives
         self.mode = "plain"
         #: slow-first: seconds the first request waits (the model loading) before any answer
@@ -295,6 +297,14 @@ class FakeLLM:
             def do_GET(self) -> None:
                 """GET /v1/models in the Anthropic (anthropic-version header) or OpenAI format."""
                 anthropic_api = "anthropic-version" in {k.lower() for k in self.headers}
+                if outer.get_reply is not None:  # any GET (a model list, a provider's metadata) answered as scripted
+                    r = outer.get_reply
+                    self.send_response(r.status)
+                    self.send_header("content-type", r.content_type)
+                    self.send_header("content-length", str(len(r.raw or b"")))
+                    self.end_headers()
+                    self.wfile.write(r.raw or b"")
+                    return
                 if not self.path.split("?")[0].endswith("/models"):
                     self.send_error(404)
                     return

@@ -10,7 +10,6 @@ anyone can pick any name. A login ends on the server at Log out, or after the ma
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +63,7 @@ def _issued_at() -> float | None:
 def _ended() -> str | None:
     """Why the cookie's login no longer holds (logged out since, too old), or None."""
     email = str(st.user.get("email") or st.user.get("sub") or "")
-    hours = max_login_hours(os.environ.get("PXP_MAX_LOGIN_HOURS") or resources.secret("PXP_MAX_LOGIN_HOURS"))
+    hours = max_login_hours(resources.secret("PXP_MAX_LOGIN_HOURS"))
     return login_refusal(resources.engine(), email, _issued_at(), max_hours=hours)
 
 

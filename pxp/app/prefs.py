@@ -10,6 +10,7 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 
 from pxp.protocols.errors import PxpError
+from pxp.protocols.settings import url_error
 from pxp.storage.settings import get_settings
 from pxp.storage.tables import AppSetting, utcnow
 
@@ -63,8 +64,8 @@ def check_prefs(p: Prefs) -> list[str]:
             continue
         if ":" not in spec or not spec.split(":", 1)[1].strip():
             problems.append(f"{role}: write provider:model, e.g. anthropic:claude-sonnet-4-6")
-    if p.base_url and not p.base_url.startswith(("http://", "https://")):
-        problems.append("the base URL must start with http:// or https://")
+    if p.base_url and url_error(p.base_url) is not None:
+        problems.append(f"the base URL {p.base_url!r}: {url_error(p.base_url)}")
     return problems
 
 

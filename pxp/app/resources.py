@@ -25,6 +25,7 @@ from pxp.errors import one_line
 from pxp.llm.bytecache import MB, byte_cached
 from pxp.llm.keys import add_key_source
 from pxp.protocols.errors import PxpError
+from pxp.protocols.settings import value as setting
 from pxp.storage.faults import describe, is_database_error, is_transient, shown_database
 from pxp.storage.settings import get_settings
 from pxp.storage.store import get_engine, is_empty
@@ -56,13 +57,10 @@ bound_native_heap()  # transient megabyte buffers of script runs are returned to
 
 
 def database_url() -> str:
-    """PXP_DATABASE_URL, else the Streamlit secret of that name, else ./pxp.db."""
-    return (
-        os.environ.get("PXP_DATABASE_URL")
-        or _secret("PXP_DATABASE_URL")
-        or _secret("database_url")
-        or get_settings().database_url
-    )
+    """PXP_DATABASE_URL, else the Streamlit secret of that name, else database_url, else ./pxp.db."""
+    if "PXP_DATABASE_URL" in os.environ:
+        return get_settings().database_url
+    return _secret("PXP_DATABASE_URL") or _secret("database_url") or get_settings().database_url
 
 
 def _files() -> tuple[tuple[str, int, int], ...]:
@@ -168,7 +166,7 @@ def _start(url: str) -> Started:
 
 def demo_films_wanted() -> bool:
     """Whether first start makes the demo films too (docs/annotating.md, Pages); PXP_DEMO_FILMS=0 turns it off."""
-    return os.environ.get("PXP_DEMO_FILMS", "1").strip().lower() not in ("0", "off", "no", "false")
+    return bool(setting("PXP_DEMO_FILMS"))
 
 
 def _make_demo_films(engine: Engine) -> None:

@@ -20,7 +20,8 @@ from typing import Annotated, Any
 
 import typer
 
-from pxp.cli.common import app, err, state
+from pxp.cli.common import app, err, require_settings, state
+from pxp.protocols.settings import USES
 from pxp.team.config import ConfigError, check_serving
 
 MAIN = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
@@ -91,6 +92,7 @@ def app_cmd(
     db: Annotated[str | None, typer.Option("--db", help="Database URL for the app.")] = None,
 ) -> None:
     """Start the pxp web app (extra options, e.g. --server.address 0.0.0.0, go to streamlit run)."""
+    require_settings(*USES)  # the app uses every setting
     env = dict(os.environ)
     url = db or state.db
     extra = list(ctx.args)
@@ -220,9 +222,10 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
                   named: bool = False) -> list[tuple[bool, str]]:
     """(ok, line) for each check of `pxp doctor` (docs/operations.md, Troubleshooting)."""
     import shutil
-    import urllib.request
     from importlib.metadata import version
 
+    from pxp.protocols.errors import PxpError
+    from pxp.protocols.settings import problems
     from pxp.storage.faults import describe
     from pxp.storage.schema import schema_state
     from pxp.storage.store import make_engine, sqlite_file
@@ -236,7 +239,13 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
     except ConfigError as problem:
         secrets = Secrets((), {})
         out.append((False, f"configuration: {problem}"))
-    url = serving_url(explicit, environ, secrets)
+    out += [(False, f"setting: {line}") for line in problems(environ)] or [
+        (True, "settings: every PXP_* variable set is allowed (docs/operations.md, Settings)")]
+    try:
+        url = serving_url(explicit, environ, secrets)
+    except PxpError as problem:  # a bad PXP_DATABASE_URL: its line is above
+        out.append((False, f"database: {problem}"))
+        return out
     try:
         check_database(url)
         path = sqlite_file(url)
@@ -275,20 +284,36 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
     else:
         metas = [str(t.get("server_metadata_url")) for t in [auth, *auth.values()]
                  if isinstance(t, dict) and t.get("server_metadata_url")]
-        for meta in metas:
-            try:
-                with urllib.request.urlopen(meta, timeout=5) as r:
-                    ok = r.status == 200 and b"authorization_endpoint" in r.read(1_000_000)
-                out.append((ok, f"login: {meta} " + ("answers" if ok else "is not an OpenID provider's metadata")))
-            except (OSError, ValueError) as exc:
-                out.append((False, f"login: the provider's metadata {meta} cannot be reached "
-                                   f"({type(exc).__name__}); check server_metadata_url and the network"))
+        out += [_metadata_line(meta) for meta in metas]
     for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         where = "environment" if environ.get(name) else "Streamlit secrets" if secrets.values.get(name) else None
         out.append((True, f"{name}: " + (f"set (in the {where})" if where else
                                          "not set (only the simulated machine and local servers)")))
     out.append((True, f"versions: pxp {version('pxp')}, Streamlit {version('streamlit')}"))
     return out
+
+
+def _metadata_line(meta: str) -> tuple[bool, str]:
+    """Whether an [auth] provider's server_metadata_url answers its metadata (pxp.team.config.read_metadata)."""
+    import urllib.error
+    import urllib.request
+
+    from pxp.llm.errors import ReplyError
+    from pxp.team.config import read_metadata
+
+    try:
+        try:
+            with urllib.request.urlopen(meta, timeout=5) as r:
+                status, ctype, body = r.status, r.headers.get("content-type", ""), r.read(1_000_000)
+        except urllib.error.HTTPError as answered:  # an error status is an answer: read like any other
+            status, ctype, body = answered.code, answered.headers.get("content-type", ""), answered.read(1_000_000)
+        read_metadata(meta, status, ctype, body)
+    except ReplyError as bad:
+        return False, f"login: {bad}; check server_metadata_url"
+    except (OSError, ValueError) as exc:
+        return False, (f"login: the provider's metadata {meta} cannot be reached ({type(exc).__name__}); check "
+                       "server_metadata_url and the network")
+    return True, f"login: {meta} answers"
 
 
 def _open_login_line(url: str, secrets: Any) -> tuple[bool, str]:

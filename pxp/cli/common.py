@@ -7,8 +7,10 @@ each command's name and one-line help without importing it, and nothing here imp
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,6 +21,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
+
+from pxp.protocols.settings import SettingError, check
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -146,43 +150,83 @@ err = Console(stderr=True, emoji=False)
 
 class CliState:
     db: str | None = None
-    #: a SQLite file this command created, and the folders it made for it (outermost first)
+    #: a SQLite file this command creates, and the folders it made for it (outermost first): the command
+    #: writes a temporary file beside it (`db`), renamed into place when it succeeds (docs/operations.md, Databases)
     created: tuple[Path, list[Path]] | None = None
+    #: an existing database that was empty when the command began ("" when it was not): a failed command leaves
+    #: it empty again
+    emptied: str | None = None
 
     def engine(self, *, must_exist: bool = False) -> Engine:
         """The database of a command that creates data (a new SQLite file is announced at the end)."""
-        from pxp.storage.store import StoreError, get_engine, sqlite_file
+        from pxp.storage.store import StoreError, get_engine
 
         if must_exist:
             return self.reader()
         try:
             path = sqlite_file(self.db)
             if path is not None and not path.exists() and self.created is None:
-                made = [p for p in reversed(path.parents) if not p.exists()]
-                self.created = (path, made)
+                self.created = (path, [p for p in reversed(path.parents) if not p.exists()])
+                self.db = f"sqlite:///{path.with_name(f'.{path.name}.new-{os.getpid()}')}"
+            elif self.created is None and self.emptied is None:
+                self.emptied = self.db if _empty(self.db) else ""
             return get_engine(self.db)
-        except StoreError as e:
+        except (StoreError, SettingError) as e:
             fail(str(e))
+        except OSError as e:  # a folder that cannot be made, a full disk
+            where = self.created[0] if self.created else sqlite_file(self.db)
+            self.finish(False)
+            blocked = next((p for p in (where.parents if where else ()) if p.exists() and not p.is_dir()), None)
+            why = f"{blocked} is not a folder" if blocked else e.strerror or type(e).__name__
+            fail(f"{where}: the database cannot be created ({why}); choose another path")
+
+    def where(self) -> str:
+        """The command's database as a line names it: the file it creates, else its URL without a password."""
+        from pxp.storage.faults import shown_database
+        from pxp.storage.store import make_engine
+
+        if self.created is not None:
+            return str(self.created[0])
+        path = sqlite_file(self.db)
+        return str(path) if path is not None else shown_database(make_engine(self.db))
+
+    def keep(self) -> None:
+        """The database this command created, renamed into place (never over one made meanwhile) and announced."""
+        if self.created is None:
+            return
+        path, _ = self.created
+        temp = sqlite_file(self.db)
+        assert temp is not None
+        _settle(self.db)
+        try:
+            os.link(temp, path)
+        except OSError as e:
+            self.finish(False)
+            fail(f"{path}: the database cannot be created ({e.strerror or type(e).__name__}); nothing was kept")
+        self.created = None
+        temp.unlink(missing_ok=True)
+        self.db = f"sqlite:///{path}"
+        err.print(f"created database {escape(str(path))}", highlight=False, soft_wrap=True)
 
     def finish(self, ok: bool) -> None:
-        """End of a command: say once that it created a database; a failed command that created
-        one and stored nothing in it removes it again (bad input writes nothing)."""
+        """End of a command: a database it created is kept (and said so) only when it succeeded; a failed
+        command leaves nothing of it, and leaves a database that was empty empty (docs/operations.md, Databases)."""
+        if ok:
+            self.keep()
+            return
+        emptied, self.emptied = self.emptied, None
+        if emptied:
+            _empty_again(emptied)
         if self.created is None:
             return
         path, made = self.created
         self.created = None
-        from pxp.storage.store import forget_engine, get_engine, holds_data
-
-        try:
-            keep = ok or holds_data(get_engine(self.db))
-        except Exception:
-            keep = True
-        if keep:
-            err.print(f"created database {escape(str(path))}", highlight=False, soft_wrap=True)
-            return
-        forget_engine(self.db)
-        for f in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-            f.unlink(missing_ok=True)
+        temp = sqlite_file(self.db)
+        _settle(self.db)
+        for f in (temp, temp.with_name(temp.name + "-wal"), temp.with_name(temp.name + "-shm")) if temp else ():
+            with contextlib.suppress(OSError):
+                f.unlink()
+        self.db = f"sqlite:///{path}"  # what a fault line names: the file asked for, not the temporary one
         for d in reversed(made):
             try:
                 d.rmdir()
@@ -196,11 +240,68 @@ class CliState:
 
         try:
             return get_engine(self.db, must_exist=True, migrate=False)
-        except StoreError as e:
+        except (StoreError, SettingError) as e:
             fail(str(e))
 
 
 state = CliState()
+
+
+def sqlite_file(url: str | None) -> Path | None:
+    """pxp.storage.store.sqlite_file, imported when first needed (no SQLAlchemy at start-up)."""
+    from pxp.storage.store import sqlite_file as find
+
+    return find(url)
+
+
+def _empty(url: str | None) -> bool:
+    """Whether an existing database holds no table at all (pxp would make its tables in it)."""
+    from pxp.storage.schema import schema_state
+    from pxp.storage.store import make_engine
+
+    try:
+        engine = make_engine(url)
+        try:
+            return schema_state(engine)[0] == "empty"
+        finally:
+            engine.dispose()
+    except Exception:  # not reachable, not a database: get_engine says why
+        return False
+
+
+def _settle(url: str | None) -> None:
+    """Close the command's connections to `url`, its SQLite WAL written into the file."""
+    from pxp.storage.store import forget_engine
+
+    forget_engine(url)
+    path = sqlite_file(url)
+    if path is not None and path.exists():
+        import sqlite3
+
+        with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _empty_again(url: str) -> None:
+    """A failed command's tables removed from a database that had none when it began."""
+    from pxp.storage.schema import remove_tables
+    from pxp.storage.store import make_engine
+
+    _settle(url)
+    with contextlib.suppress(Exception):  # the database went away: nothing more to do
+        engine = make_engine(url)
+        try:
+            remove_tables(engine)
+        finally:
+            engine.dispose()
+
+
+def require_settings(*groups: str) -> None:
+    """At a command's start: the settings it uses (pxp.protocols.settings.USES), or one line naming the bad one."""
+    try:
+        check(groups)
+    except SettingError as e:
+        fail(str(e))
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -229,7 +330,9 @@ def _global(
     ] = None,
 ) -> None:
     state.db = db
-    state.created = None
+    state.created = state.emptied = None
+    if ctx.invoked_subcommand != "doctor":  # which shows every bad setting as ✗
+        require_settings("cli")
     ctx.with_resource(_command_scope())
 
 

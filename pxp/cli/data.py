@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pxp.cli.common import app, err, import_app, out, state
+from pxp.cli.common import app, err, fail, import_app, out, state
 
 
 def _run(call: Callable[[], Any]) -> None:
@@ -138,8 +138,18 @@ def import_table_cmd(
 ) -> None:
     """Import a CSV or JSONL file with a column mapping."""
     from pxp.data.importers.generic import import_table
+    from pxp.data.match import label_set as labels_of
+    from pxp.protocols.errors import PxpError
 
-    chosen = [x for x in (label_set or "").split(",") if x.strip()] or None
+    chosen = None if label_set is None else label_set.split(",")
+    if chosen is not None:  # the options checked together before anything is opened
+        if task != "rad":
+            fail(f"--labels is the rad task's label set; the {task!r} task has none (a custom task's labels are "
+                 "in its config: `pxp task check`)")
+        try:
+            labels_of(chosen, file.name)
+        except PxpError as e:
+            fail(str(e))
     with import_progress(progress) as report:
         _run(lambda: import_table(state.engine(), file, task=task, mapping=mapping or [], name=name, split=split,
                                   images_root=images_root, progress=report, labels=chosen))
@@ -196,12 +206,22 @@ def demo_cmd(
     from pxp.running.pxp.controlled.demo import DEMO_EXPERIMENTS, DEMO_FILMS, ensure_demo, ensure_demo_films
 
     try:
-        if films and ensure_demo_films(state.engine()):
-            out.print(f"made {DEMO_FILMS}: five synthetic 2048 × 2048 12-bit DICOM chest films", highlight=False,
-                      markup=False, soft_wrap=True)
+        made = films and ensure_demo_films(state.engine())
         loaded = ensure_demo(state.engine())
     except ImportProblems as e:
         refuse(e.problems)
+    except typer.Exit:
+        raise
+    except Exception as e:  # a full disk, a lost database: named with the database, and what is left of it
+        from pxp.errors import user_message
+
+        left = ("nothing of it was kept" if state.created or state.emptied else
+                "what was made is kept, and `pxp demo` again finishes it")
+        fail(f"{state.where()}: the demo was not made ({user_message(e)}); {left}")
+    state.keep()  # a new database: renamed into place (and said so) only now that all of it is made
+    if made:
+        out.print(f"made {DEMO_FILMS}: five synthetic 2048 × 2048 12-bit DICOM chest films", highlight=False,
+                  markup=False, soft_wrap=True)
     exps = ", ".join(DEMO_EXPERIMENTS.values())
     if loaded:
         line = ("loaded the demo: datasets demo-rad (synthetic chest X-ray phantoms) and "

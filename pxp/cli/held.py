@@ -109,7 +109,9 @@ def resume_command(names: list[str], *, distributed: bool) -> str:
     from pxp.cli.common import state
 
     db = ""
-    if state.db:
+    if state.created is not None:  # a database this command makes: named by the file asked for
+        db = f" --db {shlex.quote(f'sqlite:///{state.created[0]}')}"
+    elif state.db:
         from sqlalchemy.engine import make_url
 
         try:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pxp.cli.common import app, dump, fail, out, state
+from pxp.cli.common import app, dump, fail, out, require_settings, state
 
 task_app = typer.Typer(help="Custom tasks: check a TOML/JSON task config, attach it to a dataset.",
                        no_args_is_help=True)
@@ -31,7 +31,11 @@ def models_cmd(
     """The models a server offers (its /v1/models), one per line (docs/research.md, Local models)."""
     from pxp.llm.base import LLMConfigError, LLMError
     from pxp.llm.models import served_models
+    from pxp.protocols.settings import url_error
 
+    require_settings("models")
+    if base_url is not None and url_error(base_url) is not None:  # the options checked before the network
+        fail(f"--base-url {base_url!r}: {url_error(base_url)}")
     if provider not in ("openai", "anthropic"):
         fail(f"unknown provider {provider!r} (openai or anthropic)")
     try:

@@ -6,13 +6,14 @@ one-line help, and imported when its command runs (pxp.cli.common.LAZY).
 
 from __future__ import annotations
 
-import os
 import sys
 
 from rich.markup import escape
 
 from pxp.cli.common import LAZY, app, err
 from pxp.errors import user_message
+from pxp.protocols.settings import SettingError
+from pxp.protocols.settings import value as setting
 from pxp.storage.faults import is_database_error
 
 LAZY.update({
@@ -60,16 +61,25 @@ def quiet_drivers() -> None:
     sys.unraisablehook = hook
 
 
+def _debug() -> bool:
+    """PXP_DEBUG (a bad value is refused at the command's start: pxp.cli.common.require_settings)."""
+    try:
+        return bool(setting("PXP_DEBUG"))
+    except SettingError:
+        return False
+
+
 def main() -> None:
     """Entry point: run the app; any unexpected error becomes one line (PXP_DEBUG=1 for a trace)."""
-    if not os.environ.get("PXP_DEBUG"):
+    debug = _debug()
+    if not debug:
         quiet_drivers()
     try:
         app()
     except SystemExit:
         raise
     except Exception as e:
-        if os.environ.get("PXP_DEBUG"):
+        if debug:
             raise
         from pxp.cli.common import state
         from pxp.storage.faults import shown_database

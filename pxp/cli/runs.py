@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from pxp.cli.common import app, confirm_cost, dump, err, fail, state
+from pxp.cli.common import app, confirm_cost, dump, err, fail, require_settings, state
 from pxp.running.pxp.config import DEFAULT_SPLIT, LEARN_DEFAULT, RunConfig
 
 if TYPE_CHECKING:
@@ -222,6 +222,7 @@ def run_cmd(
     from pxp.running.pxp.controlled.runner import resume_target
     from pxp.running.pxp.experiments import create_experiment, experiment_notes
 
+    require_settings("models", "runs")
     if report_format not in FORMATS:
         fail(f"unknown format {report_format!r} (one of {', '.join(FORMATS)})")
     if grid is not None:  # pxp.cli.grid: the study's options come from the file

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from pxp.cli.common import app, err, fail, named_path, state
+from pxp.cli.common import app, err, fail, named_path, require_settings, state
 from pxp.protocols.text import strip_bom
 
 if TYPE_CHECKING:
@@ -24,10 +24,7 @@ app.add_typer(sk_app, name="scorekeeping")
 
 def _keep_db() -> None:
     """A command that fails after storing something keeps the database it created (and says so)."""
-    if state.created is not None:
-        path, _ = state.created
-        state.created = None
-        err.print(f"created database {escape(str(path))}", highlight=False, soft_wrap=True)
+    state.keep()
 
 
 @sk_app.command("instances")
@@ -99,6 +96,7 @@ def run_cmd(
     from pxp.protocols.scorekeeping.instances import DEFAULT_SEED
     from pxp.running.scorekeeping.runs import RunError, RunSettings, run_game
 
+    require_settings("models")
     insts = _load_instances(instances) if instances is not None else None
     for opt, v in (("--probe-accuracy", probe_accuracy), ("--slot-accuracy", slot_accuracy),
                    ("--format-error-rate", format_error_rate)):

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from pxp.cli.common import app, err, fail, state
+from pxp.cli.common import app, err, fail, require_settings, state
 from pxp.errors import one_line, user_message
 from pxp.storage.faults import describe, is_database_error, shown_database
 
@@ -42,6 +42,7 @@ def worker_cmd(
     from pxp.running.workers.queue_worker import serve
     from pxp.storage.store import get_engine
 
+    require_settings("models", "runs")
     handler = logging.StreamHandler()
     database = shown_database(state.db)
     handler.setFormatter(OneLine("%(asctime)s %(message)s", database))

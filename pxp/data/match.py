@@ -53,13 +53,28 @@ def look_alike_labels(labels: Sequence[str]) -> tuple[str, str] | None:
 
 
 def label_set(given: Sequence[str] | None, where: str) -> dict[str, str]:
-    """A label task's set, {normalised label: label}: `given` under the text rule (each an identity, no
-    two alike), else the study's five."""
-    chosen = [x for x in (identity(x, f"{where}: --labels").text for x in (given or STUDY_LABELS)) if x]
-    alike = look_alike_labels(chosen)
+    """A label task's set, {normalised label: label}: `given` (--labels) under the text rule, else the study's five.
+
+    Checked whole, like a task config's labels (pxp.tasks.custom): an empty set, an empty label, two labels equal
+    once normalised (case, accents, punctuation, spacing, Unicode form), or two that look alike (their confusable
+    skeletons, docs/development.md "The text rule") are refused, never collapsed; a label mixing scripts is refused."""
+    if given is not None and not any(x.strip() for x in given):
+        raise TaskError(f"{where}: --labels names no label; give the set comma-separated, e.g. "
+                        "--labels Atelectasis,Pneumonia")
+    out: dict[str, str] = {}
+    for x in STUDY_LABELS if given is None else given:
+        label = identity(x.strip(), f"{where}: --labels").text
+        if not label:
+            raise TaskError(f"{where}: --labels has an empty label (two commas together, or one at an end)")
+        key = normalise_label(label)
+        if key in out:
+            raise TaskError(f"{where}: --labels names {out[key]!r} and {label!r}, the same label once case, "
+                            "accents, punctuation and spacing are folded; give each once")
+        out[key] = label
+    alike = look_alike_labels(list(out.values()))
     if alike is not None:
         raise TextRefused(f"{where}: --labels: {alike[1]!r} looks the same as {alike[0]!r}; give each label once")
-    return {normalise_label(x): x for x in chosen}
+    return out
 
 
 def label_in(allowed: dict[str, str], label: str, where: str, hint: str = "") -> str | TextRefused:

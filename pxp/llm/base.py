@@ -11,7 +11,6 @@ accounting of the call. An API error that survives the SDK's own retries is an
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from pxp.protocols.errors import PxpError
+from pxp.protocols.settings import value as setting
 
 Role = Literal["user", "assistant"]
 
@@ -210,30 +210,26 @@ class ProviderOptions:
 
     @classmethod
     def from_env(cls, base_url: str | None = None, extra: Mapping[str, Any] | None = None) -> ProviderOptions:
-        """From a run's `extra` settings, else PXP_LLM_MAX_RETRIES / PXP_LLM_TIMEOUT / PXP_MAX_IMAGE_PX."""
+        """From a run's `extra` settings, else PXP_LLM_MAX_RETRIES / PXP_LLM_TIMEOUT / PXP_MAX_IMAGE_PX /
+        PXP_THINKING_BUDGET (checked by their declaration, pxp.protocols.settings)."""
         extra = extra or {}
 
-        def pick(key: str, env: str) -> Any:
-            value = extra.get(key)
-            return value if value is not None else os.environ.get(env)
+        def pick(key: str, env: str, kind: Callable[[Any], Any]) -> Any:
+            given = extra.get(key)
+            if given in (None, ""):
+                return setting(env)
+            try:
+                return kind(given)
+            except (TypeError, ValueError):
+                raise LLMConfigError(f"{key} must be a number (got {given!r})") from None
 
-        retries = pick("max_retries", "PXP_LLM_MAX_RETRIES")
-        timeout = pick("timeout", "PXP_LLM_TIMEOUT")
-        max_px = pick("max_image_px", "PXP_MAX_IMAGE_PX")
-        budget = pick("thinking_budget", "PXP_THINKING_BUDGET")
-        try:
-            out = cls(
-                base_url=base_url or None,
-                max_retries=int(retries) if retries not in (None, "") else None,
-                timeout=float(timeout) if timeout not in (None, "") else None,
-                max_image_px=int(max_px) if max_px not in (None, "") else None,
-                thinking_budget=int(budget) if budget not in (None, "", 0, "0") else None,
-            )
-        except ValueError:
-            raise LLMConfigError(
-                f"max_retries/timeout/max_image_px/thinking_budget must be numbers (got {retries!r}, {timeout!r}, "
-                f"{max_px!r}, {budget!r})"
-            ) from None
+        out = cls(
+            base_url=base_url or None,
+            max_retries=pick("max_retries", "PXP_LLM_MAX_RETRIES", int),
+            timeout=pick("timeout", "PXP_LLM_TIMEOUT", float),
+            max_image_px=pick("max_image_px", "PXP_MAX_IMAGE_PX", int),
+            thinking_budget=pick("thinking_budget", "PXP_THINKING_BUDGET", int) or None,
+        )
         if out.thinking_budget is not None and out.thinking_budget < 1024:
             raise LLMConfigError(f"thinking_budget must be at least 1024 tokens, the API's least (got "
                                  f"{out.thinking_budget})")

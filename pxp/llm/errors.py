@@ -1,7 +1,10 @@
-"""One line for the user from an SDK error (both SDKs share the error shapes)."""
+"""One line for the user from an SDK error (both SDKs share the error shapes), and from a reply a server
+answered that pxp cannot read (`read_json`, the first step of each endpoint's parser: an empty body, an HTML page,
+not JSON, an HTTP error; the server, the status and what was wrong, redacted)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pxp.llm.base import ContextExceeded, LLMError
@@ -57,7 +60,9 @@ def _describe(provider: str, model: str, e: Exception, options: Any) -> str:
         hint = _HINT.get(status, "").format(env=_ENV.get(provider, "the key variable"))
         detail = _server_message(e)
         what = "; ".join(x for x in (hint, detail[:200]) if x)
-        return f"{who}: API error {status}{f' ({what})' if what else ''}{tries}{tail}"
+        base = getattr(options, "base_url", None)
+        where = f" from {base}" if base else ""
+        return f"{who}: API error {status}{f' ({what})' if what else ''}{where}{tries}{tail}"
     if "Timeout" in name:
         timeout = getattr(options, "timeout", None)
         after = f" after {timeout:g}s" if timeout else ""
@@ -69,6 +74,42 @@ def _describe(provider: str, model: str, e: Exception, options: Any) -> str:
     return f"{who}: {name}: {str(e)[:200]}{tail}"
 
 
+class ReplyError(LLMError):
+    """A server's reply pxp cannot read: one line naming the server, the status and what was wrong."""
+
+
+def body_problem(content_type: str, body: bytes) -> str | None:
+    """What is wrong with a reply's body before its shape is looked at, or None when it is JSON."""
+    text = body.strip()
+    if not text:
+        return "an empty body"
+    if "html" in content_type.lower() or text[:1] == b"<":
+        return "an HTML page, not JSON"
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return "text that is not JSON"
+    return None
+
+
+def reply_line(server: str, status: int, content_type: str, body: bytes, problem: str) -> str:
+    """`server answered HTTP status (content type): problem; it starts '…'`, redacted."""
+    head = " ".join(body[:80].decode("utf-8", "replace").split())
+    starts = f"; it starts {head!r}" if head else ""
+    return redact(f"{server} answered HTTP {status} ({content_type or 'no content type'}): {problem}{starts}")
+
+
+def read_json(server: str, status: int, content_type: str, body: bytes) -> Any:
+    """The JSON a server answered with a 2xx status, else ReplyError (docs/research.md, Local models)."""
+    if not 200 <= status < 300:
+        hint = _HINT.get(status, "an error, not an answer").format(env="the provider's key variable")
+        raise ReplyError(reply_line(server, status, content_type, body, hint), status=status)
+    problem = body_problem(content_type, body)
+    if problem is not None:
+        raise ReplyError(reply_line(server, status, content_type, body, problem), status=status)
+    return json.loads(body)
+
+
 def bad_reply(provider: str, model: str, raw: Any, options: Any, problem: str) -> str:
     """One line for a reply the SDK could not read (truncated JSON, a proxy's HTML page):
     the provider, the base URL and what came back (status, content type, first bytes), redacted."""
@@ -78,6 +119,7 @@ def bad_reply(provider: str, model: str, raw: Any, options: Any, problem: str) -
     ctype = headers.get("content-type", "no content type")
     try:
         head = " ".join(str(raw.text)[:80].split())
+        problem = body_problem(ctype, raw.content) or problem  # an empty body, an HTML page, not JSON: said so
     except Exception:
         head = ""
     url = getattr(options, "base_url", None) or "the API"

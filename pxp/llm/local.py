@@ -12,7 +12,6 @@ LOCAL_TIMEOUT seconds unless a timeout is set.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -21,6 +20,7 @@ from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from typing import Any
 
+from pxp.protocols.settings import value as setting
 from pxp.protocols.text import TextRefused, clean_text
 
 _OPEN = re.compile(r"\A\s*<(think|thinking|reasoning)>", re.I)
@@ -146,8 +146,6 @@ def context_line(who: str, message: str, asked: int | None, body: Any = None) ->
 #: a local server's per-call timeout when none is set (PXP_LLM_TIMEOUT / a run's `timeout`): the first call may
 #: wait 30-90 s while the server loads the model; apart from the retries (PXP_LLM_MAX_RETRIES)
 LOCAL_TIMEOUT = 180.0
-#: seconds before an unanswered call is shown as waiting for the model to load (PXP_LLM_SLOW_AFTER)
-SLOW_AFTER = 10.0
 Waiting = Callable[[str], None]
 _LISTENERS: list[Waiting] = []
 _LOCK = threading.Lock()
@@ -156,11 +154,9 @@ _SHOWN: ContextVar[Waiting | None] = ContextVar("pxp_waiting_shown", default=Non
 
 
 def slow_after() -> float:
-    """SLOW_AFTER, or PXP_LLM_SLOW_AFTER when set (tests use a fraction of a second)."""
-    try:
-        return float(os.environ.get("PXP_LLM_SLOW_AFTER") or SLOW_AFTER)
-    except ValueError:
-        return SLOW_AFTER
+    """Seconds before an unanswered call is shown as waiting for the model to load: PXP_LLM_SLOW_AFTER (declared
+    in pxp.protocols.settings; tests use a fraction of a second)."""
+    return float(setting("PXP_LLM_SLOW_AFTER"))
 
 
 @contextmanager

@@ -80,11 +80,25 @@ def model_warning(spec: str, served: Sequence[str] | None = None) -> str | None:
     return None
 
 
-def served_models(spec: str, base_url: str | None = None) -> list[str]:
-    """The model ids the provider of `spec` serves (`client.models.list()` through its SDK).
+def read_models(server: str, status: int, content_type: str, body: bytes) -> list[str]:
+    """What GET /v1/models answered (OpenAI's and Anthropic's format: `{"data": [{"id": ...}, ...]}`), sorted;
+    ReplyError (one line: the server, the status, what was wrong) for anything else."""
+    from pxp.llm.errors import ReplyError, read_json, reply_line
 
-    Raises LLMConfigError without a key, LLMError (one line, redacted) when the list fails.
-    """
+    data = read_json(server, status, content_type, body)
+    items = data.get("data") if isinstance(data, dict) else None
+    problem = "no `data` list of models" if not isinstance(items, list) else next(
+        (f"a model without an `id` in `data` ({str(m)[:40]!r})" for m in items
+         if not isinstance(m, dict) or not isinstance(m.get("id"), str) or not m["id"].strip()), None)
+    if problem is not None or not isinstance(items, list):
+        raise ReplyError(reply_line(server, status, content_type, body, str(problem)), status=status)
+    return sorted(str(m["id"]) for m in items)
+
+
+def served_models(spec: str, base_url: str | None = None) -> list[str]:
+    """The model ids the provider of `spec` serves: its GET /v1/models through the SDK (its key, headers and
+    base URL), read by `read_models`. Raises LLMConfigError without a key, LLMError (one line, redacted) when the
+    server cannot be reached or answers what is not a model list."""
     from pxp.llm.base import LLMError, ProviderOptions
     from pxp.llm.errors import describe_error
     from pxp.llm.registry import make_provider
@@ -92,10 +106,15 @@ def served_models(spec: str, base_url: str | None = None) -> list[str]:
     provider, model = parse_spec(spec)
     p = make_provider(spec, ProviderOptions(base_url=base_url or None, max_retries=0, timeout=10))
     client: Any = cast(Any, p).client
-    try:
-        return sorted(str(m.id) for m in client.models.list())
-    except Exception as e:  # the SDKs' errors and unreadable replies alike
-        raise LLMError(describe_error(provider, model, e, getattr(p, "options", None))) from None
+    try:  # one page: Anthropic's holds up to 1000 models, OpenAI's is the whole list
+        raw = client.models.with_raw_response.list(**({"limit": 1000} if provider == "anthropic" else {}))
+        reply = raw.http_response
+    except Exception as e:  # an HTTP error status: read like any reply; no connection, a timeout: the SDK's line
+        reply = getattr(e, "response", None)
+        if reply is None or getattr(e, "status_code", None) is None:
+            raise LLMError(describe_error(provider, model, e, getattr(p, "options", None))) from None
+    return read_models(f"{provider}:{model}: {reply.request.url}", reply.status_code,
+                       reply.headers.get("content-type", ""), reply.content)
 
 
 def run_warnings(specs: Sequence[str]) -> list[str]:

@@ -81,8 +81,9 @@ def _unfinished(engine: Engine, tables: set[str]) -> bool:
         return all(conn.execute(select(func.count()).select_from(table(name))).scalar() == 0 for name in tables)
 
 
-def _start_over(engine: Engine) -> None:
-    """Remove the tables of an unfinished first creation (all empty), so it can be made again."""
+def remove_tables(engine: Engine) -> None:
+    """Remove every table: an unfinished first creation (all empty), so it can be made again, or what a failed
+    command made in a database that had no table when it began (pxp.cli.common.CliState.finish)."""
     from sqlalchemy import MetaData
 
     meta = MetaData()
@@ -138,7 +139,7 @@ def check_schema(engine: Engine, *, migrate: bool, init: bool = False) -> None:
     if state == "pxp":
         return
     if state == "unfinished" and migrate:  # pxp's own, left part-made by a failed first start: made again
-        _start_over(engine)
+        remove_tables(engine)
     if not migrate:
         if state == "old":
             raise StoreError(f"{where} has an older pxp schema ({current}); a reading command changes nothing: "

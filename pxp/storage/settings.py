@@ -1,24 +1,42 @@
-"""Settings from the environment (PXP_*) or a .env file; never holds API keys."""
+"""pxp's own settings from the environment (PXP_*), typed and checked by their one declaration
+(pxp.protocols.settings; docs/operations.md, Settings); never holds API keys.
+
+Each attribute reads its one variable when asked, so a bad variable stops only what uses it."""
 
 from __future__ import annotations
 
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pxp.protocols.settings import BY_NAME, value
 
-DEFAULT_DATABASE_URL = "sqlite:///pxp.db"
+DEFAULT_DATABASE_URL: str = BY_NAME["PXP_DATABASE_URL"].default
 
 
-class Settings(BaseSettings):
-    """pxp's own settings. API keys stay with the SDKs' environment variables."""
+class Settings:
+    """The environment's settings, each read (and checked) when asked."""
 
-    model_config = SettingsConfigDict(env_prefix="PXP_", env_file=".env", extra="ignore")
+    @property
+    def database_url(self) -> str:
+        return str(value("PXP_DATABASE_URL"))
 
-    database_url: str = DEFAULT_DATABASE_URL
-    n: int = 10
-    k: int = 3
-    machine: str = "simulated"
-    checker: str = "lexical"
-    base_url: str | None = None
-    concurrency: int = 4
+    @property
+    def n(self) -> int:
+        return int(value("PXP_N"))
+
+    @property
+    def k(self) -> int:
+        return int(value("PXP_K"))
+
+    @property
+    def machine(self) -> str:
+        return str(value("PXP_MACHINE"))
+
+    @property
+    def checker(self) -> str:
+        return str(value("PXP_CHECKER"))
+
+    @property
+    def base_url(self) -> str | None:
+        url = value("PXP_BASE_URL")
+        return None if url is None else str(url)
 
 
 def get_settings() -> Settings:

@@ -24,14 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pxp.protocols.errors import PxpError
+from pxp.protocols.settings import DECLARED, SECRET, SettingError, check_secrets
+from pxp.protocols.settings import value as setting_value
 from pxp.protocols.text import strip_bom
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-#: the top-level names of the secrets pxp reads (the API keys, the database, the login)
-KNOWN_KEYS = ("auth", "database_url", "PXP_DATABASE_URL", "PXP_MAX_LOGIN_HOURS", "ANTHROPIC_API_KEY",
-              "OPENAI_API_KEY", "connections")
+#: the top-level names of the secrets pxp reads (the API keys, the database, the login), from their declaration
+KNOWN_KEYS = tuple(s.name for s in DECLARED if SECRET in s.sources)
 #: what `st.login` needs in [auth] itself, and in [auth] or each [auth.<provider>]
 AUTH_NEEDS = ("redirect_uri", "cookie_secret")
 PROVIDER_NEEDS = ("client_id", "client_secret", "server_metadata_url")
@@ -171,6 +172,10 @@ def read_secrets(files: Iterable[str | Path], *, named: bool = False) -> Secrets
                               "fix its permissions, or remove it") from None
         for key in values:
             _near_miss(path, key)
+        try:
+            check_secrets(values, str(path))
+        except SettingError as bad:
+            raise ConfigError(str(bad)) from None
         _misnamed_auth(path, values)
         if "auth" in values:
             _check_auth(path, values["auth"])
@@ -242,11 +247,28 @@ def serving_url(explicit: str | None, environ: Mapping[str, str], secrets: Secre
     the secret database_url, else pxp's setting (./pxp.db)."""
     from pxp.storage.settings import get_settings
 
-    for value in (explicit, environ.get("PXP_DATABASE_URL"), secrets.values.get("PXP_DATABASE_URL"),
-                  secrets.values.get("database_url")):
-        if isinstance(value, str) and value:
-            return value
+    if explicit:
+        return explicit
+    if "PXP_DATABASE_URL" in environ:  # checked by its declaration (an empty one is refused, not skipped)
+        return str(setting_value("PXP_DATABASE_URL", environ))
+    for name in ("PXP_DATABASE_URL", "database_url"):
+        if isinstance(secrets.values.get(name), str):
+            return str(secrets.values[name])
     return get_settings().database_url
+
+
+def read_metadata(server: str, status: int, content_type: str, body: bytes) -> dict[str, Any]:
+    """What an OpenID provider's metadata URL answered (OpenID Connect Discovery 1.0, section 3: a JSON object with
+    `issuer` and `authorization_endpoint`), or ReplyError naming the URL, the status and what was wrong."""
+    from pxp.llm.errors import ReplyError, read_json, reply_line
+
+    data = read_json(server, status, content_type, body)
+    missing = [k for k in ("issuer", "authorization_endpoint") if not isinstance(data, dict)
+               or not isinstance(data.get(k), str) or not data[k].strip()]
+    if missing:
+        raise ReplyError(reply_line(server, status, content_type, body, "not an OpenID provider's metadata (no "
+                                    + " or ".join(f"`{k}`" for k in missing) + ")"), status=status)
+    return dict(data)
 
 
 def team_size(url: str) -> dict[str, int]:

@@ -9,15 +9,17 @@ than the maximum login age (default MAX_LOGIN_HOURS), after which the user logs 
 from __future__ import annotations
 
 import math
+import os
 from datetime import datetime
 
 from sqlalchemy import Engine
 from sqlmodel import Session as DB
 
+from pxp.protocols.settings import BY_NAME, SECRET, parse, value
 from pxp.storage.store import db_session
 from pxp.storage.tables import LoginEnd, utcnow
 
-MAX_LOGIN_HOURS = 12.0
+MAX_LOGIN_HOURS: float = BY_NAME["PXP_MAX_LOGIN_HOURS"].default
 """Default maximum login age (hours): a clinic's working day; PXP_MAX_LOGIN_HOURS overrides it."""
 CLOCK_SLACK_S = 5
 """A login issued this close before a logout (the provider's clock may differ) is judged by its
@@ -56,14 +58,14 @@ def login_refusal(engine: Engine, email: str, issued_at: float | None, *, max_ho
     return None
 
 
-def max_login_hours(value: str | None) -> float:
-    """The maximum login age from a setting's text (PXP_MAX_LOGIN_HOURS); the default when unset
-    or not a positive number of hours."""
-    try:
-        hours = float(value) if value else MAX_LOGIN_HOURS
-    except ValueError:
-        return MAX_LOGIN_HOURS
-    return hours if math.isfinite(hours) and hours > 0 else MAX_LOGIN_HOURS
+def max_login_hours(secret: object = None) -> float:
+    """The maximum login age: PXP_MAX_LOGIN_HOURS from the environment, else the secret of that name, else
+    MAX_LOGIN_HOURS; a value its declaration does not allow raises SettingError (pxp.protocols.settings)."""
+    if "PXP_MAX_LOGIN_HOURS" in os.environ:
+        return float(value("PXP_MAX_LOGIN_HOURS"))
+    if secret is not None:
+        return float(parse(BY_NAME["PXP_MAX_LOGIN_HOURS"], secret, SECRET))
+    return MAX_LOGIN_HOURS
 
 
 __all__ = ["CLOCK_SLACK_S", "MAX_LOGIN_HOURS", "login_refusal", "max_login_hours", "record_logout"]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import Engine
 
+from pxp.protocols.settings import SettingError
 from pxp.storage.tables import utcnow
 from pxp.team.logins import MAX_LOGIN_HOURS, login_refusal, max_login_hours, record_logout
 
@@ -34,5 +36,7 @@ def test_the_maximum_login_age(any_engine: Engine) -> None:
         "Your login is older than 12 hours, the longest a login lasts here: log in again.")
     assert login_refusal(any_engine, "a@b.c", t - 7200, max_hours=1.5, now=now) is not None
     assert "no issue time" in str(login_refusal(any_engine, "a@b.c", None))
-    assert [max_login_hours(v) for v in (None, "", "8", "0.5", "-3", "abc", "nan")] == [
-        12.0, 12.0, 8.0, 0.5, 12.0, 12.0, 12.0]
+    assert [max_login_hours(v) for v in (None, "8", "0.5", 24)] == [12.0, 8.0, 0.5, 24.0]
+    for bad in ("", "-3", "abc", "nan", "0", "721"):  # refused, never silently the default (docs/operations.md)
+        with pytest.raises(SettingError, match="PXP_MAX_LOGIN_HOURS"):
+            max_login_hours(bad)

@@ -208,3 +208,35 @@ def test_a_database_pxp_began_to_create_is_finished_by_the_next_demo(tmp_path: P
     res = pxp("--db", f"sqlite:///{kept}", "demo")
     assert res.exit_code == 1 and "has tables but no pxp schema" in one_line(res)
     assert _tables(kept) == ["dataset"]
+
+
+@pytest.mark.parametrize(("labels", "task", "why"), [
+    ("", "rad", "--labels names no label"),
+    (",", "rad", "--labels names no label"),
+    ("Edema,,Pneumonia", "rad", "--labels has an empty label"),
+    ("Edema,edema", "rad", "--labels names 'Edema' and 'edema', the same label"),
+    ("Épanchement,E\u0301panchement", "rad", "the same label once case, accents"),  # NFC and NFD
+    ("Edema, Edema.", "rad", "--labels names 'Edema' and 'Edema.', the same label"),
+    ("Edema,Pneumonia", "text", "--labels is the rad task's label set; the 'text' task has none"),
+], ids=["empty", "comma", "empty-label", "case", "unicode-form", "punctuation", "no-label-set"])
+def test_labels_are_checked_whole_before_anything_is_stored(url: str, tmp_path: Path, labels: str, task: str,
+                                                            why: str) -> None:
+    f = tmp_path / "rows.csv"
+    f.write_text("input,prediction,explanation,image\ncase,Edema,why,x.png\n", encoding="utf-8")
+    before = counts(url)
+    res = pxp("--db", url, "import", "csv", str(f), "--task", task, "--labels", labels, "--no-progress")
+    assert res.exit_code == 1
+    line = one_line(res)
+    assert line.startswith("error: ") and why in line and "--labels" in line, line
+    assert counts(url) == before
+
+
+@pytest.mark.parametrize("command", [["models"], ["run", "--dataset", "toy-rad", "--machine", "openai:m"]])
+@pytest.mark.parametrize("value", ["not a url", "ftp://host/v1", "http://", "localhost:11434", ""])
+def test_a_base_url_must_be_http_naming_a_host(url: str, command: list[str], value: str) -> None:
+    before = counts(url)
+    res = pxp("--db", url, *command, "--base-url", value)
+    assert res.exit_code == 1
+    assert one_line(res) == (f"error: --base-url {value!r}: not an http(s) URL with a host; give e.g. "
+                             "http://localhost:11434/v1")
+    assert counts(url) == before

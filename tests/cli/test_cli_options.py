@@ -299,3 +299,66 @@ def test_postgres_scheme_urls_work_like_postgresql(pg_url: str, tmp_path: Path) 
     res = pxp("report", "--experiment", "pg", "--format", "json", "--db", short)
     assert res.exit_code == 0 and json.loads(res.stdout)["experiment"] == "pg"
     get_engine(short).dispose()
+
+
+# --- what pxp makes is all-or-nothing (docs/operations.md, Databases) -------------------------------------------
+
+def _full_disk() -> None:
+    """In the child: files larger than 700 kB cannot be written (a full disk for SQLite and the film files)."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (700_000, 700_000))
+
+
+@pytest.mark.parametrize("films", [False, True], ids=["demo", "demo-films"])
+def test_a_demo_that_fails_part_way_leaves_nothing(tmp_path: Path, films: bool) -> None:
+    new = tmp_path / "new" / "pxp.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    cmd = [sys.executable, "-m", "pxp.cli.main", "--db", f"sqlite:///{new}", "demo", *(["--films"] if films else [])]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, preexec_fn=_full_disk)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.stderr.startswith(f"error: {new}: the demo was not made (") and res.stdout == "", res.stderr
+    assert res.stderr.rstrip().endswith("; nothing of it was kept") and len(res.stderr.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # no database, no temporary file, no folder made for it
+
+
+def test_a_demo_where_no_database_can_be_made_names_the_path(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    where = tmp_path / "a-file" / "pxp.db"
+    res = pxp("--db", f"sqlite:///{where}", "demo")
+    assert res.exit_code == 1 and "created database" not in res.stderr
+    said = f"error: {where}: the database cannot be created ({where.parent} is not a folder); choose another path"
+    assert res.stderr.startswith(said), res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_db_init_makes_a_new_file_beside_and_renames_it_into_place(tmp_path: Path) -> None:
+    new = tmp_path / "made" / "team.db"
+    res = pxp("--db", f"sqlite:///{new}", "db", "init")
+    assert res.exit_code == 0, res.output
+    assert res.stderr == f"created database {new}\n" and res.stdout == f"pxp's tables are ready in {new}\n"
+    assert sorted(p.name for p in new.parent.iterdir()) == ["team.db"]  # the temporary file is gone
+    assert store.schema_state(make_engine(f"sqlite:///{new}"))[0] == "pxp"
+    res = pxp("--db", f"sqlite:///{new}", "demo")
+    assert res.exit_code == 0 and "created database" not in res.stderr, res.output
+
+
+@pytest.mark.parametrize("body", [b"", b"input,prediction\n"], ids=["0-byte", "header-only"])
+def test_a_refused_command_leaves_an_empty_postgresql_database_empty(pg_url: str, tmp_path: Path,
+                                                                     body: bytes) -> None:
+    from sqlalchemy import inspect
+
+    f = tmp_path / "rows.csv"
+    f.write_bytes(body)
+    res = pxp("--db", pg_url, "import", "csv", str(f), "--no-progress")
+    assert res.exit_code == 1 and "rows.csv" in res.stderr, res.output
+    engine = make_engine(pg_url)
+    try:
+        assert inspect(engine).get_table_names() == []
+    finally:
+        engine.dispose()
+    res = pxp("--db", pg_url, "demo")  # and pxp makes it whole later
+    assert res.exit_code == 0, res.output
+    store.forget_engine(pg_url)

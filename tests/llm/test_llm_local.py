@@ -20,6 +20,7 @@ from pxp.analysis.tables import table1
 from pxp.llm.base import LLMConfigError, Prompt, ProviderOptions, Schema, TextPart, Turn, streaming
 from pxp.llm.local import LOCAL_TIMEOUT, listening, split_thinking
 from pxp.llm.registry import make_provider
+from pxp.protocols.settings import SettingError
 from pxp.running.pxp.config import RunConfig
 from pxp.running.pxp.controlled.repetition import run_repetition
 from pxp.running.pxp.controlled.runner import run_experiment
@@ -388,5 +389,8 @@ def test_a_claude_model_asked_to_think_keeps_its_thinking_apart(server: FakeLLM,
 
     assert rad_spec().parse(out.text, out.data)[0] == "Pneumonia"
     monkeypatch.setenv("PXP_THINKING_BUDGET", "100")
-    with pytest.raises(LLMConfigError, match="thinking_budget must be at least 1024"):
+    with pytest.raises(SettingError, match="PXP_THINKING_BUDGET is '100': allowed is a whole number from 1024"):
         ProviderOptions.from_env()
+    monkeypatch.delenv("PXP_THINKING_BUDGET")
+    with pytest.raises(LLMConfigError, match="thinking_budget must be at least 1024"):  # a run's own setting
+        ProviderOptions.from_env(extra={"thinking_budget": 100})

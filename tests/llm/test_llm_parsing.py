@@ -17,6 +17,7 @@ from pxp.llm.base import LLMConfigError, Prompt, ProviderOptions, TextPart, Turn
 from pxp.llm.images import prepare_image
 from pxp.llm.pricing import cost_usd, price_of
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
+from pxp.protocols.settings import SettingError
 from pxp.protocols.text import clean_text
 from pxp.tasks.custom import EXAMPLES, TaskConfigError, load_task_config, task_config
 from pxp.tasks.drug import drug_spec
@@ -209,8 +210,10 @@ def test_specs_and_options(monkeypatch: pytest.MonkeyPatch) -> None:
     o = ProviderOptions.from_env("http://h", {"timeout": 5})
     assert (o.base_url, o.max_retries, o.timeout) == ("http://h", 3, 5.0)
     monkeypatch.setenv("PXP_LLM_MAX_RETRIES", "many")
-    with pytest.raises(LLMConfigError):
+    with pytest.raises(SettingError, match="PXP_LLM_MAX_RETRIES is 'many': allowed is a whole number"):
         ProviderOptions.from_env()
+    with pytest.raises(LLMConfigError, match="timeout must be a number"):  # a run's own setting
+        ProviderOptions.from_env(extra={"timeout": "soon", "max_retries": 1})
 
 
 def _png(size: tuple[int, int], mode: str = "L") -> bytes:

@@ -27,8 +27,8 @@ pytestmark = [pytest.mark.package, pytest.mark.xdist_group("wheel")]  # one whee
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PXP_DATABASE_URL", "VIRTUAL_ENV")}
-    env["PXP_DEBUG"] = ""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PXP_DATABASE_URL", "VIRTUAL_ENV", "PXP_DEBUG")}
     return env
 
 

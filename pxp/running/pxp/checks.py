@@ -12,25 +12,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pxp.protocols.pxp.rules import MAX_MESSAGE_BOUND
+from pxp.protocols.settings import url_error
 
 if TYPE_CHECKING:
     from pxp.running.pxp.config import RunConfig
 
 _PROBABILITIES = ("accuracy", "adopt", "mislead")
-
-
-def url_error(url: str) -> str | None:
-    """Why `url` cannot be a server's base URL (http or https with a host), or None."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url.strip())
-        parts.port  # noqa: B018  (a bad port raises here)
-    except ValueError as e:
-        return f"not a URL ({e}); give e.g. http://localhost:11434/v1"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "not an http(s) URL with a host; give e.g. http://localhost:11434/v1"
-    return None
 
 
 def _role_error(role: str, spec: str, plain: str) -> str | None:

@@ -8,7 +8,6 @@ database alone; the usage queries here feed the progress display and the CLI's s
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +24,7 @@ from pxp.agents.base import Agent
 from pxp.errors import fault_note
 from pxp.llm.limits import set_call_limit
 from pxp.protocols.pxp.rules import Sender
+from pxp.protocols.settings import value as setting
 from pxp.running.pxp.config import RunConfig, RunError
 from pxp.running.pxp.controlled.repetition import Observer, run_repetition, set_run_status
 from pxp.running.pxp.factory import make_agents
@@ -145,9 +145,7 @@ def run_experiment(
     return RunOutcome(exp.name, status, statuses, time.perf_counter() - t0)
 
 
-#: how long a run waits out a lost database (a cut connection, a locked or full file) before it pauses;
-#: PXP_DB_RETRY_S sets it (docs/operations.md, Troubleshooting)
-DB_RETRY_S = 60.0
+#: seconds between tries while a run waits out a lost database
 DB_RETRY_WAIT = 1.0
 
 
@@ -159,10 +157,9 @@ def _say(observer: Observer | None, line: str) -> None:
 
 
 def db_retry_seconds() -> float:
-    try:
-        return max(0.0, float(os.environ.get("PXP_DB_RETRY_S", DB_RETRY_S)))
-    except ValueError:
-        return DB_RETRY_S
+    """How long a run waits out a lost database (a cut connection, a locked or full file) before it pauses:
+    PXP_DB_RETRY_S (docs/operations.md, Settings)."""
+    return float(setting("PXP_DB_RETRY_S"))
 
 
 def _quietly(write: Callable[[], None], tries: int = 3) -> bool:
