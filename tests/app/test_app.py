@@ -307,6 +307,7 @@ def test_double_submit_stores_each_step_once(app_db: tuple[str, Engine]) -> None
     at = login(new_app("annotate"), "toy-rad")
     sid, _ = current(engine)
     by_suffix(at.selectbox, "_pred").set_value("Pneumonia")
+    by_suffix(at.text_area, "_expl").input("Patchy consolidation in the right lower zone.")
     by_suffix(at.button, "_pick_REFUTE").click().run()
     by_suffix(at.button, "_send").click()
     # the browser's message for this click, replayed below as a double click would be
@@ -563,6 +564,7 @@ def test_annotate_with_an_llm_machine_error_then_retry(app_db: tuple[str, Engine
         sid, msgs = current(engine)
         assert [m.tag for m in msgs] == ["INIT"] and msgs[0].llm_call_id is not None
         by_suffix(at.selectbox, "_pred").set_value("Pneumothorax")
+        by_suffix(at.text_area, "_expl").input("A visceral pleural line at the apex.")
         by_suffix(at.button, "_pick_REFUTE").click().run()
         by_suffix(at.button, "_send").click().run()
         ok(at)
@@ -727,6 +729,7 @@ def test_a_second_tab_cannot_send_the_same_message_again(app_db: tuple[str, Engi
     assert tab2.session_state["annotate_sid"] == sid
     for tab, label in ((tab1, "Pneumonia"), (tab2, "Atelectasis")):
         by_suffix(tab.selectbox, "_pred").set_value(label)
+        by_suffix(tab.text_area, "_expl").input(f"The appearances of {label}.")
         by_suffix(tab.button, "_pick_REFUTE").click().run()
     by_suffix(tab1.button, "_send").click().run()
     ok(tab1)
@@ -876,7 +879,7 @@ def test_the_app_sees_a_cli_run_refuses_a_second_worker_and_its_cancel_pauses_it
         if cli.poll() is None:
             cli.kill()
     assert cli.returncode == 130, stderr
-    assert "cancelled" in stderr and "pxp run --resume from-cli" in stderr and "Traceback" not in stderr
+    assert "cancelled" in stderr and "run --resume from-cli" in stderr and "Traceback" not in stderr
     p = workers.progress(engine, eid)
     assert p.status == "cancelled" and not p.running and p.done < p.sessions
     assert workers.heartbeat_age(engine, eid) is None, "the CLI released its claim on the way out"

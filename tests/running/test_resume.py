@@ -346,7 +346,7 @@ def test_sigint_exits_130_and_the_run_resumes(tmp_path: Path, reference: tuple[s
     stderr = "".join(lines) + proc.stderr.read()
     proc.wait(timeout=60)
     assert proc.returncode == 130, stderr
-    assert "interrupted" in stderr and "pxp run --resume X" in stderr and "Traceback" not in stderr
+    assert "interrupted" in stderr and "run --resume X" in stderr and "Traceback" not in stderr
     with DB(e) as s:
         assert {r.status for r in s.exec(select(Run))} == {"paused"}
     res = subprocess.run([*PXP, "--db", url, "run", "--resume", "X", "--no-progress"], env=env, cwd=tmp_path,

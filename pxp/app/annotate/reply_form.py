@@ -109,7 +109,8 @@ def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
     turn = human_turn(j, s.k, match=match, agree=agree, changed=content.changed, chosen=chosen,
                       content=content, noun=noun)
     # a disagreement carries its reason (docs/annotating.md, Tags): checked here, and again by the engine
-    unreasoned = invalid is None and turn.tag is not None and missing_reason(turn.tag, answer.explanation) is not None
+    unreasoned = (invalid is None and turn.tag is not None and not turn.refused
+                  and missing_reason(turn.tag, answer.explanation) is not None)
     invalid = UNREASONED if unreasoned else invalid
     preview = st.container(key=f"{key}_preview")
     with preview:
