@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from pxp.app.a11y.alt import molecule_alt, reaction_alts
+from pxp.app.a11y.page import script_frame
 from pxp.app.viewer import image_viewer as image_viewer  # the pages' one way to show a radiograph
 from pxp.app.viewer import radiograph_viewer
 from pxp.llm.bytecache import MB, byte_cached
@@ -199,8 +201,9 @@ def molecule_svg(smiles: str, width: int = 420) -> tuple[str, dict[str, Any]]:
 
 
 def molecule(smiles: str, *, caption: str | None = None, properties: bool = True,
-             width: int = 420) -> None:
-    """The molecule drawing and, below it, its properties; a bad SMILES is one line."""
+             width: int = 420, name: str | None = None) -> None:
+    """The molecule drawing (its alt text: `name` where known and the SMILES) and, below it, its
+    properties; a bad SMILES is one line."""
     from pxp.data.chem import InvalidSmiles
     from pxp.data.sandbox import ChemFailed
 
@@ -212,7 +215,7 @@ def molecule(smiles: str, *, caption: str | None = None, properties: bool = True
     except ChemFailed as err:
         st.warning(escape_md(f"The molecule is not drawn: the drawing {err}."))
         return
-    st.image(svg, caption=caption, width=width)
+    st.image(svg, caption=caption, width=width, alt=molecule_alt(smiles, name))
     st.code(smiles, language=None, wrap_lines=True)
     if properties and props:
         st.markdown(
@@ -229,7 +232,7 @@ PAPERS_REACTION_WIDTH = 260
 
 
 def reaction(reactants: str, target: str, caption: str = "Proposed step: reactants → target", *,
-             max_width: int = REACTION_WIDTH, quiet: bool = False) -> None:
+             max_width: int = REACTION_WIDTH, quiet: bool = False, target_name: str | None = None) -> None:
     """The proposed step reactants → target, or one line why it cannot be drawn (`quiet`: nothing).
 
     Its pieces (pxp.data.render.reaction_parts) wrap to the column like words, at their natural size
@@ -247,7 +250,7 @@ def reaction(reactants: str, target: str, caption: str = "Proposed step: reactan
     except ChemFailed as err:
         st.warning(escape_md(f"The step is not drawn: the drawing {err}."))
         return
-    st.image([svg for svg, _ in parts], width="content")
+    st.image([svg for svg, _ in parts], width="content", alt=reaction_alts(reactants, target, target_name))
     st.caption(caption)
 
 
@@ -329,9 +332,8 @@ def bring_into_view(first_key: str, last_key: str, token: str, top_keys: Sequenc
         return json.dumps(".st-key-" + re.sub(r"[^A-Za-z0-9_-]", "", k))
 
     tops = ", ".join(sel(k) for k in top_keys)
-    st.iframe(f"<script>\n// {re.sub(r'[^A-Za-z0-9_-]', '', token)}\n{PLACE_JS}\n"
-              f"pxpBringIntoView(window.parent.document, {sel(first_key)}, {sel(last_key)}, [{tops}]);\n</script>",
-              height=1)
+    script_frame(f"<script>\n// {re.sub(r'[^A-Za-z0-9_-]', '', token)}\n{PLACE_JS}\n"
+              f"pxpBringIntoView(window.parent.document, {sel(first_key)}, {sel(last_key)}, [{tops}]);\n</script>")
 
 
 def transcript_papers(

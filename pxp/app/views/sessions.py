@@ -53,7 +53,7 @@ def instance_thumb(s: LiveSession) -> None:
         ui.synthetic_badge()
     st.caption(ui.escape_md(s.instance_key))
     if s.match_kind == "smiles":
-        ui.molecule(s.payload, properties=False, width=240)
+        ui.molecule(s.payload, properties=False, width=240, name=str(s.meta.get("name") or "") or None)
     elif s.asset_sha256:
         from pxp.data.images import ImageRejected
 
