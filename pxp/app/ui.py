@@ -364,6 +364,13 @@ def transcript_papers(
                 st.caption(escape_md(notes[m.j]))
 
 
+def chart_table(what: str, df: pd.DataFrame, key: str) -> None:
+    """The data of the chart above as a table, folded under it: a chart's text alternative
+    (docs/accessibility.md, "Text alternatives")."""
+    with st.expander(f"{what} as a table"):
+        st.dataframe(df, hide_index=True, key=key)
+
+
 def session_links(df: Any, columns: Sequence[str]) -> tuple[Any, dict[str, Any]]:
     """`df` with its session-id columns as links to the Sessions page (`sessions?session=N`), and the
     column config that shows each link as its session id."""
