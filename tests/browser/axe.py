@@ -51,6 +51,11 @@ def violations(page: Any) -> list[str]:
     return out
 
 
+def painted(page: Any) -> None:
+    """Two animation frames: the layout after a resize or a script run is painted."""
+    page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
 def audit(page: Any, where: str) -> list[str]:
     """violations() of the page as it is at each of SIZES (the window resized, the page not reloaded), each line
     prefixed with `where` and the size; the window's own size is given back."""
@@ -58,7 +63,7 @@ def audit(page: Any, where: str) -> list[str]:
     found = []
     for size in SIZES:
         page.set_viewport_size(size)
-        page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        painted(page)
         found += [f"{where} at {size['width']}x{size['height']}: {v}" for v in violations(page)]
     page.set_viewport_size(own)
     return found

@@ -9,11 +9,9 @@ and applied. (Reply and Send by keyboard: test_browser_app; Draw, Apply and Send
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
 
@@ -24,9 +22,9 @@ from sqlmodel import select
 from pxp.app.views.analytics import VIEWS
 from pxp.app.views.scorekeeping import TABS
 from pxp.storage.store import get_engine
-from pxp.storage.tables import Dataset, Session
-from tests.browser.axe import SIZES, audit
-from tests.browser.test_browser_app import CHROMIUM, _annotate_as, _idle, _session, _start_streamlit, _stop, launch
+from pxp.storage.tables import Dataset, Instance, Session
+from tests.browser.axe import SIZES, audit, painted
+from tests.browser.test_browser_app import _annotate_as, _idle, _session, launch, need_chromium, serving
 
 pytestmark = pytest.mark.browser
 
@@ -35,34 +33,21 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """One app on the demo data for the whole module."""
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI") == "true":
-            raise RuntimeError(f"{CHROMIUM} is required in CI (.ci/run installs it)")
-        pytest.skip(f"{CHROMIUM} is not installed")
+    need_chromium()
     tmp = tmp_path_factory.mktemp("a11y")
     url = f"sqlite:///{tmp / 'a11y.db'}"
     from pxp.running.pxp.controlled.demo import ensure_demo
 
     ensure_demo(get_engine(url))
-    env = {**os.environ, "PXP_DATABASE_URL": url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    proc, base, log = _start_streamlit(env, tmp)
-    try:
+    with serving(url, tmp) as base:
         yield base, url
-    finally:
-        _stop(proc)
-        log.close()
-
-
-def _frames(page: Any) -> None:
-    """Two animation frames: the layout after a resize or a script run is painted."""
-    page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
 def _open(page: Any, url: str) -> None:
     page.goto(url)
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=90_000)
     _idle(page)
-    _frames(page)
+    painted(page)
 
 
 def _audit(page: Any, where: str, found: list[str]) -> None:
@@ -73,8 +58,6 @@ def _finished_session(url: str, dataset: str) -> int:
     """A finished session of the demo's simulated experiment on `dataset`."""
     with DB(get_engine(url)) as db:
         ds = db.exec(select(Dataset).where(Dataset.name == dataset)).one()
-        from pxp.storage.tables import Instance
-
         sid = db.exec(select(Session.id).join(Instance, Instance.id == Session.instance_id)  # type: ignore[arg-type]
                       .where(Instance.dataset_id == ds.id, Session.status == "finished")).first()
     assert sid is not None
@@ -102,14 +85,14 @@ def test_every_page_and_state_has_no_serious_violation(demo_server: tuple[str, s
                 page.locator(".st-key-analytics_view").get_by_text(view, exact=True).click()
                 expect(page).to_have_url(re.compile(r"view=" + re.escape(quote_plus(view)) + "(&|$)"))
                 _idle(page)
-                _frames(page)
+                painted(page)
                 _audit(page, f"analytics, {view}", found)
             _open(page, f"{base}/scorekeeping")
             for tab in TABS:
                 page.get_by_role("tab", name=tab).click()
                 expect(page.get_by_role("tab", name=tab)).to_have_attribute("aria-selected", "true")
                 _idle(page)
-                _frames(page)
+                painted(page)
                 _audit(page, f"scorekeeping, {tab}", found)
             # a scorekeeping game being played
             name = page.get_by_label("Your name")
@@ -118,7 +101,7 @@ def test_every_page_and_state_has_no_serious_violation(demo_server: tuple[str, s
             _idle(page)
             page.locator(".st-key-sk_play_start button").click()
             _idle(page)
-            _frames(page)
+            painted(page)
             _audit(page, "scorekeeping play", found)
 
             _annotate_as(page, base, "Dr Audit", "demo-rad (rad)")
