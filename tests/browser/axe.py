@@ -1,6 +1,7 @@
 """The accessibility audit of the browser tests (docs/accessibility.md): axe-core, as bundled by the PyPI
 package axe-playwright-python (nothing is downloaded at test time), injected into every frame of the
-page and run from the top one over WCAG 2.0, 2.1 and 2.2 A and AA; a critical or serious violation fails.
+page and run from the top one over WCAG 2.0, 2.1 and 2.2 A and AA; a critical or serious violation fails, and
+so does an accessible name that begins with an icon's ligature (glyph_names).
 
 The only violations let through are Ketcher's own (a third-party editor in its own frame), each listed
 in KETCHER_KNOWN with its upstream reference and in docs/accessibility.md, and only inside Ketcher's frame.
@@ -9,6 +10,8 @@ in KETCHER_KNOWN with its upstream reference and in docs/accessibility.md, and o
 from __future__ import annotations
 
 import contextlib
+import re
+from pathlib import Path
 from typing import Any
 
 from axe_playwright_python.base import AXE_SCRIPT
@@ -51,6 +54,21 @@ def violations(page: Any) -> list[str]:
     return out
 
 
+#: the Material icons pxp shows (":material/NAME:" in its source): their ligature text is no name
+GLYPHS = frozenset(m for f in (Path(__file__).resolve().parents[2] / "pxp").rglob("*.py")
+                   for m in re.findall(r":material/([a-z0-9_]+):", f.read_text()))
+#: a named node of Playwright's accessibility snapshot: its role and name
+_NAMED = re.compile(r'^\s*- ([a-z]+) "((?:[^"\\]|\\.)*)"', re.M)
+
+
+def glyph_names(page: Any) -> list[str]:
+    """The accessible names (Playwright's snapshot of the page's accessibility tree) that begin with an icon's
+    ligature ("send Send", "thumb_up I agree", "smart_toy icon"), one line each."""
+    snapshot = page.locator("body").aria_snapshot()
+    return [f"{role} {name!r} names a glyph" for role, name in _NAMED.findall(snapshot)
+            if name.split(" ", 1)[0] in GLYPHS]
+
+
 def painted(page: Any) -> None:
     """Two animation frames: the layout after a resize or a script run is painted."""
     page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
@@ -64,6 +82,6 @@ def audit(page: Any, where: str) -> list[str]:
     for size in SIZES:
         page.set_viewport_size(size)
         painted(page)
-        found += [f"{where} at {size['width']}x{size['height']}: {v}" for v in violations(page)]
+        found += [f"{where} at {size['width']}x{size['height']}: {v}" for v in violations(page) + glyph_names(page)]
     page.set_viewport_size(own)
     return found
