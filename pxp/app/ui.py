@@ -102,7 +102,7 @@ def show_prediction(prediction: str, task_kind: str) -> None:
 
 
 def show_message(m: Msg, *, machine_label: str, task_kind: str, annotator: str | None = None,
-                 target: str | None = None) -> None:
+                 target: str | None = None, target_name: object = None) -> None:
     """One message: number, sender, tag badge, prediction, explanation.
 
     In DRUG (task_kind "smiles", with the target given) the proposed step is drawn, reactants →
@@ -114,18 +114,19 @@ def show_message(m: Msg, *, machine_label: str, task_kind: str, annotator: str |
             st.markdown(f"**#{m.j}** · {escape_md(sender_name(m.sender, machine_label, annotator))}")
             tag_badge(m.tag)
         show_prediction(m.prediction, task_kind)
-        proposed_step(m, task_kind, target)
+        proposed_step(m, task_kind, target, target_name=target_name)
         show_text(m.explanation, empty="(no explanation)")
 
 
-def proposed_step(m: Msg, task_kind: str, target: str | None, max_width: int | None = None) -> None:
+def proposed_step(m: Msg, task_kind: str, target: str | None, max_width: int | None = None,
+                  target_name: object = None) -> None:
     """A message's proposed reaction drawn under its SMILES (DRUG only), the machine's and the human's
     alike; a human's SMILES that RDKit cannot read stays text only (it was shown above)."""
     if not (target and task_kind == "smiles" and m.prediction.strip()):
         return
     who = "The machine's" if m.sender is Sender.MACHINE else "The human's"
     reaction(m.prediction, target, caption=f"{who} proposed step: reactants → target",
-             max_width=max_width or REACTION_WIDTH, quiet=m.sender is Sender.HUMAN)
+             max_width=max_width or REACTION_WIDTH, quiet=m.sender is Sender.HUMAN, target_name=target_name)
 
 
 def show_flags(flags: Mapping[str, bool]) -> None:
@@ -201,7 +202,7 @@ def molecule_svg(smiles: str, width: int = 420) -> tuple[str, dict[str, Any]]:
 
 
 def molecule(smiles: str, *, caption: str | None = None, properties: bool = True,
-             width: int = 420, name: str | None = None) -> None:
+             width: int = 420, name: object = None) -> None:
     """The molecule drawing (its alt text: `name` where known and the SMILES) and, below it, its
     properties; a bad SMILES is one line."""
     from pxp.data.chem import InvalidSmiles
@@ -232,7 +233,7 @@ PAPERS_REACTION_WIDTH = 260
 
 
 def reaction(reactants: str, target: str, caption: str = "Proposed step: reactants → target", *,
-             max_width: int = REACTION_WIDTH, quiet: bool = False, target_name: str | None = None) -> None:
+             max_width: int = REACTION_WIDTH, quiet: bool = False, target_name: object = None) -> None:
     """The proposed step reactants → target, or one line why it cannot be drawn (`quiet`: nothing).
 
     Its pieces (pxp.data.render.reaction_parts) wrap to the column like words, at their natural size
@@ -338,7 +339,7 @@ def bring_into_view(first_key: str, last_key: str, token: str, top_keys: Sequenc
 
 def transcript_papers(
     messages: Sequence[Msg], *, machine_label: str, task_kind: str, instance_render: Any = None,
-    target: str | None = None, notes: Mapping[int, str] | None = None,
+    target: str | None = None, notes: Mapping[int, str] | None = None, target_name: object = None,
 ) -> None:
     """A transcript in the papers' layout: Human | instance | Machine, numbered and tagged; `notes`
     adds a caption line under message j (e.g. the image window the expert viewed it at)."""
@@ -356,7 +357,7 @@ def transcript_papers(
             tag_badge(m.tag)
         with (lcol if m.sender is Sender.HUMAN else rcol), st.container(border=True):
             show_prediction(m.prediction, task_kind)
-            proposed_step(m, task_kind, target, PAPERS_REACTION_WIDTH)
+            proposed_step(m, task_kind, target, PAPERS_REACTION_WIDTH, target_name)
             show_text(m.explanation, empty="(no explanation)")
             if m.match is not None:
                 st.caption(f"match={m.match} · agree={m.agree} · changed={m.changed}")

@@ -54,7 +54,8 @@ def test_the_theme_gives_faded_text_4_5_to_1_on_every_background() -> None:
 def test_a_molecule_drawing_says_its_name_and_smiles() -> None:
     assert molecule_alt(" CC(=O)Nc1ccc(O)cc1 ", "Paracetamol") == (
         "Drawing of the molecule of Paracetamol, SMILES CC(=O)Nc1ccc(O)cc1")
-    assert molecule_alt("CCO") == "Drawing of the molecule, SMILES CCO"
+    assert molecule_alt("CCO") == molecule_alt("CCO", "  ") == "Drawing of the molecule, SMILES CCO"
+    assert molecule_alt("CCO", "ethyl\n alcohol") == "Drawing of the molecule of ethyl alcohol, SMILES CCO"
 
 
 @pytest.mark.parametrize("reactants", ["CC(=O)OC(C)=O.Nc1ccc(O)cc1", "OC(=O)c1ccccc1", "CCO.CC(=O)O.O"])

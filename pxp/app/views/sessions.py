@@ -93,7 +93,7 @@ def detail(sid: int) -> None:
     ui.transcript_papers(s.messages, machine_label=s.machine_label, task_kind=s.match_kind,
                          instance_render=lambda: instance_thumb(s),
                          target=s.payload if s.match_kind == "smiles" else None,
-                         notes=message_views(eng, sid))
+                         notes=message_views(eng, sid), target_name=s.meta.get("name"))
     st.markdown("**Intelligibility of this session**")
     if s.status == "open":
         st.caption("Not counted (open): a session counts towards Definitions 1 and 2 once it ends.")
