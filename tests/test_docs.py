@@ -236,7 +236,7 @@ def test_every_documented_command_runs(doc: Path, tmp_path: Path, request: pytes
 def test_the_readme_stays_short_and_points_at_the_guides() -> None:
     text = (REPO / "README.md").read_text()
     assert len(text.splitlines()) <= 150
-    for guide in ("annotating", "research", "operations", "development"):
+    for guide in ("annotating", "research", "operations", "development", "accessibility"):
         assert f"(docs/{guide}.md)" in text and (REPO / "docs" / f"{guide}.md").is_file()
     assert (REPO / "docs" / "annotate.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

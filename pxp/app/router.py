@@ -19,6 +19,7 @@ import streamlit as st
 from PIL import Image, ImageDraw
 
 from pxp.app import auth, resources, ui
+from pxp.app.a11y import page as a11y
 from pxp.team.access import may_open
 
 VIEWS = Path(__file__).resolve().parent / "views"
@@ -60,6 +61,7 @@ def route() -> None:
     """Set up the page, start the store (migrations, demo data), check the login and run the
     chosen page if the user's role may open it."""
     st.set_page_config(page_title="pxp — PXP protocol", page_icon=page_icon(), layout="wide")
+    a11y.install()  # the focus ring and the page script, login screens too (docs/accessibility.md)
     problem = resources.config_problem()
     if problem is not None:  # a broken configuration never serves (docs/operations.md, Troubleshooting)
         st.error(ui.escape_md(problem), icon=":material/error:")

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from pxp.app.a11y.alt import molecule_alt, reaction_alts
+from pxp.app.a11y.page import script_frame
 from pxp.app.viewer import image_viewer as image_viewer  # the pages' one way to show a radiograph
 from pxp.app.viewer import radiograph_viewer
 from pxp.llm.bytecache import MB, byte_cached
@@ -100,7 +102,7 @@ def show_prediction(prediction: str, task_kind: str) -> None:
 
 
 def show_message(m: Msg, *, machine_label: str, task_kind: str, annotator: str | None = None,
-                 target: str | None = None) -> None:
+                 target: str | None = None, target_name: object = None) -> None:
     """One message: number, sender, tag badge, prediction, explanation.
 
     In DRUG (task_kind "smiles", with the target given) the proposed step is drawn, reactants →
@@ -112,18 +114,19 @@ def show_message(m: Msg, *, machine_label: str, task_kind: str, annotator: str |
             st.markdown(f"**#{m.j}** · {escape_md(sender_name(m.sender, machine_label, annotator))}")
             tag_badge(m.tag)
         show_prediction(m.prediction, task_kind)
-        proposed_step(m, task_kind, target)
+        proposed_step(m, task_kind, target, target_name=target_name)
         show_text(m.explanation, empty="(no explanation)")
 
 
-def proposed_step(m: Msg, task_kind: str, target: str | None, max_width: int | None = None) -> None:
+def proposed_step(m: Msg, task_kind: str, target: str | None, max_width: int | None = None,
+                  target_name: object = None) -> None:
     """A message's proposed reaction drawn under its SMILES (DRUG only), the machine's and the human's
     alike; a human's SMILES that RDKit cannot read stays text only (it was shown above)."""
     if not (target and task_kind == "smiles" and m.prediction.strip()):
         return
     who = "The machine's" if m.sender is Sender.MACHINE else "The human's"
     reaction(m.prediction, target, caption=f"{who} proposed step: reactants → target",
-             max_width=max_width or REACTION_WIDTH, quiet=m.sender is Sender.HUMAN)
+             max_width=max_width or REACTION_WIDTH, quiet=m.sender is Sender.HUMAN, target_name=target_name)
 
 
 def show_flags(flags: Mapping[str, bool]) -> None:
@@ -204,8 +207,9 @@ def molecule_svg(smiles: str, width: int = 420) -> tuple[str, dict[str, Any]]:
 
 
 def molecule(smiles: str, *, caption: str | None = None, properties: bool = True,
-             width: int = 420) -> None:
-    """The molecule drawing and, below it, its properties; a bad SMILES is one line."""
+             width: int = 420, name: object = None) -> None:
+    """The molecule drawing (its alt text: `name` where known and the SMILES) and, below it, its
+    properties; a bad SMILES is one line."""
     from pxp.data.chem import InvalidSmiles
     from pxp.data.sandbox import ChemFailed
 
@@ -217,7 +221,7 @@ def molecule(smiles: str, *, caption: str | None = None, properties: bool = True
     except ChemFailed as err:
         st.warning(escape_md(f"The molecule is not drawn: the drawing {err}."))
         return
-    st.image(svg, caption=caption, width=width)
+    st.image(svg, caption=caption, width=width, alt=molecule_alt(smiles, name))
     st.code(smiles, language=None, wrap_lines=True)
     if properties and props:
         st.markdown(
@@ -234,7 +238,7 @@ PAPERS_REACTION_WIDTH = 260
 
 
 def reaction(reactants: str, target: str, caption: str = "Proposed step: reactants → target", *,
-             max_width: int = REACTION_WIDTH, quiet: bool = False) -> None:
+             max_width: int = REACTION_WIDTH, quiet: bool = False, target_name: object = None) -> None:
     """The proposed step reactants → target, or one line why it cannot be drawn (`quiet`: nothing).
 
     Its pieces (pxp.data.render.reaction_parts) wrap to the column like words, at their natural size
@@ -252,7 +256,7 @@ def reaction(reactants: str, target: str, caption: str = "Proposed step: reactan
     except ChemFailed as err:
         st.warning(escape_md(f"The step is not drawn: the drawing {err}."))
         return
-    st.image([svg for svg, _ in parts], width="content")
+    st.image([svg for svg, _ in parts], width="content", alt=reaction_alts(reactants, target, target_name))
     st.caption(caption)
 
 
@@ -334,14 +338,13 @@ def bring_into_view(first_key: str, last_key: str, token: str, top_keys: Sequenc
         return json.dumps(".st-key-" + re.sub(r"[^A-Za-z0-9_-]", "", k))
 
     tops = ", ".join(sel(k) for k in top_keys)
-    st.iframe(f"<script>\n// {re.sub(r'[^A-Za-z0-9_-]', '', token)}\n{PLACE_JS}\n"
-              f"pxpBringIntoView(window.parent.document, {sel(first_key)}, {sel(last_key)}, [{tops}]);\n</script>",
-              height=1)
+    script_frame(f"<script>\n// {re.sub(r'[^A-Za-z0-9_-]', '', token)}\n{PLACE_JS}\n"
+              f"pxpBringIntoView(window.parent.document, {sel(first_key)}, {sel(last_key)}, [{tops}]);\n</script>")
 
 
 def transcript_papers(
     messages: Sequence[Msg], *, machine_label: str, task_kind: str, instance_render: Any = None,
-    target: str | None = None, notes: Mapping[int, str] | None = None,
+    target: str | None = None, notes: Mapping[int, str] | None = None, target_name: object = None,
 ) -> None:
     """A transcript in the papers' layout: Human | instance | Machine, numbered and tagged; `notes`
     adds a caption line under message j (e.g. the image window the expert viewed it at)."""
@@ -359,12 +362,19 @@ def transcript_papers(
             tag_badge(m.tag)
         with (lcol if m.sender is Sender.HUMAN else rcol), st.container(border=True):
             show_prediction(m.prediction, task_kind)
-            proposed_step(m, task_kind, target, PAPERS_REACTION_WIDTH)
+            proposed_step(m, task_kind, target, PAPERS_REACTION_WIDTH, target_name)
             show_text(m.explanation, empty="(no explanation)")
             if m.match is not None:
                 st.caption(f"match={m.match} · agree={m.agree} · changed={m.changed}")
             if notes and m.j in notes:
                 st.caption(escape_md(notes[m.j]))
+
+
+def chart_table(what: str, df: pd.DataFrame, key: str) -> None:
+    """The data of the chart above as a table, folded under it: a chart's text alternative
+    (docs/accessibility.md, "Text alternatives")."""
+    with st.expander(f"{what} as a table"):
+        st.dataframe(df, hide_index=True, key=key)
 
 
 def session_links(df: Any, columns: Sequence[str]) -> tuple[Any, dict[str, Any]]:

@@ -14,13 +14,14 @@ from typing import Any
 
 import streamlit as st
 
-_HTML = """<div class="pxp-viewer" data-pxp-viewer="1"><canvas></canvas></div>
+_HTML = """<div class="pxp-viewer" data-pxp-viewer="1" role="img" aria-label="Radiograph of the case">
+<canvas></canvas></div>
 <div class="pxp-hint">Wheel: zoom · drag: pan · double-click: fit</div>"""
 
-_CSS = """.pxp-viewer { position: relative; overflow: hidden; width: 100%; height: 420px; background: #000;
+_CSS = """.pxp-viewer { position: relative; overflow: hidden; width: 100%; height: 400px; background: #000;
   border-radius: 8px; cursor: grab; touch-action: none; }
 .pxp-viewer canvas { position: absolute; left: 0; top: 0; transform-origin: 0 0; user-select: none; }
-.pxp-hint { font: 12px sans-serif; color: #666; margin-top: 4px; }"""
+.pxp-hint { font: 12px/16px sans-serif; color: #595959; margin-top: 4px; }"""
 
 _JS = """
 // The radiograph viewer: the image arrives as this component's data (raw PNG bytes) and is drawn
@@ -75,10 +76,13 @@ export default function (component) {
 
 # --- the radiograph viewer with window/level in the browser ---------------------------------------
 
-_WL_HTML = """<div class="pxp-wl" tabindex="0" aria-label="Radiograph viewer">
-<div class="pxp-bar"></div>
-<div class="pxp-viewer" data-pxp-viewer="wl"><canvas></canvas><div class="pxp-read"></div></div>
-<div class="pxp-hint">Right-drag (or Shift+drag): window/level · wheel: zoom · drag: pan ·
+_WL_HTML = """<div class="pxp-wl" tabindex="0" role="application" aria-roledescription="radiograph viewer"
+ aria-label="Radiograph of the case" aria-describedby="pxp-wl-hint">
+<div class="pxp-bar" role="toolbar" aria-label="Window presets"></div>
+<div class="pxp-viewer" data-pxp-viewer="wl"><canvas aria-hidden="true"></canvas>
+<div class="pxp-read" aria-hidden="true"></div></div>
+<div class="pxp-said" role="status" aria-live="polite"></div>
+<div class="pxp-hint" id="pxp-wl-hint">Right-drag (or Shift+drag): window/level · wheel: zoom · drag: pan ·
 double-click: fit · R: reset · I: invert · F or Alt+V: full screen (Esc: back)</div></div>"""
 
 _WL_CSS = """.pxp-wl { outline: none; }
@@ -95,6 +99,7 @@ _WL_CSS = """.pxp-wl { outline: none; }
   background: #f6f6f6; color: #222; cursor: pointer; }
 .pxp-bar button[aria-pressed="true"] { background: #dbe9fb; border-color: #4a90d9; }
 .pxp-hint { font: 12px sans-serif; color: #666; margin-top: 4px; }
+.pxp-said { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }
 .pxp-wl.pxp-full { position: fixed; inset: 0; z-index: 1000000; background: #111; padding: 8px; }
 .pxp-wl.pxp-full .pxp-hint { color: #bbb; }"""
 
@@ -165,7 +170,12 @@ export default function (component) {
     keep();
   };
   const redraw = () => { if (!st.queued) { st.queued = true; requestAnimationFrame(draw); } };
-  const report = () => setStateValue("wl", { center: st.center, width: st.width, invert: st.invert });
+  // the window/level in words, said by a screen reader (the live region) once settled, not while dragging
+  const said = root.querySelector(".pxp-said");
+  const say = (extra = "") => { const unit = H.units ? " " + H.units : "";
+    const flip = st.invert ? ", inverted" : "";
+    said.textContent = `Window ${fmt(st.width)}, level ${fmt(st.center)}${unit}${flip}${extra}`; };
+  const report = () => { say(); setStateValue("wl", { center: st.center, width: st.width, invert: st.invert }); };
   const fitView = () => {
     st.fit = Math.min(v.clientWidth / st.w, v.clientHeight / st.h) || 1; st.vw = v.clientWidth; st.vh = v.clientHeight;
     st.s = st.fit; st.x = (v.clientWidth - st.w * st.s) / 2; st.y = (v.clientHeight - st.h * st.s) / 2; show();
@@ -201,6 +211,7 @@ export default function (component) {
       }
     }
     size(); refit();
+    say(on ? ", full screen (Esc: back)" : "");
     if (focus) root.focus();
   };
   window.__pxpFilm = root;  // the film F and Esc act on: the newest drawn
@@ -258,6 +269,7 @@ export default function (component) {
     });
   }
   Object.assign(st, { H, keep, setWL, report, fitView, size, refit, step: span / 500 });
+  if (!said.textContent) say();
   if (!window.__pxpFilmKeys) {  // F (not while typing in a field) or Alt+V (anywhere; the browser keeps Alt+F):
     window.__pxpFilmKeys = true;  // the film over the whole viewport, and back; Esc: back. On the window, so
     // before the page's own key handling (pxp.app.annotate.tab_order holds Alt chords while the page updates)
@@ -305,7 +317,8 @@ def radiograph_viewer(payload: bytes, *, key: str) -> dict[str, Any] | None:
 
 
 def image_viewer(png: bytes, *, key: str) -> None:
-    """The radiograph (PNG bytes) in the browser-side viewer (420 px high), sent as the component's data."""
+    """The radiograph (PNG bytes) in the browser-side viewer (400 px high, its hint below: the component's 444 px
+    hold them with no scroll bar), sent as the component's data."""
     _made("pxp_xray_viewer", _HTML, _CSS, _JS)(data=png, key=key, height=444)
 
 

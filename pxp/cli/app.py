@@ -37,6 +37,7 @@ STREAMLIT_SETTINGS = {
     "client.showErrorDetails": "none",
     "theme.base": "light",
     "theme.primaryColor": "#2e7d32",
+    "theme.textColor": "#0e0e0e",
     "runner.postScriptGC": "false",
 }
 

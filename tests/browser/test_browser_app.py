@@ -7,6 +7,7 @@ explanation stays inert text; screenshots go to artifacts/ (gitignored).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -104,12 +105,29 @@ def _stop(proc: Any) -> None:
         proc.wait(timeout=10)
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
+def need_chromium() -> None:
+    """Skip without chromium on a workstation; in CI (CI=true) it is an error."""
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI") == "true":
             raise RuntimeError(f"{CHROMIUM} is required in CI (.ci/run installs it)")
         pytest.skip(f"{CHROMIUM} is not installed")
+
+
+@contextlib.contextmanager
+def serving(url: str, tmp_path: Path) -> Iterator[str]:
+    """The app on the database `url` (`streamlit run`, logged in tmp_path) for the block: its base URL."""
+    env = {**os.environ, "PXP_DATABASE_URL": url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    proc, base, log = _start_streamlit(env, tmp_path)
+    try:
+        yield base
+    finally:
+        _stop(proc)
+        log.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    need_chromium()
     url = f"sqlite:///{tmp_path / 'browser.db'}"
     engine = get_engine(url)
     from pxp.running.pxp.controlled.demo import ensure_demo
@@ -121,13 +139,8 @@ def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
     sid = claim_next(engine, experiment_id=eid, annotator_id=me)
     assert sid is not None
     assert machine_step(engine, sid, Says("Pneumonia", PAYLOAD)) is not None
-    env = {**os.environ, "PXP_DATABASE_URL": url, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    proc, base, log = _start_streamlit(env, tmp_path)
-    try:
+    with serving(url, tmp_path) as base:
         yield base, url
-    finally:
-        _stop(proc)
-        log.close()
 
 
 def test_streamlit_start_retries_on_a_port_taken_after_it_was_picked(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from pxp.storage.audit import audit_events
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Annotator, Session
 from pxp.team.access import add_member
+from tests.browser.axe import audit
 from tests.browser.test_browser_app import CHROMIUM, _free_port, _idle, _start_streamlit, _stop, launch
 from tests.factories import make_rad
 
@@ -132,6 +133,7 @@ def test_two_users_two_roles(auth_server: tuple[str, int, str]) -> None:
             page.goto(f"{base}/analytics")
             expect(page.get_by_text("This pxp server requires login.")).to_be_visible(timeout=90_000)
             expect(page.get_by_role("heading", name="Analytics")).to_have_count(0)
+            found = audit(page, "the login screen")  # (docs/accessibility.md; the other pages: test_browser_a11y)
 
             # the annotator
             _log_in(page, base, ANN[0])
@@ -144,6 +146,7 @@ def test_two_users_two_roles(auth_server: tuple[str, int, str]) -> None:
             _idle(page)
             expect(page.get_by_text("Your role (annotator) may not open the Analytics page.")).to_be_visible(
                 timeout=90_000)
+            found += audit(page, "a refused page")  # a page the role may not open, the sidebar with who is logged in
             expect(page.get_by_role("heading", name="Analytics")).to_have_count(0)
             page.goto(f"{base}/sessions?session={other_sid}")
             _idle(page)
@@ -187,5 +190,6 @@ def test_two_users_two_roles(auth_server: tuple[str, int, str]) -> None:
             _idle(page)
             expect(page.get_by_text("Your role (researcher) may not open the Settings page.")).to_be_visible(
                 timeout=90_000)
+            assert found == [], "\n".join(found)
         finally:
             browser.close()

@@ -65,7 +65,7 @@ def _case(s: LiveSession) -> None:
     if s.match_kind == "smiles":
         name = s.meta.get("name")
         st.markdown("**Target molecule**" + (f": {ui.escape_md(str(name))}" if name else ""))
-        ui.molecule(s.payload)
+        ui.molecule(s.payload, name=str(name) if name else None)
     elif s.asset_sha256:
         ui.xray(eng, s.instance_id, s.meta, key=_viewer_key(s))
     else:

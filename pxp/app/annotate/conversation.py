@@ -127,7 +127,8 @@ def finished_note() -> None:
             ui.show_flags(done.flags())
             for m in done.messages:
                 ui.show_message(m, machine_label=done.machine_label, task_kind=done.match_kind,
-                                annotator=done.annotator, target=done.payload)
+                                annotator=done.annotator, target=done.payload,
+                                target_name=done.meta.get("name"))
         st.button("Hide", key="annotate_hide_finished", type="tertiary",
                   on_click=lambda: S.pop("annotate_last_finished", None))
 
@@ -145,9 +146,9 @@ def transcript_panel(s: LiveSession) -> None:
         with box:
             for m in earlier:
                 ui.show_message(m, machine_label=s.machine_label, task_kind=s.match_kind,
-                                annotator=s.annotator, target=s.payload)
+                                annotator=s.annotator, target=s.payload, target_name=s.meta.get("name"))
     last = s.last_from(Sender.MACHINE)
     if last is not None:
         st.markdown(f"**The machine now says** (message {last.j}):")
         ui.show_message(last, machine_label=s.machine_label, task_kind=s.match_kind,
-                        target=s.payload)
+                        target=s.payload, target_name=s.meta.get("name"))

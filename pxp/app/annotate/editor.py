@@ -15,6 +15,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from pxp.app.a11y.page import script_frame
 from pxp.app.annotate.ketcher import st_ketcher
 from pxp.app.annotate.keys import S
 from pxp.data.chem import InvalidSmiles, smiles_set
@@ -36,13 +37,23 @@ _HIDDEN = """<style>.st-key-{box} {{ position: fixed; left: -300vw; top: 0; widt
 _SHOWN = """<style>.st-key-{box} {{ position: fixed; inset: 0; z-index: 1000100;
   background-color: white; padding: 0.15rem 1rem 0 1rem; gap: 0; overflow: hidden; }}
 .st-key-{box} [data-testid="stCaptionContainer"] p {{ margin: 0; }}</style>"""
+#: Ketcher's own markup mended from outside (docs/accessibility.md, "Ketcher"): the element symbols of its atom
+#: palette in their colour darkened to 4.5:1 (Cl's green is 1.9:1 on white), its copy menu's 9-pixel toggle
+#: given a 24-pixel target (WCAG 2.2, 2.5.8)
+KETCHER_CSS = repr("button[value] > span { color: color-mix(in srgb, currentColor 58%, black); } "
+                   "button.expanded { min-width: 24px; min-height: 24px; }")
 #: the editor never takes the focus from the page: Ketcher focuses its frame as it starts (a textarea
 #: of its own, autofocused), and the page's keys (Ctrl+Enter, Alt+1, ...; Esc once it is shown) would
 #: then go to the frame, hidden or not; so the frame's focus() acts only while it is shown and the
 #: focus is already in it (the chemist clicked in Ketcher), from as soon as the frame has a document,
-#: before Ketcher starts; hidden, its box is also inert. Ketcher's height follows the window: the frame's own
-#: wrapper (same origin) is given what the window leaves below the frame's top, and Reset/Apply move
-#: onto the free end of Ketcher's bottom toolbar. Our own element key, no page text read or written.
+#: before Ketcher starts; hidden, its box is also inert. Shown, it is a dialog (docs/accessibility.md,
+#: "Keyboard"): the rest of the page is inert, so Tab stays in the editor, the focus goes to its Close
+#: button, Esc in Ketcher closes it too (unless a dialog of Ketcher's is open), and once it is hidden
+#: again (Close or Apply) the focus is back in the reactant field. Ketcher's height follows the window:
+#: the frame's own wrapper (same origin) is given what the window leaves below the frame's top, and
+#: Reset/Apply move onto the free end of Ketcher's bottom toolbar. What Ketcher's own markup lacks is
+#: mended from outside (KETCHER_CSS, and a name for its clipboard field and its copy menu's toggle).
+#: Our own element key, no page text read or written.
 FIT_JS = """<script>
 (function () {
   const w = window.parent, d = w.document, box = '.st-key-""" + BOX + """';
@@ -56,10 +67,47 @@ FIT_JS = """<script>
       fw.document.activeElement.blur();  // focused before it could be guarded
     }
   };
+  const closer = () => d.querySelector('.st-key-""" + BOX + """_close button');
+  const mend = (f) => {  // Ketcher's markup, mended from outside (its frame is served by our server)
+    const doc = f.contentDocument;
+    if (!doc || !doc.head) return;
+    if (!doc.getElementById('pxp-a11y')) {
+      const s = doc.createElement('style');
+      s.id = 'pxp-a11y';
+      s.textContent = """ + KETCHER_CSS + """;
+      doc.head.appendChild(s);
+      doc.addEventListener('keydown', (e) => {
+        if (e.key === 'Escape' && !doc.querySelector('[role="dialog"]') && closer()) closer().click();
+      });
+    }
+    const clip = doc.querySelector('textarea.cliparea:not([aria-label])');
+    if (clip) clip.setAttribute('aria-label', 'Ketcher clipboard');
+    doc.querySelectorAll('button.expanded:not([aria-label])')
+      .forEach((b) => b.setAttribute('aria-label', 'More copy formats'));
+  };
+  // shown, the editor is a dialog: the rest of the page inert, the focus on Close; hidden, the focus back in the field
+  const modal = (b, shown) => {
+    if (shown && !b.__pxpModal) {
+      b.__pxpModal = true;
+      for (let e = b; e.parentElement && e !== d.body; e = e.parentElement) {
+        for (const s of e.parentElement.children) {
+          if (s !== e && !s.inert && s.tagName !== 'SCRIPT') { s.inert = true; s.dataset.pxpInert = '1'; }
+        }
+      }
+    }
+    if (shown && !b.__pxpFocused && closer()) { b.__pxpFocused = true; closer().focus(); }
+    if (!shown && b.__pxpModal) {
+      b.__pxpModal = b.__pxpFocused = false;
+      d.querySelectorAll('[data-pxp-inert]').forEach((s) => { s.inert = false; delete s.dataset.pxpInert; });
+      const field = [...d.querySelectorAll('[class*="st-key-annotate_"][class*="_pred"] input')].pop();
+      if (field) field.focus();
+    }
+  };
   const watched = new w.WeakSet();
   const guardAll = () => d.querySelectorAll(box).forEach((b) => {
     const h = w.getComputedStyle(b).visibility === 'hidden';
     if (b.inert !== h) b.inert = h;
+    modal(b, !h);
     b.querySelectorAll('iframe').forEach((f) => {
       if (!watched.has(f)) { watched.add(f); f.addEventListener('load', () => guard(f)); }
       guard(f);
@@ -68,6 +116,7 @@ FIT_JS = """<script>
   const fit = () => {
     guardAll();
     d.querySelectorAll(box + ' iframe').forEach((f) => {
+      mend(f);
       const doc = f.contentDocument, root = doc && doc.querySelector('.Ketcher-root');
       const wrap = root && root.parentElement, row = wrap && wrap.nextElementSibling;
       if (!row) return;
@@ -147,7 +196,7 @@ def molecule_editor(box: DeltaGenerator, s: LiveSession, key: str) -> None:
                 st.button("Close", key=f"{BOX}_close", icon=":material/close:", shortcut=CLOSE_KEY,
                           type="tertiary", on_click=S.__setitem__, args=(f"{BOX}_open", False))
         value = st_ketcher(prefill, height=EDITOR_HEIGHT, key=f"{BOX}_ketcher_{S[f'{BOX}_n']}")
-        st.iframe(FIT_JS, height=1)
+        script_frame(FIT_JS)
         warn = st.empty()
     if value == prefill or value == S.get(f"{BOX}_taken"):
         return

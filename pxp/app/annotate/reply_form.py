@@ -180,7 +180,7 @@ def prediction_input(s: LiveSession, key: str, previous: str) -> tuple[str, str 
         canon = ".".join(sorted(smiles_set(value)))
         st.caption("Canonical form:")
         st.code(canon, language=None, wrap_lines=True)
-        ui.reaction(value, s.payload)
+        ui.reaction(value, s.payload, target_name=str(s.meta.get("name") or "") or None)
         return value, None
     value = st.text_input("My prediction", key=pkey, live="1s")
     return value, (None if value.strip() else NO_PREDICTION)

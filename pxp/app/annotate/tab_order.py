@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pxp.app.a11y.page import script_frame
 from pxp.app.ui import PLACE_JS
 
 _JS = "<script>\n" + PLACE_JS + """
@@ -158,4 +159,4 @@ def tab_order() -> None:
     explanation handed over as typing pauses, shortcuts held while the page is redrawn, and each new reply
     form focused and in view."""
     with st.sidebar:
-        st.iframe(_JS, height=1)
+        script_frame(_JS)

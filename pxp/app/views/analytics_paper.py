@@ -82,6 +82,7 @@ def view_figure1(sel: Selection, by: str | None, names: list[str]) -> None:
                    "the session totals differ (" + ", ".join(f"{ui.escape_md(n)} {t:g}" for n, t in totals.items())
                    + ").")
     data = pd.concat([figure1_frame(t, name) for name, t in tables.items()], ignore_index=True)
+    ui.chart_table("Figure 1", data, "analytics_fig1_table")
     download_csv("Figure 1 data (CSV)", data, "figure1.csv", "analytics_dl_fig1")
 
 
@@ -95,6 +96,7 @@ def view_figure2(sel: Selection) -> None:
     st.plotly_chart(figures.figure2(df), key="analytics_fig2")
     st.caption("Prediction, explanation and both-correct accuracy after each session processed: thin lines "
                "per repetition, thick lines the median (the follow-up paper's Figure 2).")
+    ui.chart_table("Figure 2's medians", performance_median(df), "analytics_fig2_table")
     c = st.columns(2)
     with c[0]:
         download_csv("Figure 2 data (CSV)", df, "figure2.csv", "analytics_dl_fig2")

@@ -118,7 +118,7 @@ def browse() -> None:
             st.markdown(f"**{ui.escape_md(title)}** · {r.split or 'no split'}")
             if info.task == "drug" or (r.payload and not r.has_image and info.task != "rad"):
                 if info.task == "drug":
-                    ui.molecule(r.payload, properties=False, width=300)
+                    ui.molecule(r.payload, properties=False, width=300, name=str(r.meta.get("name") or "") or None)
                 else:
                     ui.show_text(r.payload)
             elif r.has_image:

@@ -58,6 +58,9 @@ def probe_curve(curves: dict[str, dict[int, tuple[float, int]]]) -> None:
     fig.update_layout(xaxis={"title": "probing round (0 = before the first question)", "dtick": 1},
                       yaxis={"title": "probe accuracy", "range": [0, 1.05]}, height=360, margin={"t": 30})
     st.plotly_chart(fig, key="sk_probe_curve")
+    ui.chart_table("Probe accuracy per round", pd.DataFrame(
+        [{"model": m, "round": r, "probe accuracy": a, "episodes": n} for m, by in curves.items()
+         for r, (a, n) in by.items()]), "sk_probe_curve_table")
 
 
 def episode_viewer(game: str, keys: list[str]) -> None:

@@ -53,7 +53,7 @@ def instance_thumb(s: LiveSession) -> None:
         ui.synthetic_badge()
     st.caption(ui.escape_md(s.instance_key))
     if s.match_kind == "smiles":
-        ui.molecule(s.payload, properties=False, width=240)
+        ui.molecule(s.payload, properties=False, width=240, name=str(s.meta.get("name") or "") or None)
     elif s.asset_sha256:
         from pxp.data.images import ImageRejected
 
@@ -93,7 +93,7 @@ def detail(sid: int) -> None:
     ui.transcript_papers(s.messages, machine_label=s.machine_label, task_kind=s.match_kind,
                          instance_render=lambda: instance_thumb(s),
                          target=s.payload if s.match_kind == "smiles" else None,
-                         notes=message_views(eng, sid))
+                         notes=message_views(eng, sid), target_name=s.meta.get("name"))
     st.markdown("**Intelligibility of this session**")
     if s.status == "open":
         st.caption("Not counted (open): a session counts towards Definitions 1 and 2 once it ends.")
