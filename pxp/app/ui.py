@@ -8,7 +8,7 @@ out of it (DESIGN §3). No unsafe_allow_html anywhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import streamlit as st
@@ -43,12 +43,13 @@ _AUTOLINK = re.compile(r"(?i)(://|www\.|@)")
 _WJ = "\u2060"  # WORD JOINER: invisible, but no GFM autolink spans it
 
 
-def small_table(df: pd.DataFrame) -> None:
-    """A small table (a few rows) drawn as a Markdown table: no data grid to load; every cell escaped."""
+def small_table(df: pd.DataFrame, numeric: Collection[str] = ()) -> None:
+    """A small table (a few rows) drawn as a Markdown table: no data grid to load; every cell escaped. Number
+    columns, and those named in `numeric` (numbers already formatted as text), are right-aligned."""
     def cell(v: Any) -> str:
         return escape_md(" ".join(str(v).split())) if v is not None and v == v else ""
 
-    num = [str(t).startswith(("int", "float")) for t in df.dtypes]
+    num = [str(t).startswith(("int", "float")) or c in numeric for c, t in zip(df.columns, df.dtypes, strict=True)]
     lines = ["| " + " | ".join(cell(c) for c in df.columns) + " |",
              "|" + "|".join("---:" if n else ":---" for n in num) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]

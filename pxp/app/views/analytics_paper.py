@@ -3,7 +3,6 @@ and session lengths. Not a page: pxp/app/views/analytics.py calls them."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from pxp.analysis import figures
@@ -11,7 +10,7 @@ from pxp.analysis.performance import evaluations, performance_median
 from pxp.analysis.queries import Selection
 from pxp.analysis.report import aborted_by_reason, reasons_line, render_many
 from pxp.analysis.tables import (
-    figure1_frame,
+    figure1_csv_frame,
     repetition_frame,
     session_lengths,
     table1_frame,
@@ -81,8 +80,7 @@ def view_figure1(sel: Selection, by: str | None, names: list[str]) -> None:
         st.caption(("Shown as proportions: " if proportion else "Counts of different totals do not compare: ") +
                    "the session totals differ (" + ", ".join(f"{ui.escape_md(n)} {t:g}" for n, t in totals.items())
                    + ").")
-    data = pd.concat([figure1_frame(t, name) for name, t in tables.items()], ignore_index=True)
-    download_csv("Figure 1 data (CSV)", data, "figure1.csv", "analytics_dl_fig1")
+    download_csv("Figure 1 data (CSV)", figure1_csv_frame(tables), "figure1.csv", "analytics_dl_fig1")
 
 
 def view_figure2(sel: Selection) -> None:
