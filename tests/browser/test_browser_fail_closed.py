@@ -91,7 +91,11 @@ def test_downloads_reach_only_the_logged_in_session(tmp_path: Path, provider: st
                 saved: Any = got.value
                 assert saved.suggested_filename == "table1.csv"
                 text = Path(saved.path()).read_text()
-                assert text.splitlines()[0].startswith("Count,") and "Total sessions" in text, text[:200]
+                assert text.splitlines()[0].startswith("experiment,property,label,"), text[:200]
+                # a button shows its label alone: no icon glyph that the app's fonts lack (an empty box)
+                labels = buttons.evaluate_all("els => els.map(e => e.textContent)")
+                assert labels and all(t.isascii() and t.isprintable() for t in labels), labels
+                assert table.inner_text() == "Table (CSV)"
                 hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
                 assert not [h for h in hrefs if "/media/" in h], hrefs
                 # nothing of the page travelled as a media URL but the tab's icon (drawn by pxp, 64 px)
