@@ -57,7 +57,7 @@ def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
     reproduce_line(sel, by, names)
     if st.toggle("Counts per repetition (what the medians are of)", key="analytics_reps"):
         reps = repetition_frame(resources.engine(), sel, by)
-        st.dataframe(reps, hide_index=True)
+        ui.table(reps, hide_index=True)
         download_csv("Per repetition (CSV)", reps, "table1_repetitions.csv", "analytics_dl_reps")
 
 
@@ -126,7 +126,7 @@ def view_lengths(sel: Selection) -> None:
 
     d = df.assign(ended=df.stop_reason.where(df.status != "aborted", "aborted").replace("", "(none)"))
     st.plotly_chart(px.bar(d, x="messages", y="sessions", color="ended", barmode="stack"), key="analytics_len_fig")
-    st.dataframe(df, hide_index=True)
+    ui.table(df, hide_index=True)
     download_csv("Session lengths (CSV)", df, "session_lengths.csv", "analytics_dl_lengths")
 
 
