@@ -59,17 +59,21 @@ def test_a_bad_case_list_is_one_line_and_stores_nothing(app_db: tuple[str, Engin
     assert not names & {"bad lists", "bad file"}
 
 
-def test_experiments_page_shows_progress_per_annotator(app_db: tuple[str, Engine]) -> None:
-    _, engine = app_db
-    make_drug(engine)
-    eid = create_live_experiment(engine, dataset="toy-drug", name="DRUG <b>", overlap=2)
-    for name, cases in (("h1", 3), ("h2", 1)):
+def _finish(engine: Engine, eid: int, **cases: int) -> None:
+    """Each named annotator claims and finishes that many cases of live experiment `eid`."""
+    for name, n in cases.items():
         who = ensure_annotator(engine, name=name)
-        for _ in range(cases):
+        for _ in range(n):
             assert claim_next(engine, experiment_id=eid, annotator_id=who) is not None
             with engine.begin() as c:
                 c.execute(update(Session).where(Session.annotator_id == who)  # type: ignore[arg-type]
                           .values(status="finished"))
+
+
+def test_experiments_page_shows_progress_per_annotator(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_drug(engine)
+    _finish(engine, create_live_experiment(engine, dataset="toy-drug", name="DRUG <b>", overlap=2), h1=3, h2=1)
     at = ok(new_app("experiments"))
     labels = [e.label for e in at.expander]
     assert any("1 case done by 2 annotators · overlap 2 (annotators per case)" in x for x in labels), labels
@@ -83,14 +87,7 @@ def test_the_experiments_page_counts_annotators_not_the_overlap(app_db: tuple[st
     """Two annotators who did 5 cases each with overlap 1: 10 cases done by 2 annotators, not "by 1 annotator"."""
     _, engine = app_db
     make_rad(engine, per_label=2)
-    eid = create_live_experiment(engine, dataset="toy-rad", name="RAD", overlap=1)
-    for name in ("h1", "h2"):
-        who = ensure_annotator(engine, name=name)
-        for _ in range(5):
-            assert claim_next(engine, experiment_id=eid, annotator_id=who) is not None
-            with engine.begin() as c:
-                c.execute(update(Session).where(Session.annotator_id == who)  # type: ignore[arg-type]
-                          .values(status="finished"))
+    _finish(engine, create_live_experiment(engine, dataset="toy-rad", name="RAD", overlap=1), h1=5, h2=5)
     at = ok(new_app("experiments"))
     labels = [e.label for e in at.expander]
     assert any("RAD: 10 cases done by 2 annotators · overlap 1" in x for x in labels), labels

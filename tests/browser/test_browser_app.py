@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -102,6 +103,25 @@ def _stop(proc: Any) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+@contextmanager
+def app_page(env: dict[str, str], tmp_path: Path, width: int = 1280, height: int = 720) -> Iterator[tuple[Any, str]]:
+    """A browser page (width × height) and the base URL of `streamlit run` of the app with `env`; both stopped
+    after."""
+    from playwright.sync_api import sync_playwright
+
+    proc, base, log = _start_streamlit(env, tmp_path)
+    try:
+        with sync_playwright() as pw:
+            browser = launch(pw)
+            try:
+                yield browser.new_page(viewport={"width": width, "height": height}), base
+            finally:
+                browser.close()
+    finally:
+        _stop(proc)
+        log.close()
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from PIL import Image
 
 from pxp.running.pxp.controlled.demo import ensure_demo
 from pxp.storage.store import get_engine
-from tests.browser.test_browser_app import CHROMIUM, _idle, _start_streamlit, _stop, launch
+from tests.browser.test_browser_app import CHROMIUM, _idle, _stop, app_page, launch
 from tests.browser.test_browser_auth import RITA, _log_in, _log_out, provider, start_with_login  # noqa: F401
 
 pytestmark = pytest.mark.browser
@@ -29,7 +29,7 @@ def _need_chromium() -> None:
 
 
 def test_a_malformed_secrets_file_serves_only_its_error(tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     _need_chromium()
     home = tmp_path / "home"
@@ -39,24 +39,14 @@ def test_a_malformed_secrets_file_serves_only_its_error(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'app.db'}"
     get_engine(url)
     env = {**os.environ, "PXP_DATABASE_URL": url, "HOME": str(home)}
-    proc, base, log = _start_streamlit(env, tmp_path)
-    try:
-        with sync_playwright() as pw:
-            browser = launch(pw)
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 720})
-                for path in ("", "/annotate", "/sessions", "/experiments", "/datasets", "/settings", "/audit"):
-                    page.goto(base + path)
-                    expect(page.get_by_text(f"{secrets}:2: not valid TOML")).to_be_visible(timeout=90_000)
-                    _idle(page)
-                    expect(page.get_by_test_id("stSidebarNav")).to_have_count(0)
-                    expect(page.get_by_role("heading")).to_have_count(0)
-                    assert page.get_by_role("button").count() == 0 or "Annotate" not in page.content()
-            finally:
-                browser.close()
-    finally:
-        _stop(proc)
-        log.close()
+    with app_page(env, tmp_path) as (page, base):
+        for path in ("", "/annotate", "/sessions", "/experiments", "/datasets", "/settings", "/audit"):
+            page.goto(base + path)
+            expect(page.get_by_text(f"{secrets}:2: not valid TOML")).to_be_visible(timeout=90_000)
+            _idle(page)
+            expect(page.get_by_test_id("stSidebarNav")).to_have_count(0)
+            expect(page.get_by_role("heading")).to_have_count(0)
+            assert page.get_by_role("button").count() == 0 or "Annotate" not in page.content()
 
 
 def test_downloads_reach_only_the_logged_in_session(tmp_path: Path, provider: str) -> None:  # noqa: F811

@@ -9,47 +9,35 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.test_browser_app import ARTIFACTS, CHROMIUM, _start_streamlit, _stop, launch
+from tests.browser.test_browser_app import ARTIFACTS, app_page
+from tests.browser.test_browser_fail_closed import _need_chromium
 
 pytestmark = pytest.mark.browser
 
 
 def test_a_fresh_database_shows_what_is_being_made_then_home(tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI") == "true":
-            raise RuntimeError(f"{CHROMIUM} is required in CI (.ci/run installs it)")
-        pytest.skip(f"{CHROMIUM} is not installed")
+    _need_chromium()
     url = f"sqlite:///{tmp_path / 'fresh.db'}"  # nothing in it: the first visit makes the demo
     env = {**os.environ, "PXP_DATABASE_URL": url, "PXP_DEMO_FILMS": "0",
            "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    proc, base, log = _start_streamlit(env, tmp_path)
-    try:
-        with sync_playwright() as pw:
-            browser = launch(pw)
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 720})
-                t0 = time.monotonic()
-                page.goto(base)
-                # read at one moment: the line saying what is being made, and its step (it moves on meanwhile)
-                line = page.wait_for_function(
-                    r"""() => { const t = document.body.innerText;
-                                const m = t.match(/Making .+ \([1-4] of 4\)/);
-                                return t.includes("First start: pxp is making its demo") && m ? m[0] : null; }""",
-                    timeout=30_000).json_value()
-                drawn = time.monotonic() - t0
-                assert any(what in line for what in ("demo-rad", "demo-drug")), line
-                ARTIFACTS.mkdir(exist_ok=True)
-                page.screenshot(path=str(ARTIFACTS / "first_start.png"))
-                # then Home, in its place
-                expect(page.get_by_text("Start annotating")).to_be_visible(timeout=120_000)
-                expect(page.get_by_text("First start: pxp is making its demo")).to_have_count(0)
-                ready = time.monotonic() - t0
-                expect(page.get_by_role("heading", name="Datasets")).to_be_visible(timeout=10_000)
-                print(f"first start: progress drawn after {drawn:.2f} s, Home after {ready:.2f} s")
-            finally:
-                browser.close()
-    finally:
-        _stop(proc)
-        log.close()
+    with app_page(env, tmp_path) as (page, base):
+        t0 = time.monotonic()
+        page.goto(base)
+        # read at one moment: the line saying what is being made, and its step (it moves on meanwhile)
+        line = page.wait_for_function(
+            r"""() => { const t = document.body.innerText;
+                        const m = t.match(/Making .+ \([1-4] of 4\)/);
+                        return t.includes("First start: pxp is making its demo") && m ? m[0] : null; }""",
+            timeout=30_000).json_value()
+        drawn = time.monotonic() - t0
+        assert any(what in line for what in ("demo-rad", "demo-drug")), line
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "first_start.png"))
+        # then Home, in its place
+        expect(page.get_by_text("Start annotating")).to_be_visible(timeout=120_000)
+        expect(page.get_by_text("First start: pxp is making its demo")).to_have_count(0)
+        ready = time.monotonic() - t0
+        expect(page.get_by_role("heading", name="Datasets")).to_be_visible(timeout=10_000)
+        print(f"first start: progress drawn after {drawn:.2f} s, Home after {ready:.2f} s")
