@@ -20,10 +20,10 @@ from pxp.analysis.common_ground import probe_sessions, probe_summary, render_pro
 from pxp.analysis.queries import GROUP_BY, AnalysisError, Selection, cached
 from pxp.analysis.tables import table1, table1_by
 from pxp.protocols.errors import PxpError
-from pxp.protocols.pxp.intelligibility import Table1, table1_rows
+from pxp.protocols.pxp.intelligibility import METRIC_LABELS, METRICS, Table1, table1_rows
 from pxp.running.pxp.config import RunConfig
 from pxp.running.pxp.controlled.attempts import format_kind
-from pxp.running.pxp.evaluate import performance_series, render_series
+from pxp.running.pxp.evaluate import METRIC_NAMES, performance_series, render_series
 from pxp.storage.store import db_session, find_experiment
 from pxp.storage.tables import Experiment, Run, Session
 
@@ -147,12 +147,15 @@ def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) 
     """Several reports side by side in the papers' layout (one column per experiment or group).
 
     Each column is `count (proportion)`, median over its repetitions; min–max follows in
-    its own column when a report has more than one repetition. Aborted sessions are apart.
+    its own column when a report has more than one repetition. Aborted sessions are apart. The CSV is tidy
+    instead (table1_csv).
     """
     if fmt not in FORMATS:
         raise AnalysisError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if fmt == "json":
         return json.dumps(reports if len(reports) != 1 else reports[0], indent=2)
+    if fmt == "csv":
+        return table1_csv(reports, full=full)
     bodies = [table1_rows(r) for r in reports]
     labels = [a for a, _, _ in bodies[0]] if bodies else []
     header = ["Count"]
@@ -160,14 +163,14 @@ def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) 
     for r, body in zip(reports, bodies, strict=True):
         header.append(str(r["experiment"]))
         cols.append([b for _, b, _ in body])
-        if fmt == "csv" or r["repetitions"] > 1:
+        if r["repetitions"] > 1:
             header.append(f"{r['experiment']} min–max" if len(reports) > 1 else "min–max")
             cols.append([c for _, _, c in body])
     table = [[lab, *(c[i] for c in cols)] for i, lab in enumerate(labels)]
     aborted = ["Aborted sessions (apart)"]
     for r in reports:
         aborted.append(str(r["aborted_sessions"]))
-        if fmt == "csv" or r["repetitions"] > 1:
+        if r["repetitions"] > 1:
             aborted.append("")
     notes = [
         f"{r['experiment']}: median of {r['repetitions']} repetition(s); "
@@ -176,15 +179,6 @@ def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) 
            if r.get("aborted_by_reason") else "")
         for r in reports
     ]
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow([h.replace("–", "-") for h in header])
-        w.writerows(table)
-        w.writerow(aborted)
-        # the performance series follows Table 1 only when asked for (`--full`; `pxp run --format csv`)
-        series = _performance(reports, fmt, True) if full else []
-        return buf.getvalue() + "".join(f"\n{ln}" for ln in series if ln)
     if fmt == "markdown":
         lines = [
             "| " + " | ".join(_md(h) for h in header) + " |",
@@ -206,6 +200,39 @@ def render_many(reports: list[dict[str, Any]], fmt: str, *, full: bool = False) 
     return "\n".join(lines)
 
 
+#: Table 1 as a tidy CSV (docs/research.md, Exports): one row per experiment (or group) and property, one value per
+#: cell, units in the header
+TABLE1_CSV = ("experiment", "property", "label", "repetitions", "count (sessions)", "total (sessions)",
+              "proportion (of total)", "min (sessions)", "max (sessions)", "aborted (sessions)")
+#: the machine performance series (`--full`), one row per experiment, split and point
+SERIES_CSV = ("experiment", "split", "after session (number)",
+              *(f"{m} {s} (accuracy)" for m in METRIC_NAMES for s in ("median", "min", "max")))
+
+
+def table1_csv(reports: list[dict[str, Any]], *, full: bool = False) -> str:
+    """Table 1 as a tidy CSV with the numbers of the JSON report; with `full`, the performance series follows
+    after one blank line as a second tidy table."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(TABLE1_CSV)
+    for r in reports:
+        for name in METRICS:
+            m = r["metrics"][name]
+            w.writerow([r["experiment"], name, METRIC_LABELS[name], r["repetitions"], m["count"], r["total_sessions"],
+                        m["proportion"], m["min"], m["max"], r["aborted_sessions"]])
+    series = [r for r in reports if r.get("performance")] if full else []
+    if series:
+        w.writerow([])
+        w.writerow(SERIES_CSV)
+        for r in series:
+            for split, s in r["performance"].items():
+                for i, point in enumerate(s["after_session"]):
+                    w.writerow([r["experiment"], split, point, *("" if s[stat][m][i] is None else s[stat][m][i]
+                                                                 for m in METRIC_NAMES
+                                                                 for stat in ("median", "min", "max"))])
+    return buf.getvalue()
+
+
 def reasons_line(counts: dict[str, int]) -> str:
     """E.g. "refusal 3, empty reply 1"."""
     return ", ".join(f"{kind} {n}" for kind, n in counts.items())
@@ -221,6 +248,6 @@ def _performance(reports: list[dict[str, Any]], fmt: str, full: bool = False) ->
             out += render_series(r["performance"], fmt, full=full)
             perf = r["performance"]
             line = (perf.get("test") or next(iter(perf.values()))).get("schedule")
-            if line and fmt != "csv":
+            if line:
                 out += ["", f"_{_md(line)}_" if fmt == "markdown" else str(line)]
     return out

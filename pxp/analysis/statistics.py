@@ -194,6 +194,28 @@ def _compare(engine: Engine, first: str, second: str, resamples: int, seed: int)
     }
 
 
+#: the comparison as a tidy CSV (docs/research.md, Grids and comparisons): one row per property, the numbers of the
+#: JSON at full precision, units in the header
+COMPARISON_CSV = ("a", "b", "property", "label", "pairs (sessions)", "a (proportion)", "b (proportion)",
+                  "a - b (proportion)", "ci low (proportion)", "ci high (proportion)", "a only (sessions)",
+                  "b only (sessions)", "mcnemar chi2", "mcnemar p")
+
+
+def comparison_csv(cmp: dict[str, Any]) -> str:
+    """The comparison's CSV: what `pxp report --compare --format json` holds per property, one value per cell."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COMPARISON_CSV)
+    for m in cmp["metrics"]:
+        w.writerow([cmp["a"], cmp["b"], m["metric"], m["label"], m["pairs"], m["a"], m["b"], m["difference"],
+                    m["ci_low"], m["ci_high"], m["a_only"], m["b_only"],
+                    "" if m["mcnemar_chi2"] is None else m["mcnemar_chi2"], m["p_value"]])
+    return buf.getvalue()
+
+
 def _p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 

@@ -139,6 +139,32 @@ def figure1_frame(t: Table1, name: str = "") -> pd.DataFrame:
     return pd.DataFrame(recs, columns=["group", "metric", "j", "median", "min", "max"])
 
 
+#: Figure 1's CSV (docs/research.md, Exports): figure1_frame's columns with their units, and the totals and
+#: proportions the figure draws when the totals differ
+FIGURE1_CSV = {"group": "group", "metric": "metric", "j": "bound j (messages)", "median": "median (sessions)",
+               "min": "min (sessions)", "max": "max (sessions)", "total": "total (sessions)",
+               "proportion": "proportion (of total)", "proportion_min": "min proportion (of total)",
+               "proportion_max": "max proportion (of total)"}
+
+
+def figure1_csv_frame(tables: dict[str, Table1]) -> pd.DataFrame:
+    """Figure 1's data for download: per group, metric and bound, the counts with the group's (median) total and
+    the proportions of it (pxp.analysis.figures.figure1 draws the same quotients)."""
+    import pandas as pd
+
+    frames = []
+    for name, t in tables.items():
+        df = figure1_frame(t, name)
+        total = t.total_sessions
+        df["total"] = int(total) if float(total).is_integer() else total
+        for col, src in (("proportion", "median"), ("proportion_min", "min"), ("proportion_max", "max")):
+            df[col] = df[src].astype(float) / total if total else 0.0
+        frames.append(df)
+    if not frames:
+        return pd.DataFrame(columns=list(FIGURE1_CSV.values()))
+    return pd.concat(frames, ignore_index=True).rename(columns=FIGURE1_CSV)[list(FIGURE1_CSV.values())]
+
+
 def table1_frame(tables: dict[str, Table1]) -> pd.DataFrame:
     """The papers' Table 1 layout: rows = counts, one column per group, `count (proportion)`."""
     import pandas as pd

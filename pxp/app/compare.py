@@ -17,23 +17,33 @@ import streamlit as st
 
 from pxp.analysis.queries import Options
 from pxp.analysis.report import ReportError
-from pxp.analysis.statistics import ComparisonError, compare_experiments, difference_line
+from pxp.analysis.statistics import ComparisonError, compare_experiments, comparison_csv, difference_line
 from pxp.analysis.study import study_json, study_names
+from pxp.analysis.tables import SHORT_LABELS
 from pxp.app import resources, ui
+from pxp.app.download import download
+
+
+def sig3(x: float) -> str:
+    """Three significant digits, trailing zeros kept (0.933, 0.900, -0.0667): the CSV download holds every digit."""
+    return f"{x:#.3g}"
 
 
 def comparison_frame(cmp: dict[str, Any]) -> pd.DataFrame:
-    """One row per property: both proportions, the difference with its 95 % CI, discordant pairs, p."""
+    """One row per property: both proportions, the difference with its 95 % CI, discordant pairs, p; short
+    headers and labels, so that the table fits beside the sidebar at 1280 px."""
     return pd.DataFrame([{
-        "Property": m["label"], "A": round(m["a"], 3), "B": round(m["b"], 3), "A − B": round(m["difference"], 3),
-        "95% CI low": round(m["ci_low"], 3), "95% CI high": round(m["ci_high"], 3), "A only": m["a_only"],
-        "B only": m["b_only"], "McNemar p": round(m["p_value"], 4),
+        "Property": SHORT_LABELS[m["metric"]], "A": sig3(m["a"]), "B": sig3(m["b"]), "A − B": sig3(m["difference"]),
+        "95% CI": f"{sig3(m['ci_low'])} to {sig3(m['ci_high'])}", "A only": m["a_only"], "B only": m["b_only"],
+        "McNemar p": sig3(m["p_value"]),
     } for m in cmp["metrics"]])
 
 
 def show_comparison(cmp: dict[str, Any], key: str) -> None:
     st.caption(ui.escape_md(f"A = {cmp['a']}, B = {cmp['b']}. {difference_line(cmp)}"))
-    ui.small_table(comparison_frame(cmp))
+    ui.small_table(comparison_frame(cmp), numeric=("A", "B", "A − B", "McNemar p"))
+    download("Comparison (CSV)", comparison_csv(cmp), file_name="comparison.csv", mime="text/csv",
+             key=f"{key}_csv")
 
 
 def _two_experiments(opts: Options, chosen: list[str]) -> None:

@@ -48,7 +48,7 @@ export default function (component) {
   const b = parentElement.querySelector(".pxp-dl"), got = split(data);
   if (!got) return;
   const { head, body } = got;
-  b.textContent = "\\u2B73 " + head.label;
+  b.textContent = head.label;  // no icon: a glyph the app's fonts lack draws as an empty box
   b.title = head.name;
   b.onclick = () => { if (head.lazy) setTriggerValue("ask", Date.now()); else save(head, body); };
   if (head.nonce && b.dataset.saved !== String(head.nonce)) { b.dataset.saved = String(head.nonce); save(head, body); }

@@ -120,13 +120,32 @@ def config_problem() -> str | None:
     return None
 
 
+class DemoMaking:
+    """First start's demo, made in a background thread while the app draws its pages (docs/operations.md, First
+    start): which step of pxp.running.pxp.controlled.demo.DEMO_STEPS is being made, and the notice once done."""
+
+    def __init__(self, steps: tuple[str, ...]) -> None:
+        self.steps = steps
+        self.step, self.now = 0, steps[0]
+        self.finished = threading.Event()
+        self.notice: str | None = None
+
+    def progress(self, step: int, what: str) -> None:
+        self.step, self.now = step, what
+
+    def line(self) -> tuple[float, str]:
+        """(fraction done, what is being made) for a progress bar."""
+        return self.step / len(self.steps), f"Making {self.now} ({self.step + 1} of {len(self.steps)})"
+
+
 @dataclass(frozen=True)
 class Started:
-    """The engine and what first start did (migrations, demo data)."""
+    """The engine and what first start did (migrations, demo data: `making` while it is being made)."""
 
     engine: Engine
     notice: str | None = None
     at: float = field(default_factory=time.time)
+    making: DemoMaking | None = None
 
     _taken: list[bool] = field(default_factory=list, compare=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
@@ -134,13 +153,14 @@ class Started:
     def fresh_notice(self, within: float = 600.0) -> str | None:
         """The first-start notice, once per database: the first visit in the first minutes
         takes it; later visits and reruns get None."""
-        if self.notice is None or time.time() - self.at >= within:
+        notice = self.making.notice if self.making is not None else self.notice
+        if notice is None or time.time() - self.at >= within:
             return None
         with self._lock:
             if self._taken:
                 return None
             self._taken.append(True)
-        return self.notice
+        return notice
 
 
 @st.cache_resource(show_spinner="Opening the database…")  # type: ignore[misc]  # streamlit's decorator is untyped
@@ -149,19 +169,33 @@ def _start(url: str) -> Started:
     if not is_empty(engine):
         return Started(engine)
     try:
-        from pxp.running.pxp.controlled.demo import ensure_demo
+        from pxp.running.pxp.controlled.demo import DEMO_STEPS
     except ImportError:
         return Started(engine, "No demo data is installed yet: import a dataset on the Datasets page.")
+    making = DemoMaking(DEMO_STEPS)
+    threading.Thread(target=_make_demo, args=(engine, making), name="pxp-demo", daemon=True).start()
+    return Started(engine, making=making)
+
+
+def _make_demo(engine: Engine, making: DemoMaking) -> None:
+    """First start's background step: the demo (pxp.running.pxp.controlled.demo.ensure_demo), then, once the pages
+    may open, the demo films."""
+    from pxp.running.pxp.controlled.demo import ensure_demo
+
     try:
-        ensure_demo(engine)
+        ensure_demo(engine, progress=making.progress)
     except Exception as err:
-        return Started(engine, f"The demo data could not be loaded: {' '.join(str(err).split())}")
+        making.notice = f"The demo data could not be loaded: {' '.join(str(err).split())}"
+        making.finished.set()
+        return
     loaded = "Demo data loaded: a synthetic chest X-ray set and a drug-synthesis set."
-    if not demo_films_wanted():
-        return Started(engine, loaded)
-    threading.Thread(target=_make_demo_films, args=(engine,), name="pxp-demo-films", daemon=True).start()
-    return Started(engine, f"{loaded} The demo films (demo-rad-films: 2048-px 12-bit DICOM, for the Lung, Soft "
-                           "tissue and Bone windows) are being made and appear in the Dataset list in about 15 s.")
+    films = demo_films_wanted()
+    making.notice = loaded if not films else (
+        f"{loaded} The demo films (demo-rad-films: 2048-px 12-bit DICOM, for the Lung, Soft tissue and Bone windows) "
+        "are being made and appear in the Dataset list in about 15 s.")
+    making.finished.set()
+    if films:
+        _make_demo_films(engine)
 
 
 def demo_films_wanted() -> bool:

@@ -72,6 +72,8 @@ def route() -> None:
         st.error(f"{ui.escape_md(str(err))}. Check PXP_DATABASE_URL (or the database_url secret).",
                  icon=":material/error:")
         st.stop()
+    if started.making is not None and not started.making.finished.is_set():
+        wait_for_demo(started.making)
     problem = resources.login_problem(started.engine)
     if problem is not None:  # login follows the team (docs/operations.md, Login and roles)
         st.error(ui.escape_md(problem), icon=":material/lock:")
@@ -98,6 +100,22 @@ def route() -> None:
         st.toast(ui.escape_md(notice))
     with resources.database_away():
         page.run()
+
+
+def wait_for_demo(making: resources.DemoMaking) -> None:
+    """First start (docs/operations.md, First start): at once a drawn page saying what is being made, its progress
+    until the demo is ready, then the page asked for in its place."""
+    holder = st.empty()
+    with holder.container():
+        st.title("PXP: talk a case through with the machine")
+        st.caption("First start: pxp is making its demo in this database (once), so there is something to try "
+                   "with no API key. The page opens when it is ready.")
+        fraction, line = making.line()
+        bar = st.progress(fraction, text=line)
+    while not making.finished.wait(0.2):
+        fraction, line = making.line()
+        bar.progress(fraction, text=line)
+    holder.empty()
 
 
 def guard_session_param(role: str) -> None:

@@ -8,7 +8,7 @@ out of it (DESIGN §3). No unsafe_allow_html anywhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import streamlit as st
@@ -43,14 +43,27 @@ _PUNCT = re.compile(r"([!-/:-@\[-`{-~])")
 
 _AUTOLINK = re.compile(r"(?i)(://|www\.|@)")
 _WJ = "\u2060"  # WORD JOINER: invisible, but no GFM autolink spans it
+MISSING = "—"  # a missing value, on every page (a data grid draws None as the word "None")
 
 
-def small_table(df: pd.DataFrame) -> None:
-    """A small table (a few rows) drawn as a Markdown table: no data grid to load; every cell escaped."""
+def table(df: Any, *, counts: Sequence[str] = (), **kw: Any) -> None:
+    """st.dataframe, "—" for a missing value (its column then text, numbers `:g`) and `counts` right-aligned as the
+    page's headlines write them (423,314). Downloads keep the frame itself."""
+    import pandas as pd
+    out = pd.DataFrame(df).copy()
+    for c in [c for c in out.columns if c in counts or out[c].isna().any()]:
+        out[c] = [MISSING if v is None or v != v else f"{int(v):,}" if c in counts else
+                  f"{v:g}" if isinstance(v, float) else str(v) for v in out[c]]
+    st.dataframe(out, column_config={**{c: st.column_config.TextColumn(alignment="right") for c in counts},
+                                     **kw.pop("column_config", {})}, **kw)
+
+
+def small_table(df: pd.DataFrame, numeric: Collection[str] = ()) -> None:
+    """A small table as Markdown (no data grid to load), every cell escaped; numbers and `numeric` right-aligned."""
     def cell(v: Any) -> str:
-        return escape_md(" ".join(str(v).split())) if v is not None and v == v else ""
+        return escape_md(" ".join(str(v).split())) if v is not None and v == v else MISSING
 
-    num = [str(t).startswith(("int", "float")) for t in df.dtypes]
+    num = [str(t).startswith(("int", "float")) or c in numeric for c, t in zip(df.columns, df.dtypes, strict=True)]
     lines = ["| " + " | ".join(cell(c) for c in df.columns) + " |",
              "|" + "|".join("---:" if n else ":---" for n in num) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]

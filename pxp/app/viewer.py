@@ -92,6 +92,8 @@ _WL_CSS = """.pxp-wl { outline: none; }
   border-radius: 8px; cursor: grab; touch-action: none; }
 .pxp-viewer canvas { position: absolute; left: 0; top: 0; transform-origin: 0 0; user-select: none;
   image-rendering: auto; }
+.pxp-viewer:not([data-drawn])::before { content: "Loading the film…"; position: absolute; inset: 0; display: flex;
+  align-items: center; justify-content: center; font: 14px sans-serif; color: #ddd; }
 .pxp-read { position: absolute; right: 8px; bottom: 6px; font: 13px sans-serif; color: #ffd54f;
   background: rgba(0,0,0,.55); padding: 1px 6px; border-radius: 4px; pointer-events: none; }
 .pxp-bar { display: flex; flex-wrap: wrap; gap: 4px; margin-bottom: 4px; }

@@ -85,15 +85,15 @@ def test_formats_and_side_by_side(two: Engine) -> None:
 
     code, out = cli(url, "report", "--experiment", "RAD", "--experiment", "DRUG", "--format", "csv")
     assert code == 0, out
-    rows = [r for r in csv.reader(io.StringIO(out)) if r]
-    assert rows[0] == ["Count", "RAD", "RAD min-max", "DRUG", "DRUG min-max"]
-    assert [r[0] for r in rows[1:]] == ["Total sessions", *(METRIC_LABELS[m] for m in METRICS),
-                                        "Aborted sessions (apart)"]
-    rad, drug = report_json(two, "RAD"), report_json(two, "DRUG")
-    for i, m in enumerate(METRICS, start=2):
-        assert rows[i][1] == f"{rad['metrics'][m]['count']} ({rad['metrics'][m]['proportion']:.2f})"
-        assert rows[i][2] == f"{rad['metrics'][m]['min']}–{rad['metrics'][m]['max']}"
-        assert rows[i][3] == f"{drug['metrics'][m]['count']} ({drug['metrics'][m]['proportion']:.2f})"
+    rows = list(csv.DictReader(io.StringIO(out)))  # tidy: one row per experiment and property
+    assert [(r["experiment"], r["property"]) for r in rows] == [(e, m) for e in ("RAD", "DRUG") for m in METRICS]
+    reps = {"RAD": report_json(two, "RAD"), "DRUG": report_json(two, "DRUG")}
+    for r in rows:
+        m = reps[r["experiment"]]["metrics"][r["property"]]
+        assert r["label"] == METRIC_LABELS[r["property"]]
+        assert [float(r[c]) for c in ("count (sessions)", "proportion (of total)", "min (sessions)",
+                                      "max (sessions)")] == [m["count"], m["proportion"], m["min"], m["max"]]
+        assert float(r["total (sessions)"]) == reps[r["experiment"]]["total_sessions"]
 
     code, out = cli(url, "report", "--experiment", "RAD", "--format", "table")
     assert code == 0 and out.splitlines()[0].split() == ["Count", "RAD", "min–max"]

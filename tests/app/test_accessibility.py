@@ -79,5 +79,5 @@ def test_figure_1_has_its_data_as_a_table(app_db: tuple[str, Engine], tmp_path: 
     table = next(e for e in at.expander if e.label == "Figure 1 as a table")
     df = table.dataframe[0].value
     two_way = df[df.metric == "two_way"]
-    assert two_way["median"].tolist() == [0, 0, 1, 2, 2, 2, 2, 2, 2, 2]  # the curve (test_analytics_page)
+    assert two_way["median (sessions)"].tolist() == [0, 0, 1, 2, 2, 2, 2, 2, 2, 2]  # the curve (test_analytics_page)
     assert set(df.group) == {"vectors"}

@@ -13,6 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from pxp.analysis.statistics import compare_experiments
 from pxp.analysis.study import study_json
+from pxp.analysis.tables import SHORT_LABELS
+from pxp.app.compare import sig3
 from pxp.app.router import VIEWS as VIEW_DIR
 from pxp.running.pxp.config import RunConfig
 from pxp.running.pxp.controlled.grid import create_study, prepare_study
@@ -72,9 +74,11 @@ def test_compare_two_experiments_and_a_study(engine_: Engine) -> None:
     ok(at.selectbox(key="analytics_compare_b").set_value(B).run())
     table = md_tables(at)[0]
     want = compare_experiments(engine_, A, B)
-    assert list(table["Property"]) == [m["label"] for m in want["metrics"]]
-    assert list(table["A − B"]) == [round(m["difference"], 3) for m in want["metrics"]]
-    assert list(table["McNemar p"]) == [round(m["p_value"], 4) for m in want["metrics"]]
+    assert list(table["Property"]) == [SHORT_LABELS[m["metric"]] for m in want["metrics"]]
+    # three significant digits shown (0.933, not 0.9); the download holds every digit
+    assert list(table["A − B"]) == [float(f"{m['difference']:.3g}") for m in want["metrics"]]
+    assert list(table["McNemar p"]) == [float(f"{m['p_value']:.3g}") for m in want["metrics"]]
+    assert list(table["95% CI"]) == [f"{sig3(m['ci_low'])} to {sig3(m['ci_high'])}" for m in want["metrics"]]
     assert any(f"--experiment {A} --experiment {B} --compare" in c.value for c in at.text)
     # one line names every difference and how many sessions were paired
     line = f"{want['pairs']} sessions (same repetition and instance, {want['instances']} instances) of A's"
@@ -88,7 +92,7 @@ def test_compare_two_experiments_and_a_study(engine_: Engine) -> None:
     assert at.selectbox(key="analytics_compare_study").value == "duo"
     rep = study_json(engine_, "duo")
     study_table = md_tables(at)[0]
-    assert list(study_table["A − B"]) == [round(m["difference"], 3) for m in rep["comparisons"][0]["metrics"]]
+    assert list(study_table["A − B"]) == [float(f"{m['difference']:.3g}") for m in rep["comparisons"][0]["metrics"]]
     assert list(study_table["B"]) == [1.0, 1.0, 1.0] and len(md_tables(at)) == 1  # one machine pair
     assert any("weak vs strong" in h.value for h in at.subheader)
     assert any("pxp report --study duo" in c.value for c in at.text)

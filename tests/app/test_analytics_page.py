@@ -101,16 +101,16 @@ def test_page_numbers_equal_pxp_report(app_db: tuple[str, Engine]) -> None:
     at = page()
     ok(at.multiselect(key="analytics_experiments").set_value([a.id, b.id]).run())
     shown = md_tables(at)[0]
-    printed = list(csv.reader(io.StringIO(cli(url, "report", "--experiment", "RAD-a", "--experiment", "RAD-b",
-                                              "--format", "csv"))))
-    printed = [r for r in printed if r]
-    header, body = printed[0], printed[1:]
-    # the same row labels, and for each experiment the same `count (proportion)` and min–max cells
-    assert list(shown["Count"]) == [r[0] for r in body]
-    for col, name in ((1, "RAD-a"), (3, "RAD-b")):
-        assert header[col] == name
-        assert list(shown[name]) == [r[col] for r in body]
-        assert list(shown[f"{name} min–max"]) == [r[col + 1] for r in body]
+    printed = list(csv.DictReader(io.StringIO(cli(url, "report", "--experiment", "RAD-a", "--experiment", "RAD-b",
+                                                  "--format", "csv"))))
+    # the same row labels, and for each experiment the same counts, proportions and min–max (the CSV is tidy)
+    for name in ("RAD-a", "RAD-b"):
+        body = [r for r in printed if r["experiment"] == name]
+        assert list(shown["Count"])[1:-1] == [r["label"] for r in body]
+        assert list(shown[name])[1:-1] == [f"{r['count (sessions)']} ({float(r['proportion (of total)']):.2f})"
+                                           for r in body]
+        assert list(shown[f"{name} min–max"])[1:-1] == [f"{r['min (sessions)']}–{r['max (sessions)']}" for r in body]
+        assert shown[name].iloc[0] == body[0]["total (sessions)"]
     # and the JSON of `pxp report` equals the page's Table1 exactly
     rep = json.loads(cli(url, "report", "--experiment", "RAD-a", "--format", "json"))
     perf = rep.pop("performance")
@@ -208,11 +208,13 @@ def test_annotators_labels_costs_and_filters(app_db: tuple[str, Engine], tmp_pat
     # the page's reproduce line, run, prints the same columns
     (line,) = [c.value for c in at.text]
     assert line == f"pxp report --experiment {shlex.quote(NASTY)} --by annotator --format markdown"
-    printed = [r for r in csv.reader(io.StringIO(cli(url, *shlex.split(line)[1:-2], "--format", "csv"))) if r]
-    assert [r[0] for r in printed[1:]] == list(shown["Count"])
-    for col, name in enumerate(printed[0]):
-        if col and not name.endswith("min-max"):
-            assert [r[col] for r in printed[1:]] == list(shown[name])
+    printed = list(csv.DictReader(io.StringIO(cli(url, *shlex.split(line)[1:-2], "--format", "csv"))))
+    assert {r["experiment"] for r in printed} == {"h1", NASTY}
+    for name in ("h1", NASTY):
+        body = [r for r in printed if r["experiment"] == name]
+        assert [r["label"] for r in body] == list(shown["Count"])[1:-1]
+        assert [f"{r['count (sessions)']} ({float(r['proportion (of total)']):.2f})" for r in body] == list(
+            shown[name])[1:-1]
     ok(at.radio(key="analytics_view").set_value("Annotators").run())
     kappa = at.dataframe[1].value
     assert kappa["instances"].tolist() == [10]
@@ -260,7 +262,8 @@ def test_annotators_view_shows_agreement_and_disagreements(app_db: tuple[str, En
         want = rep[r[0]]
         k, alpha = want["pairs"][f"{r[1]}|{r[2]}"]["cohen_kappa"], want["krippendorff_alpha"]
         assert r[3] == want["pairs"][f"{r[1]}|{r[2]}"]["n"]
-        assert (np.isnan(r[4]) if k is None else r[4] == pytest.approx(k))
+        # an undefined κ reads "—" (the column is then text, its numbers as :g)
+        assert (r[4] == "—" if k is None else float(r[4]) == pytest.approx(k, rel=1e-5))
         assert r[5] == pytest.approx(alpha)
     assert len(dis) == 8 and {"session_a", "session_b"} <= set(dis.columns)
     # each session id links to that session on the Sessions page (the router checks the user may open it)

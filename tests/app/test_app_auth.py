@@ -255,6 +255,9 @@ def test_the_audit_page_lists_who_did_what(app_db: Engine) -> None:
     table = at.dataframe[0].value
     rows = list(zip(table["who"], table["did"], table["session"], strict=True))
     assert ("ann@example.org", "answered", sid) in rows and ("ann@example.org", "opened", sid) in rows
+    # a missing value reads "—", never the word "None"
+    assert not table.isna().any().any() and "None" not in table.astype(str).to_numpy()
+    assert "—" in set(table["detail"]) | set(table["message"])
     at.text_input(key="audit_session").input("abc").run()
     assert [plain(e.value) for e in at.error] == ["'abc' is not a session id (a whole number)."]
     del engine

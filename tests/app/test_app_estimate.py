@@ -3,6 +3,7 @@ estimate)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlalchemy import Engine
@@ -52,7 +53,7 @@ def test_the_estimate_counts_probe_calls(app_db: tuple[str, Engine]) -> None:  #
     ok(estimate.click().run())
     rows = at.dataframe[0].value
     assert "common-ground probes" in rows["per repetition"].tolist()
-    assert int(rows.loc[rows["per repetition"] == "common-ground probes", "calls"].iloc[0]) > 0
+    assert int(rows.loc[rows["per repetition"] == "common-ground probes", "calls"].iloc[0].replace(",", "")) > 0
     assert "3 private questions after each human message" in texts(at)
     with DB(engine) as db:
         assert db.exec(select(Experiment)).all() == []
@@ -145,3 +146,20 @@ def test_a_run_whose_process_died_is_shown_interrupted_with_its_resume_line(
     warnings = [w.value for w in at.warning]
     assert any("ended without finishing or pausing" in w and "pxp run \\-\\-resume \\'killed run\\'" in w
                for w in warnings), warnings
+
+
+def test_the_estimate_writes_numbers_as_its_headline_does(app_db: tuple[str, Engine]) -> None:  # noqa: F811
+    """An LLM run's estimate (no key needed): the table's calls and tokens read 423,314 as the headline's
+    222,759,817 does, not 423314."""
+    _, engine = app_db
+    make_drug(engine)
+    at = new_app("experiments")
+    at.text_input(key="experiments_machine").input("anthropic:claude-sonnet-4-6")
+    at.number_input(key="experiments_reps").set_value(20)
+    [estimate] = [b for b in at.get("form_submit_button") if "Estimate" in str(b.label)]
+    ok(estimate.click().run())
+    table = at.dataframe[0].value
+    cells = [str(c) for col in ("calls", "tokens in", "tokens out") for c in table[col]]
+    assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", c) for c in cells) and any("," in c for c in cells), cells
+    headline = next(str(m.value) for m in at.markdown if "Estimate before launch" in str(m.value))
+    assert re.search(r"\d{1,3}(,\d{3})+ input", headline), headline

@@ -12,7 +12,7 @@ from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, 
 from pxp.storage.tables import Experiment, Session
 from tests.app import test_app
 from tests.app.test_app import login, new_app, ok, plain, texts
-from tests.factories import make_drug
+from tests.factories import make_drug, make_rad
 
 app_db = test_app.app_db  # the app's fixture: a fresh SQLite database, no API keys
 
@@ -59,21 +59,35 @@ def test_a_bad_case_list_is_one_line_and_stores_nothing(app_db: tuple[str, Engin
     assert not names & {"bad lists", "bad file"}
 
 
-def test_experiments_page_shows_progress_per_annotator(app_db: tuple[str, Engine]) -> None:
-    _, engine = app_db
-    make_drug(engine)
-    eid = create_live_experiment(engine, dataset="toy-drug", name="DRUG <b>", overlap=2)
-    for name, cases in (("h1", 3), ("h2", 1)):
+def _finish(engine: Engine, eid: int, **cases: int) -> None:
+    """Each named annotator claims and finishes that many cases of live experiment `eid`."""
+    for name, n in cases.items():
         who = ensure_annotator(engine, name=name)
-        for _ in range(cases):
+        for _ in range(n):
             assert claim_next(engine, experiment_id=eid, annotator_id=who) is not None
             with engine.begin() as c:
                 c.execute(update(Session).where(Session.annotator_id == who)  # type: ignore[arg-type]
                           .values(status="finished"))
+
+
+def test_experiments_page_shows_progress_per_annotator(app_db: tuple[str, Engine]) -> None:
+    _, engine = app_db
+    make_drug(engine)
+    _finish(engine, create_live_experiment(engine, dataset="toy-drug", name="DRUG <b>", overlap=2), h1=3, h2=1)
     at = ok(new_app("experiments"))
     labels = [e.label for e in at.expander]
-    assert any("annotators (2) · overlap 2 · 1 case done by 2 annotators" in x for x in labels), labels
+    assert any("1 case done by 2 annotators · overlap 2 (annotators per case)" in x for x in labels), labels
     frames = [d.value for d in at.dataframe if "annotator" in d.value.columns]
     assert len(frames) == 1
     rows = frames[0].set_index("annotator")[["done", "open", "cases"]].to_dict("index")
     assert rows == {"h1": {"done": 3, "open": 0, "cases": 3}, "h2": {"done": 1, "open": 0, "cases": 3}}
+
+
+def test_the_experiments_page_counts_annotators_not_the_overlap(app_db: tuple[str, Engine]) -> None:
+    """Two annotators who did 5 cases each with overlap 1: 10 cases done by 2 annotators, not "by 1 annotator"."""
+    _, engine = app_db
+    make_rad(engine, per_label=2)
+    _finish(engine, create_live_experiment(engine, dataset="toy-rad", name="RAD", overlap=1), h1=5, h2=5)
+    at = ok(new_app("experiments"))
+    labels = [e.label for e in at.expander]
+    assert any("RAD: 10 cases done by 2 annotators · overlap 1" in x for x in labels), labels

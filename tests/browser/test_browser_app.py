@@ -125,6 +125,26 @@ def serving(url: str, tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
+@contextlib.contextmanager
+def app_page(env: dict[str, str], tmp_path: Path, width: int = 1280, height: int = 720) -> Iterator[tuple[Any, str]]:
+    """A browser page (width × height) and the base URL of `streamlit run` of the app with `env`; both stopped
+    after."""
+    from playwright.sync_api import sync_playwright
+
+    need_chromium()
+    proc, base, log = _start_streamlit(env, tmp_path)
+    try:
+        with sync_playwright() as pw:
+            browser = launch(pw)
+            try:
+                yield browser.new_page(viewport={"width": width, "height": height}), base
+            finally:
+                browser.close()
+    finally:
+        _stop(proc)
+        log.close()
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
     need_chromium()

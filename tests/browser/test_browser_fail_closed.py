@@ -15,7 +15,7 @@ from PIL import Image
 
 from pxp.running.pxp.controlled.demo import ensure_demo
 from pxp.storage.store import get_engine
-from tests.browser.test_browser_app import CHROMIUM, _idle, _start_streamlit, _stop, launch
+from tests.browser.test_browser_app import CHROMIUM, _idle, _stop, app_page, launch
 from tests.browser.test_browser_auth import RITA, _log_in, _log_out, provider, start_with_login  # noqa: F401
 
 pytestmark = pytest.mark.browser
@@ -29,7 +29,7 @@ def _need_chromium() -> None:
 
 
 def test_a_malformed_secrets_file_serves_only_its_error(tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     _need_chromium()
     home = tmp_path / "home"
@@ -39,24 +39,14 @@ def test_a_malformed_secrets_file_serves_only_its_error(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'app.db'}"
     get_engine(url)
     env = {**os.environ, "PXP_DATABASE_URL": url, "HOME": str(home)}
-    proc, base, log = _start_streamlit(env, tmp_path)
-    try:
-        with sync_playwright() as pw:
-            browser = launch(pw)
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 720})
-                for path in ("", "/annotate", "/sessions", "/experiments", "/datasets", "/settings", "/audit"):
-                    page.goto(base + path)
-                    expect(page.get_by_text(f"{secrets}:2: not valid TOML")).to_be_visible(timeout=90_000)
-                    _idle(page)
-                    expect(page.get_by_test_id("stSidebarNav")).to_have_count(0)
-                    expect(page.get_by_role("heading")).to_have_count(0)
-                    assert page.get_by_role("button").count() == 0 or "Annotate" not in page.content()
-            finally:
-                browser.close()
-    finally:
-        _stop(proc)
-        log.close()
+    with app_page(env, tmp_path) as (page, base):
+        for path in ("", "/annotate", "/sessions", "/experiments", "/datasets", "/settings", "/audit"):
+            page.goto(base + path)
+            expect(page.get_by_text(f"{secrets}:2: not valid TOML")).to_be_visible(timeout=90_000)
+            _idle(page)
+            expect(page.get_by_test_id("stSidebarNav")).to_have_count(0)
+            expect(page.get_by_role("heading")).to_have_count(0)
+            assert page.get_by_role("button").count() == 0 or "Annotate" not in page.content()
 
 
 def test_downloads_reach_only_the_logged_in_session(tmp_path: Path, provider: str) -> None:  # noqa: F811
@@ -91,7 +81,11 @@ def test_downloads_reach_only_the_logged_in_session(tmp_path: Path, provider: st
                 saved: Any = got.value
                 assert saved.suggested_filename == "table1.csv"
                 text = Path(saved.path()).read_text()
-                assert text.splitlines()[0].startswith("Count,") and "Total sessions" in text, text[:200]
+                assert text.splitlines()[0].startswith("experiment,property,label,"), text[:200]
+                # a button shows its label alone: no icon glyph that the app's fonts lack (an empty box)
+                labels = buttons.evaluate_all("els => els.map(e => e.textContent)")
+                assert labels and all(t.isascii() and t.isprintable() for t in labels), labels
+                assert table.inner_text() == "Table (CSV)"
                 hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
                 assert not [h for h in hrefs if "/media/" in h], hrefs
                 # nothing of the page travelled as a media URL but the tab's icon (drawn by pxp, 64 px)

@@ -51,6 +51,12 @@ PIXEL = "([i, x]) => { " + VIEWERS + """
   if (!v || !v.dataset.drawn) return null;
   return [v.querySelector('canvas').getContext('2d').getImageData(x, 1, 1, 1).data[0]];
 }"""
+#: what the first viewer draws over its film, drawn and (its mark taken away for a moment) not yet drawn
+PLACEHOLDER = "() => { " + VIEWERS + """
+  const v = viewers[0], over = () => getComputedStyle(v, "::before").content, drawn = v.dataset.drawn;
+  const now = over(); delete v.dataset.drawn; const before = over(); v.dataset.drawn = drawn;
+  return [now, before];
+}"""
 #: some viewer on the page has drawn its image
 DRAWN = "() => { " + VIEWERS + " return viewers.some((v) => v.dataset.drawn); }"
 
@@ -110,6 +116,8 @@ def test_both_depths_are_drawn_through_the_window(viewer_page: tuple[str, np.nda
             page.wait_for_function(PIXEL.replace("data[0]];", "data[0]].filter((g) => g === 255)[0];"),
                                    arg=[1, 0], timeout=60_000)
             assert abs(_grey(page, 1, 60) - (255 - want[60])) <= 1.5
+            # until its image is drawn a film's place says so (never a black box); once drawn, nothing over it
+            assert page.evaluate(PLACEHOLDER) == ["none", '"Loading the film…"']
         finally:
             browser.close()
 

@@ -116,10 +116,10 @@ def test_run_prints_a_short_performance_series_unless_full(url: str) -> None:
     # csv and json carry the whole series (`pxp report --format csv` only with --full: its csv is Table 1)
     csv = pxp(*base, "--name", "csv", "--format", "csv")
     assert res.exit_code == 0, res.output
-    assert sum(1 for ln in csv.stdout.splitlines() if ln.startswith('"')) == 25
-    assert "test after session" in csv.stdout
+    assert sum(1 for ln in csv.stdout.splitlines() if ln.startswith("csv,test,")) == 25
+    assert "experiment,split,after session (number)" in csv.stdout
     csv = pxp("--db", url, "report", "--experiment", "short", "--format", "csv", "--full")
-    assert sum(1 for ln in csv.stdout.splitlines() if ln.startswith('"')) == 25
+    assert sum(1 for ln in csv.stdout.splitlines() if ln.startswith("short,test,")) == 25
     js = json.loads(pxp("--db", url, "report", "--experiment", "short", "--format", "json").stdout)
     assert js["performance"]["test"]["after_session"] == list(range(1, 26))
     # `pxp report` summarises the same way, and --full shows every point

@@ -81,7 +81,7 @@ def test_import_vectors_and_report_json(tmp_path: Path, db_url: str) -> None:
     md = pxp(db_url, "report", "--experiment", "vectors", "--format", "markdown").stdout
     assert md.startswith("| Count | vectors |")
     csv_out = pxp(db_url, "report", "--experiment", "vectors", "--format", "csv").stdout
-    assert "Total sessions,3" in csv_out
+    assert "vectors,two_way,2-way intelligible sessions,1,2,3,0.6667,2,2,0" in csv_out
     assert pxp(db_url, "validate").exit_code == 0
 
 

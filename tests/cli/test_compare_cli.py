@@ -26,7 +26,8 @@ def url(db_url: str, tmp_path: Path) -> str:
                                                                               "i3": HUMAN_ONLY})):
         path = tmp_path / f"{name}.jsonl"
         path.write_text("".join(
-            json.dumps({"session": i, "instance": i, "j": j, "sender": s, "tag": t}) + "\n"
+            json.dumps({"session": i, "instance": i, "j": j, "sender": s, "tag": t,
+                        "explanation": "the same reason throughout"}) + "\n"
             for i, msgs in sessions.items() for j, (s, t) in enumerate(msgs, start=1)))
         res = pxp(db_url, "import", "transcripts", str(path), "--name", name, "--n", "4", "--k", "3")
         assert res.exit_code == 0, res.output
@@ -51,3 +52,5 @@ def test_compare_needs_two_experiments(url: str) -> None:
     res = pxp(url, "report", "--experiment", "A", "--experiment", "nope", "--compare")
     assert res.exit_code == 1 and "no experiment named 'nope'" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+    res = pxp(url, "report", "--experiment", "A", "--experiment", "B", "--compare", "--format", "markdown")
+    assert res.exit_code == 1 and "table, json or csv" in res.stderr

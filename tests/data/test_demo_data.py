@@ -19,7 +19,7 @@ from sqlmodel import select
 from pxp.analysis.validate import validate
 from pxp.data.demo.make_demo import DATA_DIR, DRUGS, FEW_SHOT, demo_files, main
 from pxp.data.demo.phantoms import FINDINGS, draw_phantom
-from pxp.running.pxp.controlled.demo import DEMO_EXPERIMENTS, ensure_demo
+from pxp.running.pxp.controlled.demo import DEMO_EXPERIMENTS, DEMO_STEPS, ensure_demo
 from pxp.storage.store import count_rows
 from pxp.storage.tables import Asset, Dataset, Experiment, Instance, Session
 
@@ -124,7 +124,11 @@ def test_phantoms_are_deterministic_and_show_their_finding(finding: str) -> None
 
 
 def test_ensure_demo_loads_datasets_and_finished_experiments(any_engine: Engine) -> None:
-    assert ensure_demo(any_engine) is True
+    steps: list[tuple[int, str]] = []
+    # each step is named as it starts, in order (the app's first start shows them)
+    assert ensure_demo(any_engine, progress=lambda i, what: steps.append((i, what))) is True
+    assert steps == list(enumerate(DEMO_STEPS)) and len(DEMO_STEPS) == 2 + len(DEMO_EXPERIMENTS)
+    assert all(name in DEMO_STEPS[2 + i] for i, name in enumerate(DEMO_EXPERIMENTS.values()))
     with DB(any_engine) as db:
         rad = db.exec(select(Dataset).where(Dataset.name == "demo-rad")).one()
         drug = db.exec(select(Dataset).where(Dataset.name == "demo-drug")).one()

@@ -75,17 +75,15 @@ def agree_with_machine(s: LiveSession, view: Any = None) -> None:
 
 
 def sent_note(sid: int) -> None:
-    """What the chord just sent, once (so a wrong key is noticed): a toast, and a line above the next
-    form while the case goes on (when it ended, the finished case's line above the page says so)."""
+    """What the chord just sent, once (so a wrong key is noticed): a line above the next form, in the page's flow
+    (a toast would cover the machine's next message); when the case ended, it names the case before."""
     sent = S.pop(_NOTE, None)
     if not sent:
         return
     case, note = sent
-    if case == sid:
-        with st.container(horizontal=True, vertical_alignment="center", key="annotate_sent_note"):
-            ui.tag_badge(Tag.RATIFY)
-            st.markdown(":green[:material/check:] " + ui.escape_md(str(note)))
-    st.toast(ui.escape_md(str(note)), icon=":material/thumb_up:")
+    with st.container(horizontal=True, vertical_alignment="center", key="annotate_sent_note"):
+        ui.tag_badge(Tag.RATIFY)
+        st.markdown(":green[:material/check:] " + ("" if case == sid else "Case before: ") + ui.escape_md(str(note)))
 
 
 def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None,

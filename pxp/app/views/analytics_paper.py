@@ -3,7 +3,6 @@ and session lengths. Not a page: pxp/app/views/analytics.py calls them."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from pxp.analysis import figures
@@ -11,7 +10,7 @@ from pxp.analysis.performance import evaluations, performance_median
 from pxp.analysis.queries import Selection
 from pxp.analysis.report import aborted_by_reason, reasons_line, render_many
 from pxp.analysis.tables import (
-    figure1_frame,
+    figure1_csv_frame,
     repetition_frame,
     session_lengths,
     table1_frame,
@@ -58,7 +57,7 @@ def view_table1(sel: Selection, by: str | None, names: list[str]) -> None:
     reproduce_line(sel, by, names)
     if st.toggle("Counts per repetition (what the medians are of)", key="analytics_reps"):
         reps = repetition_frame(resources.engine(), sel, by)
-        st.dataframe(reps, hide_index=True)
+        ui.table(reps, hide_index=True)
         download_csv("Per repetition (CSV)", reps, "table1_repetitions.csv", "analytics_dl_reps")
 
 
@@ -81,7 +80,7 @@ def view_figure1(sel: Selection, by: str | None, names: list[str]) -> None:
         st.caption(("Shown as proportions: " if proportion else "Counts of different totals do not compare: ") +
                    "the session totals differ (" + ", ".join(f"{ui.escape_md(n)} {t:g}" for n, t in totals.items())
                    + ").")
-    data = pd.concat([figure1_frame(t, name) for name, t in tables.items()], ignore_index=True)
+    data = figure1_csv_frame(tables)  # the curves' numbers: the figure's text alternative and its download
     ui.chart_table("Figure 1", data, "analytics_fig1_table")
     download_csv("Figure 1 data (CSV)", data, "figure1.csv", "analytics_dl_fig1")
 
@@ -130,7 +129,7 @@ def view_lengths(sel: Selection) -> None:
 
     d = df.assign(ended=df.stop_reason.where(df.status != "aborted", "aborted").replace("", "(none)"))
     st.plotly_chart(px.bar(d, x="messages", y="sessions", color="ended", barmode="stack"), key="analytics_len_fig")
-    st.dataframe(df, hide_index=True)
+    ui.table(df, hide_index=True)
     download_csv("Session lengths (CSV)", df, "session_lengths.csv", "analytics_dl_lengths")
 
 

@@ -31,7 +31,7 @@ def view_breakdown(sel: Selection, by: str, what: str) -> pd.DataFrame:
         return df
     st.caption(f"Which {what} end intelligible: Table 1 per {by}, medians over repetitions.")
     shown = breakdown_display(df)
-    st.dataframe(shown, hide_index=True, key=f"analytics_breakdown_{by}", column_config=pin_first(shown))
+    ui.table(shown, hide_index=True, key=f"analytics_breakdown_{by}", column_config=pin_first(shown))
     download_csv(f"Per {by} (CSV)", df, f"by_{by}.csv", f"analytics_dl_{by}")
     return df
 
@@ -61,7 +61,7 @@ def view_annotators(sel: Selection) -> None:
     df = pd.DataFrame([{"annotator A": a.annotator_a, "annotator B": a.annotator_b, "instances": a.instances,
                         "observed agreement": round(a.observed, 4),
                         "Cohen's κ": None if a.kappa is None else round(a.kappa, 4)} for a in ag])
-    st.dataframe(df, hide_index=True, key="analytics_kappa")
+    ui.table(df, hide_index=True, key="analytics_kappa")
     st.caption("Cohen's κ on the human tags of the instances both annotators saw (their earliest session on "
                "each); empty when undefined (both always gave the same tag).")
     download_csv("Agreement (CSV)", df, "agreement.csv", "analytics_dl_kappa")
@@ -74,7 +74,7 @@ def view_agreement(sel: Selection) -> None:
     st.subheader("Agreement on tag, match, agree and prediction")
     engine = resources.engine()
     df = agreement_frame(agreement_report(engine, sel))
-    st.dataframe(df, hide_index=True, key="analytics_agreement")
+    ui.table(df, hide_index=True, key="analytics_agreement")
     st.caption("tag: the first human tag; match, agree: the human's judgements in that first reply; prediction: the "
                "human's final prediction. Cohen's κ per pair over the cases both saw; Krippendorff's α (nominal) over "
                "all annotators; empty when undefined. Same numbers: `pxp report --experiment X --agreement`.")
@@ -83,7 +83,7 @@ def view_agreement(sel: Selection) -> None:
     if dis.empty:
         return
     shown, links = ui.session_links(dis, ("session_a", "session_b"))
-    st.dataframe(shown, hide_index=True, column_config=links, key="analytics_disagreements")
+    ui.table(shown, hide_index=True, column_config=links, key="analytics_disagreements")
     st.caption("Each session id opens that session on the Sessions page.")
     download_csv("Disagreements (CSV)", dis, "disagreements.csv", "analytics_dl_disagreements")
 
@@ -97,7 +97,7 @@ def view_costs(sel: Selection) -> None:
         return
     if not df.empty:
         c = st.columns(4)
-        c[0].metric("Sessions with calls", len(df))
+        c[0].metric("Sessions with calls", f"{len(df):,}")
         cost = df.cost_usd.dropna()
         c[1].metric("Cost per session (median)", f"${cost.median():.4f}" if len(cost) else "n/a")
         c[2].metric("Latency per session (median)", f"{df.latency_ms.median() / 1000:.2f} s")
@@ -109,13 +109,15 @@ def view_costs(sel: Selection) -> None:
         hist.update_traces(xbins={"start": 0})
         hist.update_xaxes(rangemode="nonnegative")
         st.plotly_chart(hist, key="analytics_cost_fig")
-        st.dataframe(df, hide_index=True)
+        ui.table(df, counts=["calls", "tokens_in", "tokens_out", "cache_read", "errors"], hide_index=True,
+                 key="analytics_cost_sessions")
         download_csv("Per session (CSV)", df, "llm_per_session.csv", "analytics_dl_costs")
     st.caption("All calls of the selected experiments by provider, model and purpose (including evaluations).")
     if no_usage := int(summary["no_usage"].fillna(0).sum()) if not summary.empty else 0:
         st.caption(f"{no_usage:,} of {int(summary['calls'].sum()):,} call(s) had no usage: the server sent no "
                    "token counts, so their tokens and cost are unknown (—), not zero.")
-    st.dataframe(summary, hide_index=True)
+    ui.table(summary, counts=["calls", "tokens_in", "tokens_out", "errors", "no_usage"], hide_index=True,
+             key="analytics_cost_summary")
     download_csv("By model and purpose (CSV)", summary, "llm_summary.csv", "analytics_dl_cost_summary")
 
 
@@ -127,7 +129,7 @@ def view_sessions(sel: Selection) -> None:
         return
     st.caption(f"{len(df)} sessions with their seven Table 1 properties" +
                (" (the first 1,000 shown; the downloads hold all)." if len(df) > 1000 else "."))
-    st.dataframe(df.head(1000), hide_index=True, key="analytics_sessions", column_config=pin_first(df))
+    ui.table(df.head(1000), hide_index=True, key="analytics_sessions", column_config=pin_first(df))
     c = st.columns(2)
     with c[0]:
         download("Per-session flags (CSV)", lambda: csv_text(session_frame(engine, sel)),
@@ -156,7 +158,7 @@ def view_common_ground(sel: Selection, opts: Options) -> None:
                     key="analytics_cg_fig")
     st.caption("Each point a probed session: its probe accuracy (invalid replies count as wrong) against "
                "whether the session is one-way intelligible for the human; κ per session in the table.")
-    st.dataframe(df, hide_index=True, key="analytics_cg")
+    ui.table(df, hide_index=True, key="analytics_cg")
     download_csv("Common ground (CSV)", df, "common_ground.csv", "analytics_dl_cg")
 
 

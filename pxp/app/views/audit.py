@@ -28,7 +28,7 @@ rows = audit_events(resources.engine(), actor=actor, session_id=sid, limit=2000)
 if not rows:
     st.info("Nothing recorded yet for this choice.")
 else:
-    st.dataframe(pd.DataFrame([{
+    ui.table(pd.DataFrame([{
         "when (UTC)": r.at.strftime("%Y-%m-%d %H:%M:%S"), "who": r.actor, "did": r.action,
         "session": r.session_id, "message": r.j, "detail": r.detail,
     } for r in rows]), hide_index=True)

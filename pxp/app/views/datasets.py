@@ -96,7 +96,7 @@ def browse() -> None:
     if not len(table):
         st.info("No dataset yet: import one above.")
         return
-    st.dataframe(table, hide_index=True)
+    ui.table(table, hide_index=True)
     name = st.selectbox("Browse", list(table["name"]), key="datasets_browse")
     info = dataset_info(eng, name)
     if info is None:

@@ -160,7 +160,7 @@ def show_estimate(est: dict[str, Any]) -> None:
                 f"{est['tokens_out']:,} output tokens, {usd(est['usd'])} over {est['repetitions']} repetition(s)")
     rows = pd.DataFrame([{"per repetition": r["what"], "calls": r["calls"], "tokens in": r["tokens_in"],
                           "tokens out": r["tokens_out"], "US$": usd(r["usd"])} for r in est["rows"]])
-    st.dataframe(rows, hide_index=True)
+    ui.table(rows, counts=["calls", "tokens in", "tokens out"], hide_index=True, key="experiments_estimate_table")
     st.caption("Assumptions: " + ui.escape_md("; ".join(est["assumptions"])))
 
 
@@ -237,11 +237,11 @@ def queue_panel() -> None:
         return
     st.subheader("Distributed workers")
     if len(view.workers):
-        st.dataframe(view.workers, hide_index=True)
+        ui.table(view.workers, hide_index=True)
     else:
         st.caption("No worker alive: start one with `pxp worker` on any machine that reaches the database.")
     st.markdown("**Queue** (the newest job of each repetition)")
-    st.dataframe(view.queue, hide_index=True)
+    ui.table(view.queue, hide_index=True)
 
 
 # --- per-annotator progress of live experiments (docs/research.md, Live experiments and overlap) ----------------------
@@ -253,12 +253,13 @@ def annotator_progress_block(live: pd.DataFrame) -> None:
     for row in live.itertuples():
         progress = annotator_progress(eng, int(row.id))
         k, complete = overlap_summary(eng, int(row.id))
-        with st.expander(f"{ui.escape_md(str(row.name))}: annotators ({len(progress)}) · overlap {k} · "
-                         f"{complete} case{'' if complete == 1 else 's'} done by {k} annotator{'s' if k > 1 else ''}"):
+        worked = sum(1 for p in progress if p.done or p.aborted)  # the annotators, not the overlap
+        with st.expander(f"{ui.escape_md(str(row.name))}: {complete} case{'' if complete == 1 else 's'} done by "
+                         f"{worked} annotator{'' if worked == 1 else 's'} · overlap {k} (annotators per case)"):
             if not progress:
                 st.caption("Nobody has annotated a case yet.")
                 continue
-            st.dataframe(pd.DataFrame(
+            ui.table(pd.DataFrame(
                 [{"annotator": p.annotator, "done": p.done, "aborted": p.aborted, "open": p.open,
                   "cases": p.cases, "progress": p.done / p.cases if p.cases else 0.0} for p in progress]),
                 hide_index=True, key=f"experiments_annotators_{int(row.id)}",
@@ -292,8 +293,7 @@ def render() -> None:
     live = experiments_table(resources.engine(), mode="live")
     if len(live):
         st.subheader("Live experiments (annotated in the browser)")
-        st.dataframe(live[["name", "dataset", "machine", "n", "k", "sessions", "finished"]],
-                     hide_index=True)
+        ui.table(live[["name", "dataset", "machine", "n", "k", "sessions", "finished"]], hide_index=True)
         annotator_progress_block(live)
 
 

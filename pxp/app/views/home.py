@@ -47,7 +47,7 @@ def render() -> None:
         st.caption(f"Machine agent: {ui.escape_md(machine_name(prefs.generator))}")
     if len(ds):
         st.subheader("Datasets")
-        st.dataframe(ds[["name", "task", "instances", "synthetic"]], hide_index=True)
+        ui.table(ds[["name", "task", "instances", "synthetic"]], hide_index=True)
 
 
 render()

@@ -104,7 +104,7 @@ def detail(sid: int) -> None:
     if len(calls):
         c = st.columns(3)
         unknown = int(calls["tokens in"].isna().sum())
-        c[0].metric("Tokens in / out", f"{int(calls['tokens in'].sum())} / {int(calls['tokens out'].sum())}",
+        c[0].metric("Tokens in / out", f"{int(calls['tokens in'].sum()):,} / {int(calls['tokens out'].sum()):,}",
                     help=f"{unknown} call(s) without usage: the server sent no token counts" if unknown else None)
         c[1].metric("Latency (total)", f"{calls['latency ms'].sum() / 1000:.2f} s")
         cost = calls["cost $"].dropna()
@@ -112,7 +112,7 @@ def detail(sid: int) -> None:
         if unknown:
             st.caption(f"{unknown} of {len(calls)} call(s) had no usage (unknown tokens, cost —).")
         thinking = calls.pop("thinking")
-        st.dataframe(calls, hide_index=True)
+        ui.table(calls, counts=["tokens in", "tokens out", "cached"], hide_index=True)
         for j, purpose, attempt, text in zip(calls["message"], calls["purpose"], calls["attempt"], thinking,
                                              strict=True):
             if text:  # the model's reasoning beside its answer: folded, never the answer
@@ -143,8 +143,8 @@ def render() -> None:
         page = int(st.number_input(f"Page (of {pages})", 1, pages, 1, key="sessions_page"))
     table = sessions_table(resources.engine(), **f, limit=PAGE, offset=(page - 1) * PAGE)
     st.caption(page_caption(total, page, len(table)))
-    st.dataframe(table, hide_index=True, height=min(38 * (len(table) + 1), 320),
-                 column_config={"session": st.column_config.Column(pinned=True)})
+    ui.table(table, hide_index=True, height=min(38 * (len(table) + 1), 320),
+             column_config={"session": st.column_config.Column(pinned=True)})
     ids = [int(x) for x in table["session"]]
     labels = {int(r.session): f"#{r.session} · {r.experiment} · {r.instance} · {r.status}"
               for r in table.itertuples()}

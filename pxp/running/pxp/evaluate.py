@@ -253,18 +253,17 @@ def summary_points(series: dict[str, Any], split: str) -> list[int]:
 
 
 def render_series(series: dict[str, Any], fmt: str, *, full: bool = False) -> list[str]:
-    """Text lines (table, markdown or csv rows) of the performance series.
+    """Text lines (table or markdown rows) of the performance series (the CSV is pxp.analysis.report.table1_csv).
 
     The test split when there is one (Figure 2); the validation trace stays in the JSON.
-    Table and markdown show first, last, best and every tenth point unless `full`
-    (csv always carries every point).
+    Table and markdown show first, last, best and every tenth point unless `full`.
     """
     lines: list[str] = []
     for split in [s for s in series if s == "test"] or list(series):
         body = series_rows(series, split)
         title = f"Machine performance on the {split} split after each session (median [min–max] over repetitions)"
         note: list[str] = []
-        if not full and fmt != "csv":
+        if not full:
             keep = summary_points(series, split)
             if len(keep) < len(body):
                 note = [f"{len(keep)} of {len(body)} points: first, last, best, every tenth "
@@ -275,9 +274,6 @@ def render_series(series: dict[str, Any], fmt: str, *, full: bool = False) -> li
             lines += ["", f"_{title}_", *(f"_{n}_" for n in note), ""]
             lines += ["| " + " | ".join(head) + " |", "| --: | :-: | :-: | :-: |"]
             lines += ["| " + " | ".join(r) + " |" for r in body]
-        elif fmt == "csv":
-            lines += [",".join(f"{split} {h.lower()}" if i == 0 else h for i, h in enumerate(head))]
-            lines += [",".join(f'"{c}"' for c in r) for r in body]
         else:
             widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
             lines += ["", title, *note]

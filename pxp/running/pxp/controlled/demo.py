@@ -9,6 +9,7 @@ is already there is left alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,12 @@ DEMO_REPS = 3
 #: the demo's runs use what a user's first run uses (`pxp run` and the Experiments page: the train split, LEARN
 #: on), so a first Compare against them pairs (docs/research.md, Controlled runs)
 DEMO_SPLIT = DEFAULT_SPLIT
+#: what ensure_demo makes, in order, as its progress names it (the app's first start shows it)
+DEMO_STEPS = (
+    f"the {DEMO_RAD} dataset (synthetic chest X-ray phantoms)",
+    f"the {DEMO_DRUG} dataset (approved drugs and a one-step synthesis of each)",
+    *(f"{name}, the simulated agent's run on {ds} ({DEMO_REPS} repetitions)" for ds, name in DEMO_EXPERIMENTS.items()),
+)
 
 
 def demo_dir() -> Path:
@@ -43,15 +50,17 @@ def _exists(engine: Engine, model: type[Dataset] | type[Experiment], name: str) 
         return db.exec(select(model).where(model.name == name)).first() is not None
 
 
-def ensure_demo(engine: Engine, *, data_dir: Path | None = None) -> bool:
-    """Load the demo datasets and their simulated experiments if missing; True if it loaded any."""
+def ensure_demo(engine: Engine, *, data_dir: Path | None = None,
+                progress: Callable[[int, str], None] | None = None) -> bool:
+    """Load the demo datasets and their simulated experiments if missing; True if it loaded any. `progress` is told
+    each step of DEMO_STEPS (its index and name) as it starts."""
     from pxp.running.pxp.config import RunConfig, RunError
     from pxp.running.pxp.controlled.runner import run_experiment
     from pxp.running.pxp.experiments import create_experiment
 
     root = data_dir or demo_dir()
     try:
-        return _load(engine, root, RunConfig, create_experiment, run_experiment)
+        return _load(engine, root, RunConfig, create_experiment, run_experiment, progress or (lambda _i, _s: None))
     except (IntegrityError, RunError):
         # another process (an app replica) is loading the demo at the same moment
         if all(_exists(engine, Experiment, n) for n in DEMO_EXPERIMENTS.values()):
@@ -60,8 +69,9 @@ def ensure_demo(engine: Engine, *, data_dir: Path | None = None) -> bool:
 
 
 def _load(engine: Engine, root: Path, RunConfig: Any, create_experiment: Any,
-          run_experiment: Any) -> bool:
+          run_experiment: Any, progress: Callable[[int, str], None]) -> bool:
     loaded = False
+    progress(0, DEMO_STEPS[0])
     if not _exists(engine, Dataset, DEMO_RAD):
         import_study_rad(
             engine, root / "demo-rad" / "cases.csv", name=DEMO_RAD, synthetic=True,
@@ -69,6 +79,7 @@ def _load(engine: Engine, root: Path, RunConfig: Any, create_experiment: Any,
             "five findings, templated reports.",
         )
         loaded = True
+    progress(1, DEMO_STEPS[1])
     if not _exists(engine, Dataset, DEMO_DRUG):
         import_study_drug(
             engine, root / "demo-drug" / "drugs.csv", name=DEMO_DRUG,
@@ -77,7 +88,8 @@ def _load(engine: Engine, root: Path, RunConfig: Any, create_experiment: Any,
             "disconnection, curated by pxp.",
         )
         loaded = True
-    for dataset, name in DEMO_EXPERIMENTS.items():
+    for i, (dataset, name) in enumerate(DEMO_EXPERIMENTS.items(), start=2):
+        progress(i, DEMO_STEPS[i])
         if _exists(engine, Experiment, name):
             continue
         cfg = RunConfig(dataset=dataset, split=DEMO_SPLIT, machine="simulated", human="proxy",
