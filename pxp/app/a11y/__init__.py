@@ -1,3 +1,4 @@
 """The app's accessibility (docs/accessibility.md): the theme's CSS and the one page script every page
-installs (page), and the text alternatives of the drawings (alt). Imports streamlit and nothing of pxp.
+installs (page), the text alternatives of the drawings (alt), and where the keyboard focus goes (focus).
+Imports streamlit and nothing of pxp outside this package.
 """

@@ -8,7 +8,7 @@ pxp.app.annotate.drafts) a moment after typing pauses, not only when the field l
 shortcut pressed while the page is still being redrawn for the previous one is held and pressed once
 the page is up to date, in order (dropped if the reply form it was pressed on is gone): keys typed
 ahead are neither lost nor sent with stale form values. A new reply form is focused and brought into
-view as soon as it is in the page (pxp.app.ui.PLACE_JS), the page's first one too (on load, after a
+view as soon as it is in the page (pxp.app.a11y.focus.PLACE_JS), the page's first one too (on load, after a
 reload). Only our own element keys and the shortcut
 labels of Streamlit's buttons are read; no page text is written.
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pxp.app.a11y.focus import PLACE_JS
 from pxp.app.a11y.page import script_frame
-from pxp.app.ui import PLACE_JS
 
 _JS = "<script>\n" + PLACE_JS + """
 (function () {

@@ -16,6 +16,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pxp.app import ui
+from pxp.app.a11y.focus import bring_into_view
 from pxp.protocols.scorekeeping import rules
 from pxp.protocols.scorekeeping.instances import DOMAINS
 from pxp.protocols.scorekeeping.scores import ACCURACY, MAIN_SCORE, SLOT_FILLING_ACCURACY
@@ -164,7 +165,7 @@ def _asked(engine: Engine, p: Play) -> None:
                                                     questioner if req.kind == "probe" else None))
     # the focus goes where the next key press belongs: Yes (Alt+Y, Enter) for a probe, the reply for an answer
     first = f"sk_play_yes_{p.step}" if req.kind == "probe" else _reply_key(p.step)
-    ui.bring_into_view(first, f"sk_play_send_{p.step}", token=f"{p.key}-{p.step}")
+    bring_into_view(first, f"sk_play_send_{p.step}", token=f"{p.key}-{p.step}")
 
 
 def render(engine: Engine) -> None:
@@ -193,7 +194,7 @@ def render(engine: Engine) -> None:
         if done < total:
             st.button("Start the next episode", key="sk_play_start", type="primary", shortcut=START_KEY,
                       icon=":material/play_arrow:", on_click=_start, args=(engine, model))
-            ui.bring_into_view("sk_play_start", "sk_play_start", token=f"start-{done}")
+            bring_into_view("sk_play_start", "sk_play_start", token=f"start-{done}")
         return
     st.markdown(ui.escape_md(f"Episode {p.key}, reply {p.step + 1}"))
     left, right = st.columns([3, 2])
