@@ -237,7 +237,7 @@ def test_a_detached_grandchild_is_stopped_too(tmp_path: Path, how: str) -> None:
     `pxp app` is killed (-9), `pxp app` stops as if told to."""
     server = tmp_path / "server.py"
     server.write_text(SUPERVISED)
-    call = (f"import sys, os; from pxp.cli.app import supervise; "
+    call = (f"import sys, os; from pxp.running.workers.supervise import supervise; "
             f"sys.exit(supervise([sys.executable, {str(server)!r}], dict(os.environ)))")
     if how == "SIGTERM":
         top = subprocess.Popen([sys.executable, "-c", call], stdout=subprocess.PIPE, text=True)
