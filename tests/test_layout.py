@@ -8,6 +8,7 @@ including imports made inside functions (grimp records those too).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import grimp
@@ -82,3 +83,18 @@ def test_no_module_over_the_size_limit() -> None:
              for p in (ROOT / "pxp").rglob("*.py") if "migrations/versions" not in str(p)}
     over = {f: n for f, n in sizes.items() if n > MAX_LINES and f not in OVER_LIMIT}
     assert over == {}
+
+
+def test_no_test_imports_a_page_script() -> None:
+    """A page in pxp/app/views/ renders when imported (it opens the database of the working directory): tests
+    and modules take a page's constants from its non-page parts instead."""
+    from pxp.app.router import PAGES
+
+    pages = {f"pxp.app.views.{name.removesuffix('.py')}" for name, _, _ in PAGES}
+    found = []
+    for path in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "pxp").rglob("*.py")]:
+        for line in path.read_text().splitlines():
+            m = re.match(r"\s*(?:from|import)\s+([\w.]+)", line)
+            if m and m.group(1) in pages:
+                found.append(f"{path.relative_to(ROOT)}: {line.strip()}")
+    assert found == []

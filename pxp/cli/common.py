@@ -150,15 +150,19 @@ err = Console(stderr=True, emoji=False)
 
 class CliState:
     db: str | None = None
-    #: a SQLite file this command creates, and the folders it made for it (outermost first): the command
-    #: writes a temporary file beside it (`db`), renamed into place when it succeeds (docs/operations.md, Databases)
+    #: a SQLite file this command creates, and the folders it made for it (outermost first)
     created: tuple[Path, list[Path]] | None = None
+    #: the creation is all-or-nothing (`pxp demo`, `pxp db init`): the command writes a temporary file beside it
+    #: (`db`), renamed into place when it succeeds (docs/operations.md, Databases). Other commands make the file
+    #: in place, so that a long run or import killed half-way leaves what it stored to resume from
+    atomic: bool = False
     #: an existing database that was empty when the command began ("" when it was not): a failed command leaves
     #: it empty again
     emptied: str | None = None
 
-    def engine(self, *, must_exist: bool = False) -> Engine:
-        """The database of a command that creates data (a new SQLite file is announced at the end)."""
+    def engine(self, *, must_exist: bool = False, atomic: bool = False) -> Engine:
+        """The database of a command that creates data (a new SQLite file is announced at the end); `atomic`: a new
+        file is made whole or not at all (see `atomic`)."""
         from pxp.storage.store import StoreError, get_engine
 
         if must_exist:
@@ -167,7 +171,9 @@ class CliState:
             path = sqlite_file(self.db)
             if path is not None and not path.exists() and self.created is None:
                 self.created = (path, [p for p in reversed(path.parents) if not p.exists()])
-                self.db = f"sqlite:///{path.with_name(f'.{path.name}.new-{os.getpid()}')}"
+                self.atomic = atomic
+                if atomic:
+                    self.db = f"sqlite:///{path.with_name(f'.{path.name}.new-{os.getpid()}')}"
             elif self.created is None and self.emptied is None:
                 self.emptied = self.db if _empty(self.db) else ""
             return get_engine(self.db)
@@ -195,6 +201,10 @@ class CliState:
         if self.created is None:
             return
         path, _ = self.created
+        if not self.atomic:  # made in place
+            self.created = None
+            err.print(f"created database {escape(str(path))}", highlight=False, soft_wrap=True)
+            return
         temp = sqlite_file(self.db)
         assert temp is not None
         _settle(self.db)
@@ -218,6 +228,9 @@ class CliState:
         if emptied:
             _empty_again(emptied)
         if self.created is None:
+            return
+        if not self.atomic and _holds_data(self.db):  # a run or import that stored something: kept to resume
+            self.keep()
             return
         path, made = self.created
         self.created = None
@@ -267,6 +280,16 @@ def _empty(url: str | None) -> bool:
             engine.dispose()
     except Exception:  # not reachable, not a database: get_engine says why
         return False
+
+
+def _holds_data(url: str | None) -> bool:
+    """Whether the database holds rows of pxp's (a command that failed after storing them keeps the file)."""
+    from pxp.storage.store import get_engine, holds_data
+
+    try:
+        return holds_data(get_engine(url))
+    except Exception:  # cannot be read: kept, so nothing stored is lost
+        return True
 
 
 def _settle(url: str | None) -> None:
@@ -331,6 +354,7 @@ def _global(
 ) -> None:
     state.db = db
     state.created = state.emptied = None
+    state.atomic = False
     if ctx.invoked_subcommand != "doctor":  # which shows every bad setting as ✗
         require_settings("cli")
     ctx.with_resource(_command_scope())

@@ -206,8 +206,8 @@ def demo_cmd(
     from pxp.running.pxp.controlled.demo import DEMO_EXPERIMENTS, DEMO_FILMS, ensure_demo, ensure_demo_films
 
     try:
-        made = films and ensure_demo_films(state.engine())
-        loaded = ensure_demo(state.engine())
+        made = films and ensure_demo_films(state.engine(atomic=True))
+        loaded = ensure_demo(state.engine(atomic=True))
     except ImportProblems as e:
         refuse(e.problems)
     except typer.Exit:

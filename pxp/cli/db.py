@@ -27,7 +27,7 @@ def db_init_cmd() -> None:
     except PxpError as e:
         fail(str(e))
     if path is not None and not path.exists():  # a new file: made beside, renamed into place once made
-        state.engine()
+        state.engine(atomic=True)
         state.keep()
         shown = str(path)
     else:  # one transaction: Alembic's upgrade (pxp.storage.schema.upgrade)

@@ -19,8 +19,8 @@ import pytest
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.app.views.analytics import VIEWS
-from pxp.app.views.scorekeeping import TABS
+from pxp.app.scorekeeping import TABS
+from pxp.app.views.analytics_common import VIEWS
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Dataset, Instance, Session
 from tests.browser.axe import SIZES, audit, painted

@@ -14,7 +14,7 @@ import streamlit as st
 
 from pxp.analysis.queries import options
 from pxp.app import resources, ui
-from pxp.app.views.analytics_common import S, filters
+from pxp.app.views.analytics_common import VIEWS, S, filters
 from pxp.app.views.analytics_paper import view_figure1, view_figure2, view_lengths, view_table1, view_transitions
 from pxp.app.views.analytics_research import (
     view_annotators,
@@ -23,9 +23,6 @@ from pxp.app.views.analytics_research import (
     view_labels,
     view_sessions,
 )
-
-VIEWS = ("Table 1", "Figure 1", "Figure 2", "Transitions", "Session lengths", "Labels", "Annotators",
-         "LLM cost", "Per-session flags", "Compare", "Common ground")
 
 
 def _compare(opts: Any, names: list[str]) -> None:

@@ -31,6 +31,10 @@ COLUMNS = {
 FIG1_DEFAULT = ["one_way_human", "one_way_machine", "two_way"]
 S = st.session_state
 
+#: the Analytics page's views, in its order (kept here, not in the page script, which renders when imported)
+VIEWS = ("Table 1", "Figure 1", "Figure 2", "Transitions", "Session lengths", "Labels", "Annotators",
+         "LLM cost", "Per-session flags", "Compare", "Common ground")
+
 
 def csv_text(df: pd.DataFrame) -> str:
     """A frame as CSV text (the downloads)."""

@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 
 from pxp.analysis.scorekeeping import build, probe_accuracy_by_round
 from pxp.app import resources, ui
+from pxp.app.scorekeeping import TABS
 from pxp.app.scorekeeping import play as sk_play
 from pxp.protocols.scorekeeping.episode import dialogue_from_turns
 from pxp.protocols.scorekeeping.scores import PLAYED, QUALITY, QUALITY_STD
@@ -88,7 +89,6 @@ def episode_viewer(game: str, keys: list[str]) -> None:
         st.dataframe(pd.DataFrame(rows), hide_index=True)
 
 
-TABS = ("Leaderboard", "Probe accuracy per round", "Episodes", "Play as the answerer")
 
 
 def choose_games(engine: Engine) -> list[str] | None:
