@@ -346,7 +346,10 @@ def test_annotate_with_the_keyboard_and_inert_payload(server: tuple[str, str]) -
             smiles.press("Enter")
             _idle(page)
             # the two questions by keyboard: Alt+6 (prediction does not match), Alt+8 (nor the
-            # explanation): the AGENT rule tags REFUTE
+            # explanation): the AGENT rule tags REFUTE, which says why
+            page.get_by_label("My explanation").last.fill("Acylation of the phenol with acetyl chloride.")
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            _idle(page)
             page.keyboard.press("Alt+6")
             _idle(page)
             page.keyboard.press("Alt+8")
@@ -396,7 +399,10 @@ def test_keys_pressed_faster_than_the_page_redraws_are_kept(server: tuple[str, s
             expect(page.get_by_label("Name (optional)")).to_be_visible(timeout=90_000)
             _idle(page)
             page.evaluate(_FOCUS_AS_DRAWN)
-            for gap, typed in ((5, None), (20, None), (40, None), (10, "Left basal opacity, typed fast")):
+            # a disagreement carries its reason: the first reply types one, the next keep it (the form holds the
+            # expert's last explanation), the last types a new one
+            for gap, typed in ((5, "Right basal opacity"), (20, None), (40, None),
+                               (10, "Left basal opacity, typed fast")):
                 j = len(msgs) + 1
                 _ready(page, sid, j)
                 page.evaluate("() => document.activeElement && document.activeElement.blur()")
@@ -412,7 +418,7 @@ def test_keys_pressed_faster_than_the_page_redraws_are_kept(server: tuple[str, s
                 assert len(msgs) >= j, f"message {j} was never sent: a key was lost ({gap} ms apart)"
                 mine = msgs[j - 1]
                 assert typed is None or mine.explanation == typed, (mine.explanation, mine.tag)
-                tag = "REFUTE" if typed is None else "REVISE"  # a new explanation of mine: a revision
+                tag = "REVISE" if typed and j > 2 else "REFUTE"  # a new explanation of mine after message 2: a revision
                 assert (mine.sender, mine.tag, mine.prediction) == ("human", tag, msgs[j - 2].prediction), gap
                 while len(msgs) < j + 1 and status == "open" and time.monotonic() < deadline:  # and its reply
                     time.sleep(0.05)
@@ -592,7 +598,9 @@ def test_rad_and_drug_sessions_by_keyboard_at_1280x720(server: tuple[str, str]) 
             page.keyboard.type(msgs[0].prediction[:4])
             page.keyboard.press("Enter")
             _idle(page)
+            page.get_by_label("My explanation").last.fill("Volume loss behind the heart.")  # REFUTE says why
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            _idle(page)
             _keys(page, "Alt+0")
             expect(page.get_by_text("Your message will be tagged", exact=False)).to_be_visible()
             _keys(page, "Control+Enter")
@@ -613,6 +621,7 @@ def test_rad_and_drug_sessions_by_keyboard_at_1280x720(server: tuple[str, str]) 
             page.keyboard.press("Tab")
             assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "My explanation"
             _keys(page, "Alt+6")
+            page.get_by_label("My explanation").last.fill("")  # the form holds my last explanation: typed anew
             page.get_by_label("My explanation").last.focus()
             page.keyboard.type("Apical pleural line")  # and no Tab: the draft is kept as typing pauses
             _wait_draft(url, sid, "Apical pleural line")
@@ -716,7 +725,9 @@ def test_rad_and_drug_sessions_by_keyboard_at_1280x720(server: tuple[str, str]) 
             smiles.fill("CC(=O)Cl.Oc1ccccc1C(=O)O")
             smiles.press("Enter")
             _idle(page)
+            page.get_by_label("My explanation").last.fill("Acylation of the phenol with acetyl chloride.")  # says why
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
+            _idle(page)
             _keys(page, "Control+Enter")
             _form_ready(page, dsid, 4)
             _, dmsgs, _ = _session(url, who, page)

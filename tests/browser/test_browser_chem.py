@@ -194,8 +194,10 @@ def test_draw_apply_and_send_the_reactants(server: tuple[str, str]) -> None:  # 
             drawn = field.input_value()
             assert smiles_set(drawn) == smiles_set("CCO.O=C(O)c1ccccc1"), drawn
             expect(page.get_by_text("Canonical form:")).to_be_visible()
+            page.get_by_label("My explanation").last.fill("Fischer esterification of benzoic acid with ethanol.")
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
-            _keys(page, "Alt+6", "Alt+8")  # neither matches: the AGENT rule tags REFUTE
+            _idle(page)
+            _keys(page, "Alt+6", "Alt+8")  # neither matches: the AGENT rule tags REFUTE, which says why
             expect(page.get_by_text("Your message will be tagged", exact=False)).to_be_visible()
             until(lambda: editor_frame(page) is not None)
             editor_frame(page).evaluate("() => { window.pxpMark = 1; }")  # the editor made for the drawn molecules

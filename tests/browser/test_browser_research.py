@@ -39,7 +39,7 @@ def test_the_launch_summary_is_the_run_that_started(server: tuple[str, str]) -> 
             # the dataset box followed the task at once
             expect(page.get_by_label("Dataset")).to_have_value("demo-rad")
             page.get_by_label("Split").click()
-            page.get_by_role("option", name=re.compile(r"^test \(\d+\)$")).click()
+            page.get_by_role("option", name=re.compile(r"^train \(\d+\)$")).click()  # the demo's split: Compare pairs
             _idle(page)
             page.get_by_role("spinbutton", name="R (repetitions)").fill("2")
             page.get_by_role("button", name=re.compile("Create and start")).click()
@@ -57,7 +57,7 @@ def test_the_launch_summary_is_the_run_that_started(server: tuple[str, str]) -> 
             c = exp.config
             assert text == (f"Started '{exp.name}': dataset {c['dataset']}, split {c['split']}, "
                             f"machine {c['machine']}, n={c['n']}, k={c['k']}, R={c['reps']}.")
-            assert (c["dataset"], c["split"], c["reps"], exp.task) == ("demo-rad", "test", 2, "rad")
+            assert (c["dataset"], c["split"], c["reps"], exp.task) == ("demo-rad", "train", 2, "rad")
             deadline = time.monotonic() + 120  # the app's worker: seen through the database
             while workers.progress(engine, exp.id or 0).status != "finished" and time.monotonic() < deadline:
                 time.sleep(0.3)

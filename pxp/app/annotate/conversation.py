@@ -14,6 +14,7 @@ import streamlit as st
 from pxp.agents.base import AgentUnavailable
 from pxp.app import resources, ui
 from pxp.app.annotate.keys import SUBMIT_KEY, S
+from pxp.app.annotate.send import ended_note
 from pxp.app.refused import stale_send
 from pxp.llm.base import streaming
 from pxp.llm.local import waiting_shown
@@ -123,6 +124,9 @@ def finished_note() -> None:
             st.markdown(f":green[:material/check_circle:] {case} is finished: {why} · "
                         f"2-way intelligible: {two_way}.",
                         width="content")
+            sent = ended_note(done.id)
+            if sent:  # in the sidebar: the finished line and the next case keep the screen they fit
+                st.sidebar.caption(ui.escape_md(sent))
         with st.popover("Transcript"):
             ui.show_flags(done.flags())
             for m in done.messages:

@@ -74,16 +74,28 @@ def agree_with_machine(s: LiveSession, view: Any = None) -> None:
         S.pop(_NOTE, None)
 
 
+def ended_note(finished: int) -> str | None:
+    """What the chord sent that ended case `finished`, once, for its finished line (it adds no line to the page,
+    so the next case still fits)."""
+    sent = S.get(_NOTE)
+    if not sent or sent[0] != finished:
+        return None
+    S.pop(_NOTE, None)
+    return f"Case before: {sent[1]}"
+
+
 def sent_note(sid: int) -> None:
     """What the chord just sent, once (so a wrong key is noticed): a line above the next form, in the page's flow
-    (a toast would cover the machine's next message); when the case ended, it names the case before."""
+    (a toast would cover the machine's next message); when the case ended, the finished case's line says so."""
     sent = S.pop(_NOTE, None)
     if not sent:
         return
     case, note = sent
+    if case != sid:  # the case ended with it: said on its finished line (conversation.finished_note)
+        return
     with st.container(horizontal=True, vertical_alignment="center", key="annotate_sent_note"):
         ui.tag_badge(Tag.RATIFY)
-        st.markdown(":green[:material/check:] " + ("" if case == sid else "Case before: ") + ui.escape_md(str(note)))
+        st.markdown(":green[:material/check:] " + ui.escape_md(str(note)))
 
 
 def submit(s: LiveSession, answer: Answer, turn: HumanTurn, invalid: str | None,
