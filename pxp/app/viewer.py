@@ -204,7 +204,8 @@ export default function (component) {
     st.fit = Math.min(W / st.w, Hb / st.h) || 1; st.s = z * st.fit;
     st.x = W / 2 - cx * st.s; st.y = Hb / 2 - cy * st.s; st.vw = W; st.vh = Hb; show();
   };
-  root.pxpFull = (on, focus = true) => {  // focus: the film takes it (its R and I keys), else it stays
+  root.pxpFull = (on, focus = true, from = null) => {  // focus: the film takes it (its R and I keys), else it stays
+    if (on) root.pxpFrom = from;  // where the keyboard was: it goes back there when the full view ends
     root.classList.toggle("pxp-full", on);
     // the page's sticky case column is a stacking context under Streamlit's sidebar and header: lifted while full
     for (let e = root.getRootNode().host; e && e !== document.body; e = e.parentElement || e.getRootNode().host) {
@@ -214,7 +215,10 @@ export default function (component) {
     }
     size(); refit();
     say(on ? ", full screen (Esc: back)" : "");
-    if (focus) root.focus();
+    const back = on ? null : root.pxpFrom;
+    if (!on) root.pxpFrom = null;
+    if (back && back.isConnected && back !== root && !root.contains(back) && back !== document.body) back.focus();
+    else if (focus) root.focus();
   };
   window.__pxpFilm = root;  // the film F and Esc act on: the newest drawn
   const setWL = (center, width, invert) => { st.center = center; st.width = Math.max(width, span / 65535);
@@ -280,7 +284,7 @@ export default function (component) {
       if (!r || !r.isConnected || e.ctrlKey || e.metaKey) return;
       const t = e.composedPath()[0], full = r.classList.contains("pxp-full");
       const typing = t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.isContentEditable);
-      if (e.altKey ? e.code === "KeyV" : (e.key === "f" || e.key === "F") && !typing) r.pxpFull(!full, !e.altKey);
+      if (e.altKey ? e.code === "KeyV" : (e.key === "f" || e.key === "F") && !typing) r.pxpFull(!full, !e.altKey, t);
       else if (e.key === "Escape" && full && !e.altKey) r.pxpFull(false);
       else return;
       e.preventDefault(); e.stopPropagation();

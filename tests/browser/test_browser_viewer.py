@@ -342,5 +342,18 @@ def test_the_film_fills_the_screen_and_refits(server: tuple[str, str]) -> None: 
             small = page.wait_for_function(FILM.replace("return {", "if (b.width >= " + str(wide["box"][0])
                                                         + ") return null; return {"), timeout=10_000).json_value()
             assert small["wl"] == zoomed["wl"] and abs(small["zoom"] - zoomed["zoom"]) < 1e-6, small
+            # Alt+V from the explanation, Esc back: the keyboard is where it was, and what is typed lands there
+            expl = page.locator(f'.st-key-annotate_form_{sid}_2 textarea[aria-label="My explanation"]').first
+            expl.fill("Apical")
+            expl.focus()
+            page.keyboard.press("Alt+v")
+            page.wait_for_function(FILM.replace("return {", "if (b.width < 900) return null; return {"),
+                                   timeout=10_000)
+            page.keyboard.press("Escape")
+            page.wait_for_function(FILM.replace("return {", "if (b.width > 800) return null; return {"),
+                                   timeout=10_000)
+            assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "My explanation"
+            page.keyboard.type(" line")
+            assert expl.input_value() == "Apical line"
         finally:
             browser.close()
