@@ -110,7 +110,8 @@ def browse() -> None:
     pages = max(1, -(-info.instances // PAGE))
     page = (st.number_input(f"Page (of {pages})", 1, pages, 1, key=f"datasets_page_{name}", width=200)
             if pages > 1 else 1)
-    rows = instances_page(eng, name, offset=(int(page) - 1) * PAGE, limit=PAGE)
+    with st.spinner(f"Reading and drawing the cases of {name}…"):  # a page that waits says what for
+        rows = instances_page(eng, name, offset=(int(page) - 1) * PAGE, limit=PAGE)
     cols = st.columns(3)
     for i, r in enumerate(rows):
         with cols[i % 3], st.container(border=True):

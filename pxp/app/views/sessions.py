@@ -133,7 +133,8 @@ def render() -> None:
     mine = auth.own_sessions_only()
     if mine is not None:  # an annotator (login on) sees only their own sessions
         f["annotator"] = mine
-    total = sessions_count(resources.engine(), **f)
+    with st.spinner("Counting the sessions that match…"):  # a page that waits says what for
+        total = sessions_count(resources.engine(), **f)
     if not total:
         st.info("No session matches. Annotate a case or run an experiment first.")
         return
@@ -141,7 +142,8 @@ def render() -> None:
     page = 1
     if pages > 1:
         page = int(st.number_input(f"Page (of {pages})", 1, pages, 1, key="sessions_page"))
-    table = sessions_table(resources.engine(), **f, limit=PAGE, offset=(page - 1) * PAGE)
+    with st.spinner(f"Reading page {page} of the sessions…"):
+        table = sessions_table(resources.engine(), **f, limit=PAGE, offset=(page - 1) * PAGE)
     st.caption(page_caption(total, page, len(table)))
     ui.table(table, hide_index=True, height=min(38 * (len(table) + 1), 320),
              column_config={"session": st.column_config.Column(pinned=True)})
