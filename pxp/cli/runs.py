@@ -256,7 +256,7 @@ def run_cmd(
                 fail("--resume continues with the stored config; only --concurrency, --format and --progress apply "
                      f"(got {', '.join('--' + o.replace('_', '-') for o in extra)})")
             exp = resume_target(engine, resume)
-            _say_if_interrupted(engine, exp)
+            _say_if_interrupted(exp)
             if estimate_only:
                 cfg = RunConfig.from_dict(exp.config)
                 _print_estimate(estimate(cfg, dataset_facts(engine, cfg)), report_format)
@@ -297,11 +297,11 @@ def run_cmd(
                     full=full, distributed=distributed)
 
 
-def _say_if_interrupted(engine: Any, exp: Any) -> None:
+def _say_if_interrupted(exp: Any) -> None:
     """`--resume` of a run whose process ended without finishing or pausing says so first (no silent death)."""
     from pxp.running.workers.interrupted import Interrupted, is_interrupted
 
-    if is_interrupted(engine, exp):
+    if is_interrupted(exp):
         line = Interrupted(exp.id or 0, exp.name, exp.heartbeat_at, False).line()
         err.print(f"note: {line}; resuming it", highlight=False, markup=False, soft_wrap=True)
 

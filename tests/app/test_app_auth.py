@@ -35,12 +35,18 @@ AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret":
         "server_metadata_url": "http://localhost:1/.well-known/openid-configuration"}
 
 
-@pytest.fixture
-def app_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
-    url = f"sqlite:///{tmp_path / 'app.db'}"
+def _rad_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> Engine:
+    """A fresh SQLite database with toy-rad, served by the app under test (PXP_DATABASE_URL)."""
+    url = f"sqlite:///{tmp_path / name}"
     monkeypatch.setenv("PXP_DATABASE_URL", url)
     engine = get_engine(url)
     make_rad(engine)
+    return engine
+
+
+@pytest.fixture
+def app_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
+    engine = _rad_db(tmp_path, monkeypatch, "app.db")
     add_member(engine, "ann@example.org", "annotator")
     add_member(engine, "rita@example.org", "researcher")
     add_member(engine, "ada@example.org", "admin")
@@ -50,11 +56,7 @@ def app_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
 @pytest.fixture
 def open_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
     """A database with no team: the only kind served without login (the open demo)."""
-    url = f"sqlite:///{tmp_path / 'open.db'}"
-    monkeypatch.setenv("PXP_DATABASE_URL", url)
-    engine = get_engine(url)
-    make_rad(engine)
-    yield engine
+    yield _rad_db(tmp_path, monkeypatch, "open.db")
 
 
 def app(page: str, user: dict[str, Any] | None = None, query: dict[str, str] | None = None) -> AppTest:

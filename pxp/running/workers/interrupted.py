@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import shlex
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import col, select
 
-from pxp.running.workers.pool import _dead_here, _fresh, heartbeat_age
+from pxp.running.workers.pool import _aware, _dead_here, _fresh
 from pxp.storage.tables import Experiment
 
 
@@ -42,11 +42,13 @@ class Interrupted:
         return f"{self.name} was interrupted{seen}: its process ended without finishing or pausing"
 
 
-def is_interrupted(engine: Engine, exp: Experiment) -> bool:
+def is_interrupted(exp: Experiment) -> bool:
     """Whether a stored experiment's run ended without finishing or pausing (see the module docstring)."""
     if exp.mode != "controlled" or exp.status != "running":
         return False
-    return _dead_here(exp.worker) or not _fresh(heartbeat_age(engine, exp.id or 0))
+    # the heartbeat of the row at hand, not read again (one query for all the runs, not one a run)
+    age = None if exp.heartbeat_at is None else (datetime.now(UTC) - _aware(exp.heartbeat_at)).total_seconds()
+    return _dead_here(exp.worker) or not _fresh(age)
 
 
 def interrupted_runs(engine: Engine) -> list[Interrupted]:
@@ -55,7 +57,7 @@ def interrupted_runs(engine: Engine) -> list[Interrupted]:
         running = db.exec(select(Experiment).where(col(Experiment.mode) == "controlled",
                                                    col(Experiment.status) == "running")
                           .order_by(col(Experiment.id))).all()
-    found = [e for e in running if is_interrupted(engine, e)]
+    found = [e for e in running if is_interrupted(e)]
     queued: set[int] = set()
     if found and engine.dialect.name == "postgresql":
         from pxp.running.workers.queue import jobs_of
