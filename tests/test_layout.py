@@ -1,5 +1,5 @@
 """The layout (docs/development.md, Layers and contracts): no import cycle anywhere inside pxp/, no module over the
-size limit.
+size limit, no folder over the module limit.
 
 The layer contracts themselves are import-linter's (pyproject.toml, `lint-imports` in .ci/run);
 this test adds what a layers contract does not see: cycles between modules of one package,
@@ -15,6 +15,8 @@ import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 400
+#: modules in one folder, `__init__.py` not counted (docs/development.md "Architecture": one folder per concern)
+MAX_MODULES = 15
 #: modules allowed over the limit, each with the reason (docs/development.md "Architecture")
 OVER_LIMIT: dict[str, str] = {}
 
@@ -83,6 +85,14 @@ def test_no_module_over_the_size_limit() -> None:
              for p in (ROOT / "pxp").rglob("*.py") if "migrations/versions" not in str(p)}
     over = {f: n for f, n in sizes.items() if n > MAX_LINES and f not in OVER_LIMIT}
     assert over == {}
+
+
+def test_no_folder_over_the_module_limit() -> None:
+    """Migrations are the schema's history, not modules of a concern, and are not counted."""
+    counts = {str(d.relative_to(ROOT)): len([p for p in d.glob("*.py") if p.name != "__init__.py"])
+              for d in [ROOT / "pxp", *(ROOT / "pxp").rglob("*")]
+              if d.is_dir() and "__pycache__" not in d.parts and "migrations" not in d.parts}
+    assert {d: n for d, n in counts.items() if n > MAX_MODULES} == {}
 
 
 def test_no_test_imports_a_page_script() -> None:
