@@ -203,11 +203,13 @@ def demo_cmd(
 ) -> None:
     """Load the demo datasets made by pxp and a finished simulated experiment on each."""
     from pxp.data.importers.common import ImportProblems
-    from pxp.running.pxp.controlled.demo import DEMO_EXPERIMENTS, DEMO_FILMS, ensure_demo, ensure_demo_films
+    from pxp.running.pxp.controlled.demo import DEMO_EXPERIMENTS, DEMO_FILMS, add_demo, demo_state
 
+    half = False
     try:
-        made = films and ensure_demo_films(state.engine(atomic=True))
-        loaded = ensure_demo(state.engine(atomic=True))
+        engine = state.engine(atomic=True)
+        half = demo_state(engine) == "half"
+        made, loaded = add_demo(engine, films=films, direct=state.created is not None)
     except ImportProblems as e:
         refuse(e.problems)
     except typer.Exit:
@@ -215,8 +217,8 @@ def demo_cmd(
     except Exception as e:  # a full disk, a lost database: named with the database, and what is left of it
         from pxp.errors import user_message
 
-        left = ("nothing of it was kept" if state.created or state.emptied else
-                "what was made is kept, and `pxp demo` again finishes it")
+        left = ("what was made is kept, and `pxp demo` again finishes it" if half and not state.emptied else
+                "nothing of it was kept")
         fail(f"{state.where()}: the demo was not made ({user_message(e)}); {left}")
     state.keep()  # a new database: renamed into place (and said so) only now that all of it is made
     if made:

@@ -362,3 +362,85 @@ def test_a_refused_command_leaves_an_empty_postgresql_database_empty(pg_url: str
     res = pxp("--db", pg_url, "demo")  # and pxp makes it whole later
     assert res.exit_code == 0, res.output
     store.forget_engine(pg_url)
+
+
+_FAULT = {  # a write the database refuses part-way through the demo (as a full disk would), planted in it
+    "sqlite": ["CREATE TRIGGER fault BEFORE INSERT ON {table} BEGIN SELECT RAISE(ABORT, 'database or disk is full'); "
+               "END"],
+    "postgresql": ["CREATE FUNCTION fault() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'could not extend file: "
+                   "No space left on device'; END $$ LANGUAGE plpgsql",
+                   "CREATE TRIGGER fault BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION fault()"],
+}
+
+
+def _rows(url: str) -> dict[str, int]:
+    from sqlalchemy import inspect, text
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {t: conn.execute(text(f'SELECT count(*) FROM "{t}"')).scalar_one()
+                    for t in inspect(conn).get_table_names()}
+    finally:
+        engine.dispose()
+
+
+def _plant(url: str, table: str) -> None:
+    from sqlalchemy import text
+
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for sql in _FAULT[engine.dialect.name]:
+                conn.execute(text(sql.format(table=table)))
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend, films", [("sqlite", True), ("postgresql", False)])
+def test_a_demo_that_fails_part_way_into_a_database_holding_data_adds_nothing(
+        request: pytest.FixtureRequest, tmp_path: Path, backend: str, films: bool) -> None:
+    """The films (made first) and the demo are added in one transaction: a refusal at the demo's messages leaves
+    neither."""
+    url = str(request.getfixturevalue("db_url" if backend == "sqlite" else "pg_url"))
+    res = pxp("--db", url, "import", "transcripts", str(transcripts(tmp_path)), "--name", "mine")
+    assert res.exit_code == 0, res.output
+    _plant(url, "message")  # refused after the datasets, instances, runs and sessions went in
+    before = _rows(url)
+    store.forget_engine(url)
+    res = pxp("--db", url, "demo", *(["--films"] if films else []))
+    assert res.exit_code == 1 and res.stdout == "", res.output
+    assert res.stderr.startswith("error: ") and "the demo was not made (" in res.stderr, res.stderr
+    assert res.stderr.rstrip().endswith("; nothing of it was kept") and len(res.stderr.splitlines()) == 1
+    store.forget_engine(url)
+    assert _rows(url) == before and before["message"] > 0 and before["dataset"] >= 1
+    assert experiments(url) == ["mine"]
+
+
+def test_the_demo_added_to_a_database_holding_data_is_the_demo_made_alone(tmp_path: Path) -> None:
+    """Added in one transaction under new ids (pxp.storage.transfer), the demo reports and validates as the demo
+    made in a database of its own, and its runs' case orders and carried sessions follow the new ids."""
+    alone, mixed = f"sqlite:///{tmp_path / 'alone.db'}", f"sqlite:///{tmp_path / 'mixed.db'}"
+    assert pxp("--db", alone, "demo").exit_code == 0
+    assert pxp("--db", mixed, "import", "transcripts", str(transcripts(tmp_path)), "--name", "mine").exit_code == 0
+    assert pxp("--db", mixed, "demo").exit_code == 0
+    for exp in ("demo-rad-simulated", "demo-drug-simulated"):
+        reports = [pxp("--db", u, "report", "--experiment", exp, "--format", "json").stdout for u in (alone, mixed)]
+        assert json.loads(reports[0]) == json.loads(reports[1])
+    res = pxp("--db", mixed, "validate")
+    assert res.exit_code == 0, res.output
+    from sqlalchemy import text
+
+    with get_engine(mixed).connect() as conn:
+        orders = conn.execute(text("SELECT r.instance_order, e.config FROM run r JOIN experiment e "
+                                   "ON e.id = r.experiment_id WHERE e.name LIKE 'demo-%'")).all()
+        ids = {i for (i,) in conn.execute(text("SELECT i.id FROM instance i JOIN dataset d ON d.id = i.dataset_id "
+                                               "WHERE d.name LIKE 'demo-%'"))}
+        carried = [json.loads(c)["carried_sessions"] for (c,) in conn.execute(text(
+            "SELECT c.content FROM context c JOIN session s ON s.id = c.session_id JOIN run r ON r.id = s.run_id "
+            "JOIN experiment e ON e.id = r.experiment_id WHERE e.name LIKE 'demo-%'"))]
+        demo_sessions = {i for (i,) in conn.execute(text(
+            "SELECT s.id FROM session s JOIN run r ON r.id = s.run_id JOIN experiment e ON e.id = r.experiment_id "
+            "WHERE e.name LIKE 'demo-%'"))}
+    assert orders and all(set(json.loads(o)) <= ids for o, _ in orders)
+    assert any(carried) and all(set(c) <= demo_sessions for c in carried)

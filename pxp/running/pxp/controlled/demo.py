@@ -4,7 +4,7 @@ The datasets are read from data/ (made by `python -m pxp.data.demo.make_demo`) t
 the same study importers users run. Each experiment is a controlled run of the
 simulated machine-agent against the database human-proxy (INTERACT over R
 repetitions), so the app has something to show with no API key. Idempotent: what
-is already there is left alone.
+is already there is left alone; `add_demo` adds all of it or nothing.
 """
 
 from __future__ import annotations
@@ -98,6 +98,51 @@ def _load(engine: Engine, root: Path, RunConfig: Any, create_experiment: Any,
         run_experiment(engine, exp.id or 0)
         loaded = True
     return loaded
+
+
+def demo_state(engine: Engine) -> str:
+    """"none", "half" (some of the demo's datasets and experiments, left by a failed run of an older pxp) or
+    "whole"."""
+    names: list[tuple[type[Dataset] | type[Experiment], str]] = [(Dataset, DEMO_RAD), (Dataset, DEMO_DRUG)]
+    have = [_exists(engine, m, n) for m, n in [*names, *((Experiment, n) for n in DEMO_EXPERIMENTS.values())]]
+    return "whole" if all(have) else "half" if any(have) else "none"
+
+
+def add_demo(engine: Engine, *, films: bool = False, direct: bool = False) -> tuple[bool, bool]:
+    """`pxp demo`: (made the films, loaded the demo), all of it or nothing (docs/operations.md, Databases).
+
+    What is missing is made in a database of its own first and added to `engine` in one transaction
+    (pxp.storage.transfer), so a failure leaves `engine` as it was. `direct`: `engine` is itself a new file that is
+    kept only whole, made in place. A demo found half made is finished in place."""
+    import tempfile
+
+    from pxp.storage.store import forget_engine, get_engine
+    from pxp.storage.transfer import add_all
+
+    want_films = films and not _exists(engine, Dataset, DEMO_FILMS)
+    state = demo_state(engine)
+    if direct or state == "half":
+        made = want_films and ensure_demo_films(engine)
+        return made, ensure_demo(engine)
+    if not want_films and state == "whole":
+        return False, False
+    with tempfile.TemporaryDirectory(prefix="pxp-demo-") as tmp:
+        url = f"sqlite:///{Path(tmp) / 'demo.db'}"
+        try:
+            stage = get_engine(url)
+            if want_films:
+                ensure_demo_films(stage)
+            if state == "none":
+                ensure_demo(stage)
+            try:
+                add_all(stage, engine)
+            except IntegrityError:  # another process (an app replica) added the same demo at the same moment
+                if demo_state(engine) != "whole" or (want_films and not _exists(engine, Dataset, DEMO_FILMS)):
+                    raise
+                return False, False
+        finally:
+            forget_engine(url)
+    return want_films, state == "none"
 
 
 def ensure_demo_films(engine: Engine) -> bool:
