@@ -114,7 +114,7 @@ def _call_totals(experiments: list[str]) -> dict[str, dict[str, Any]]:
 def validate_cmd(
     experiment: Annotated[str | None, typer.Option("--experiment", help="Name or id.")] = None,
 ) -> None:
-    """Check every stored session against DESIGN §1; exit 1 listing each violation."""
+    """Check every stored session against the protocol (docs/protocol.md); exit 1 listing each violation."""
     from pxp.analysis.validate import validate
     from pxp.storage.store import db_session, find_experiment
 

@@ -20,7 +20,8 @@ LAZY.update({
     "models": ("llm", "The models a server offers (its /v1/models), one per line (docs/research.md, Local models)."),
     "calls": ("llm", "LLM calls of an experiment per run: calls, errors, tokens, cache, cost, latency."),
     "report": ("analysis", "Print the papers' Table 1 for an experiment (or several side by side)."),
-    "validate": ("analysis", "Check every stored session against DESIGN §1; exit 1 listing each violation."),
+    "validate": ("analysis", "Check every stored session against the protocol (docs/protocol.md); exit 1 listing "
+                 "each violation."),
     "demo": ("data", "Load the demo datasets made by pxp and a finished simulated experiment on each."),
     "export": ("export", "Export an experiment's D, M and C tables, evaluations, calls and probes into directory "
                          "--out."),

@@ -48,6 +48,7 @@ def test_the_listed_help_of_each_command_is_its_own() -> None:
     for name, (module, line) in LAZY.items():
         cmd = real[name]
         assert " ".join((cmd.help or "").split("\n\n")[0].split()) == line, name
+        assert "DESIGN" not in (cmd.help or ""), f"{name}: a user's clone has no DESIGN.md (cite docs/)"
         callback = getattr(cmd, "callback", None)
         if callback is not None and callback.__name__ != "_global":
             assert callback.__module__ == f"pxp.cli.{module}", name

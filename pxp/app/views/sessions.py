@@ -89,7 +89,7 @@ def detail(sid: int) -> None:
     if violations:
         st.error("Not conformant to the protocol:\n\n" + "\n".join(f"- {ui.escape_md(v)}" for v in violations))
     else:
-        st.success("Conformant to the protocol (DESIGN §1).", icon=":material/verified:")
+        st.success("Conformant to the protocol (docs/protocol.md).", icon=":material/verified:")
     ui.transcript_papers(s.messages, machine_label=s.machine_label, task_kind=s.match_kind,
                          instance_render=lambda: instance_thumb(s),
                          target=s.payload if s.match_kind == "smiles" else None,
