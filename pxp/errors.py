@@ -29,6 +29,10 @@ def user_message(exc: BaseException, database: str | None = None) -> str:
         return one_line(str(exc) or type(exc).__name__)
     if is_database_error(exc):
         return f"the database {database + ' ' if database else ''}failed: {describe(exc)}"
+    if isinstance(exc, OSError) and exc.strerror:  # "[Errno 36] File name too long: '…'": the file, then why
+        name = str(exc.filename) if exc.filename is not None else ""
+        name = name if len(name) <= 120 else name[:60] + "…" + name[-40:]
+        return one_line(f"{name}: {exc.strerror.lower()}" if name else exc.strerror.lower())
     text = str(exc) or type(exc).__name__
     return one_line(
         text if isinstance(exc, (ValueError, LookupError, RuntimeError, OSError)) else f"{type(exc).__name__}: {text}"

@@ -63,9 +63,13 @@ def hoist_db(args: list[str], command: Callable[[str], Any]) -> list[str]:
 
 
 def named_path(value: str | Path) -> Path:
-    """An --out value: a file or folder name, never empty (an empty one would mean the current folder)."""
+    """Every file or folder a command is given (an argument, --out, --log, ...): never empty (an empty one would mean
+    the current folder) and a name a file system takes, checked before the command starts (tests/cli/
+    test_every_option.py walks every command to keep each path parameter on this parser)."""
     if not str(value).strip():
         raise typer.BadParameter("must name a file or folder (it was empty)")
+    if len(os.fsencode(str(value))) >= 4096 or any(len(os.fsencode(p)) > 255 for p in Path(value).parts):
+        raise typer.BadParameter("is longer than a file system takes (255 bytes a name, 4,096 a path)")
     return Path(value)
 
 

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pxp.cli.common import app, err, fail, import_app, out, state
+from pxp.cli.common import app, err, fail, import_app, named_path, out, state
 
 
 def _run(call: Callable[[], Any]) -> None:
@@ -83,9 +83,9 @@ Name = Annotated[str | None, typer.Option("--name", help="Dataset name (default:
 
 @import_app.command("study-rad")
 def import_study_rad_cmd(
-    csv: Annotated[Path, typer.Argument(help="The study's X-ray CSV.")],
+    csv: Annotated[Path, typer.Argument(help="The study's X-ray CSV.", parser=named_path)],
     images_root: Annotated[Path | None, typer.Option(
-        "--images-root", help="Folder img_path is relative to (default: the archive's root).")
+        "--images-root", help="Folder img_path is relative to (default: the archive's root).", parser=named_path)
     ] = None,
     name: Name = None,
     split: Split = None,
@@ -101,9 +101,9 @@ def import_study_rad_cmd(
 
 @import_app.command("study-drug")
 def import_study_drug_cmd(
-    csv: Annotated[Path, typer.Argument(help="The study's retrosynthesis CSV.")],
+    csv: Annotated[Path, typer.Argument(help="The study's retrosynthesis CSV.", parser=named_path)],
     few_shot: Annotated[Path | None, typer.Option(
-        "--few-shot", help="Few-shot examples CSV (output,input,explanation).")] = None,
+        "--few-shot", help="Few-shot examples CSV (output,input,explanation).", parser=named_path)] = None,
     name: Name = None,
     split: Split = None,
     progress: Progress = True,
@@ -121,11 +121,11 @@ Map = Annotated[list[str] | None, typer.Option(
     "--map", help="COLUMN=FIELD (key, input, image, prediction, label, explanation, split); "
     "repeat for each column.")]
 ImagesRoot = Annotated[Path | None, typer.Option(
-    "--images-root", help="Folder image paths are relative to (default: the file's folder).")]
+    "--images-root", help="Folder image paths are relative to (default: the file's folder).", parser=named_path)]
 
 
 def import_table_cmd(
-    file: Annotated[Path, typer.Argument(help="One instance per row (CSV) or line (JSONL).")],
+    file: Annotated[Path, typer.Argument(help="One instance per row (CSV) or line (JSONL).", parser=named_path)],
     task: Task = "text",
     mapping: Map = None,
     name: Name = None,
@@ -162,18 +162,18 @@ import_app.command("jsonl")(import_table_cmd)
 @import_app.command("dicom")
 def import_dicom_cmd(
     folder: Annotated[Path, typer.Argument(
-        help="Folder or zip of DICOM files (searched recursively).")],
+        help="Folder or zip of DICOM files (searched recursively).", parser=named_path)],
     name: Name = None,
     label: Annotated[str | None, typer.Option("--label", help="One label for every image.")] = None,
     labels: Annotated[Path | None, typer.Option(
-        "--labels", help="CSV with file,label[,report][,split]; file relative to the folder.")
+        "--labels", help="CSV with file,label[,report][,split]; file relative to the folder.", parser=named_path)
     ] = None,
     report: Annotated[str, typer.Option("--report", help="Reference report for every image.")] = "",
     split: Split = None,
     skip_bad: Annotated[bool, typer.Option(
         "--skip-bad", help="Import the readable files and list the others.")] = False,
     log: Annotated[Path | None, typer.Option(
-        "--log", help="Append pydicom's warnings about malformed files to this file.")] = None,
+        "--log", help="Append pydicom's warnings about malformed files to this file.", parser=named_path)] = None,
 ) -> None:
     """Import DICOM images, de-identified (Basic Confidentiality Profile) before storing."""
     import logging
@@ -240,7 +240,7 @@ def demo_cmd(
 
 @import_app.command("transcripts")
 def import_transcripts_cmd(
-    file: Annotated[Path, typer.Argument(help="JSONL, one message per line.")],
+    file: Annotated[Path, typer.Argument(help="JSONL, one message per line.", parser=named_path)],
     name: Annotated[str, typer.Option("--name", help="Name of the experiment to create.")],
     n: Annotated[int, typer.Option("--n", help="Message bound n.")] = 10,
     k: Annotated[int, typer.Option("--k", help="REJECT allowed after message k.")] = 3,

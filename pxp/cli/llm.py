@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pxp.cli.common import app, dump, fail, out, require_settings, state
+from pxp.cli.common import app, dump, fail, named_path, out, require_settings, state
 
 task_app = typer.Typer(help="Custom tasks: check a TOML/JSON task config, attach it to a dataset.",
                        no_args_is_help=True)
@@ -145,7 +145,7 @@ def print_calls(name: str, rows: list[dict[str, Any]], total: dict[str, Any]) ->
 
 @task_app.command("check")
 def task_check_cmd(
-    file: Annotated[Path, typer.Argument(help="Task config (.toml or .json).")],
+    file: Annotated[Path, typer.Argument(help="Task config (.toml or .json).", parser=named_path)],
 ) -> None:
     """Validate a custom task config and show the system prompt it gives."""
     from pxp.tasks.custom import TaskConfigError, load_task_config
@@ -162,7 +162,7 @@ def task_check_cmd(
 
 @task_app.command("attach")
 def task_attach_cmd(
-    file: Annotated[Path, typer.Argument(help="Task config (.toml or .json).")],
+    file: Annotated[Path, typer.Argument(help="Task config (.toml or .json).", parser=named_path)],
     dataset: Annotated[str, typer.Option("--dataset", help="Dataset to attach it to.")],
 ) -> None:
     """Store a custom task config with a dataset; runs on it then use the config."""

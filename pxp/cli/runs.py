@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from pxp.cli.common import app, confirm_cost, dump, err, fail, require_settings, state
+from pxp.cli.common import app, confirm_cost, dump, err, fail, named_path, require_settings, state
 from pxp.running.pxp.config import DEFAULT_SPLIT, LEARN_DEFAULT, RunConfig
 
 if TYPE_CHECKING:
@@ -205,7 +205,8 @@ def run_cmd(
     distributed: Annotated[bool, typer.Option(
         "--distributed", help="PostgreSQL: queue the repetitions for `pxp worker`s and wait for them.")] = False,
     grid: Annotated[Path | None, typer.Option(
-        "--grid", help="A TOML grid (machines × datasets × seeds × n, k): one named study, run point by point.")
+        "--grid", help="A TOML grid (machines × datasets × seeds × n, k): one named study, run point by point.",
+        parser=named_path)
     ] = None,
 ) -> None:
     """Run a controlled experiment: INTERACT over R concurrent repetitions, LEARN, machine performance.

@@ -82,7 +82,8 @@ def run_cmd(
     answerer: Annotated[str, typer.Option("--answerer", help="simulated or provider:model.")],
     name: Annotated[str, typer.Option("--name", help="The game's name; a re-run resumes it.")],
     instances: Annotated[Path | None, typer.Option(
-        "--instances", help="A clembench instances.json (default: both domains from --seed).")] = None,
+        "--instances", help="A clembench instances.json (default: both domains from --seed).",
+        parser=named_path)] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Instances and simulated answerer seed (2026).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes (and LLM calls) at once.")] = 4,
     probe_accuracy: Annotated[float, typer.Option(help="Simulated: chance a probe reply is right.")] = 0.9,
@@ -126,7 +127,7 @@ def run_cmd(
 @sk_app.command("import-clembench")
 def import_cmd(
     folder: Annotated[Path, typer.Argument(help="A clembench results folder: a model pair, a clembench-runs version "
-                                               "(v1.0/<pair>/privateshared/...) or the runs root.")],
+                                               "(v1.0/<pair>/privateshared/...) or the runs root.", parser=named_path)],
     name: Annotated[str, typer.Option("--name", help="The game to import into.")],
     keep_good: Annotated[bool, typer.Option(
         "--keep-good", help="Store the good episodes even when some are refused (exit 1 all the same).")] = False,
