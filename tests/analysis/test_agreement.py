@@ -229,3 +229,46 @@ def test_table_keeps_long_and_multiline_values_on_one_line() -> None:
     row = text.splitlines()[-1]
     assert "C" * 39 + "…" in row and "line one line two" in row and "C" * 41 not in row
     assert "Disagreements (1)" in text and "prediction" in text
+
+
+def _disagreements_by_loop(cases: Any) -> list[tuple[Any, ...]]:
+    """The disagreement list as its definition reads: per case (in order of first appearance), every pair of its
+    annotators (by name), every field where both gave a value and the values differ; then sorted by case key and
+    pair, stably."""
+    from itertools import combinations
+
+    from pxp.analysis.agreement import _value
+
+    df = cases.rename(columns={"first": "tag"})
+    recs = []
+    for _, d in df.groupby("instance_id", sort=False):
+        rows = sorted(d.itertuples(index=False), key=lambda r: str(r.annotator))
+        for x, y in combinations(rows, 2):
+            for f in FIELDS:
+                vx, vy = _value(f, getattr(x, f)), _value(f, getattr(y, f))
+                if vx is not None and vy is not None and vx != vy:
+                    recs.append((str(x.instance), f, str(x.annotator), vx, int(x.session_id), str(y.annotator), vy,
+                                 int(y.session_id)))
+    return sorted(recs, key=lambda r: (r[0], r[2], r[5]))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_disagreement_list_is_its_definition_on_random_cases(seed: int) -> None:
+    """Cases whose keys repeat across datasets, annotators that skip cases, missing and blank values."""
+    import random
+
+    import pandas as pd
+
+    from pxp.analysis.agreement import _disagreements
+
+    rng = random.Random(seed)
+    rows = []
+    for iid in rng.sample(range(1, 400), 60):
+        for ann in rng.sample(["a1", "a2", "b", "c3", "Z"], rng.randint(1, 5)):
+            rows.append((iid, ann, rng.randint(1, 10_000), rng.choice(["RATIFY", "REFUTE", None]),
+                         rng.choice(["RATIFY", "REJECT"]), f"case-{iid % 7}", rng.choice([True, False, None]),
+                         rng.choice([True, False, float("nan")]), rng.choice(["A", "B", " ", "", None])))
+    cases = pd.DataFrame(rows, columns=["instance_id", "annotator", "session_id", "first", "last", "instance",
+                                        "match", "agree", "prediction"])
+    got = [tuple(r) for r in _disagreements(cases).itertuples(index=False)]
+    assert got == _disagreements_by_loop(cases) and got
