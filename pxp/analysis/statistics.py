@@ -73,35 +73,50 @@ def bootstrap_ci(
     seed: int = 0, level: float = 0.95,
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of `diffs`, resampling whole clusters (default: each pair)."""
-    d = np.asarray(diffs, dtype=float)
-    if d.size == 0:
+    return bootstrap_cis([diffs], clusters, resamples=resamples, seed=seed, level=level)[0]
+
+
+def bootstrap_cis(
+    diffs: Sequence[Sequence[float]], clusters: Sequence[Hashable] | None = None, *, resamples: int = RESAMPLES,
+    seed: int = 0, level: float = 0.95,
+) -> list[tuple[float, float]]:
+    """`bootstrap_ci` of several properties of the same pairs: each its own interval from the same seeded draws
+    of clusters (so each equals its `bootstrap_ci`), drawn once for all of them."""
+    ds = [np.asarray(d, dtype=float) for d in diffs]
+    if not ds or ds[0].size == 0:
         raise ComparisonError("no pairs to bootstrap")
-    keys = pd.factorize(pd.Series(list(clusters)))[0] if clusters is not None else np.arange(d.size)
-    sums = np.bincount(keys, weights=d)
+    keys = pd.factorize(pd.Series(list(clusters)))[0] if clusters is not None else np.arange(ds[0].size)
+    sums = [np.bincount(keys, weights=d) for d in ds]
     counts = np.bincount(keys).astype(float)
     rng = np.random.default_rng(seed)
-    means = np.empty(resamples)
+    means = np.empty((len(ds), resamples))
     for start in range(0, resamples, CHUNK):  # the same draws as one (resamples × clusters) matrix, in cache
         rows = min(CHUNK, resamples - start)
-        picks = rng.integers(0, sums.size, size=(rows, sums.size))
-        means[start:start + rows] = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+        picks = rng.integers(0, counts.size, size=(rows, counts.size))
+        drawn = counts[picks].sum(axis=1)
+        for i, s in enumerate(sums):
+            means[i, start:start + rows] = s[picks].sum(axis=1) / drawn
     tail = (1 - level) / 2 * 100
-    lo, hi = np.percentile(means, [tail, 100 - tail])
-    return float(lo), float(hi)
+    out = []
+    for m in means:
+        lo, hi = np.percentile(m, [tail, 100 - tail])
+        out.append((float(lo), float(hi)))
+    return out
 
 
 def paired(
     metric: str, a: Sequence[bool], b: Sequence[bool], clusters: Sequence[Hashable] | None = None, *,
-    resamples: int = RESAMPLES, seed: int = 0,
+    resamples: int = RESAMPLES, seed: int = 0, ci: tuple[float, float] | None = None,
 ) -> Paired:
-    """Compare property `metric` of paired sessions: a[i] and b[i] are the same instance under A and B."""
+    """Compare property `metric` of paired sessions: a[i] and b[i] are the same instance under A and B (`ci`: its
+    bootstrap interval, when drawn already with other properties' by `bootstrap_cis`)."""
     if len(a) != len(b):
         raise ComparisonError("the two lists of paired sessions differ in length")
     if not a:
         raise ComparisonError("no paired sessions")
     x, y = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
     diffs = x.astype(float) - y.astype(float)
-    lo, hi = bootstrap_ci(diffs.tolist(), clusters, resamples=resamples, seed=seed)
+    lo, hi = ci or bootstrap_ci(diffs.tolist(), clusters, resamples=resamples, seed=seed)
     a_only, b_only = int((x & ~y).sum()), int((~x & y).sum())
     stat, p = mcnemar(a_only, b_only)
     return Paired(metric, int(x.size), float(x.mean()), float(y.mean()), float(diffs.mean()), lo, hi,
@@ -183,8 +198,10 @@ def _compare(engine: Engine, first: str, second: str, resamples: int, seed: int)
             + (f" (they differ in {'; '.join(diff)})" if diff else "")
         )
     clusters = pairs["instance"].tolist()
+    cis = bootstrap_cis([pairs[f"{m}_a"].astype(float) - pairs[f"{m}_b"].astype(float) for m in COMPARED], clusters,
+                        resamples=resamples, seed=seed)
     rows = [paired(m, pairs[f"{m}_a"].tolist(), pairs[f"{m}_b"].tolist(), clusters, resamples=resamples,
-                   seed=seed) for m in COMPARED]
+                   seed=seed, ci=ci) for m, ci in zip(COMPARED, cis, strict=True)]
     return {
         "a": names[0], "b": names[1], "pairs": len(pairs), "instances": int(pairs["instance"].nunique()),
         "differences": diff, "sessions": {names[0]: len(frames[0]), names[1]: len(frames[1])},

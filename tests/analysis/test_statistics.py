@@ -134,3 +134,17 @@ def test_compare_names_every_difference_and_refuses_when_nothing_pairs(engine: E
     assert same["differences"] == [] and "have the same dataset, split, n, k, machine" in comparison_lines(same)[0]
     with pytest.raises(ComparisonError, match=r"no paired test \(they differ in dataset toy-rad vs other-rad\)"):
         compare_experiments(engine, "tr", "other")
+
+
+def test_intervals_drawn_together_are_each_propertys_own() -> None:
+    """bootstrap_cis draws the clusters once for several properties; each interval equals bootstrap_ci's alone."""
+    import random
+
+    from pxp.analysis.statistics import bootstrap_ci, bootstrap_cis
+
+    rng = random.Random(3)
+    clusters = [f"case-{rng.randint(0, 40)}" for _ in range(300)]
+    diffs = [[float(rng.choice([-1, 0, 0, 1])) for _ in clusters] for _ in range(3)]
+    together = bootstrap_cis(diffs, clusters, resamples=1_200, seed=5)
+    assert together == [bootstrap_ci(d, clusters, resamples=1_200, seed=5) for d in diffs]
+    assert len(set(together)) == 3  # three properties, three intervals
