@@ -121,6 +121,9 @@ def supported_url(url: str) -> Any:
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):
         raise StoreError(f"pxp stores its data in SQLite or PostgreSQL, not {parsed.get_backend_name()!r}; "
                          f"give e.g. {_EXAMPLE_URLS}")
+    if parsed.get_backend_name() == "sqlite" and (parsed.database or ":memory:") == ":memory:":
+        raise StoreError(f"the database URL {url!r} names no file (a database in memory keeps nothing, and each "
+                         "connection would see its own); give e.g. sqlite:///pxp.db")
     return parsed
 
 

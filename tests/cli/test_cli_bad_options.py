@@ -168,10 +168,12 @@ def test_an_unknown_schema_revision_is_one_line(url: str) -> None:
 
 
 @pytest.mark.parametrize(("db", "why"), [("mysql://u:secret@h/db", "SQLite or PostgreSQL, not 'mysql'"),
-                                         ("nonsense", "is not a URL")])
+                                         ("nonsense", "is not a URL"), ("sqlite://", "names no file"),
+                                         ("sqlite:///", "names no file"), ("sqlite:///:memory:", "names no file")])
 def test_an_unsupported_database_url_is_one_line(db: str, why: str) -> None:
-    res = pxp("--db", db, "validate")
-    assert res.exit_code == 1 and why in one_line(res) and "secret" not in res.output
+    for cmd in (["validate"], ["demo"]):
+        res = pxp("--db", db, *cmd)
+        assert res.exit_code == 1 and why in one_line(res) and "secret" not in res.output
 
 
 def test_a_reading_command_never_migrates(url: str) -> None:
