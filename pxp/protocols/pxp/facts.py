@@ -15,7 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, Violation, agent_tag, conformance
+from pxp.protocols.pxp.rules import (
+    REASONED,
+    Msg,
+    ProtocolError,
+    Sender,
+    Tag,
+    Violation,
+    agent_tag,
+    conformance,
+)
 
 #: MATCH over two predictions; None when one of them does not parse (nothing is decided)
 MatchFn = Callable[[str, str], bool | None]
@@ -175,3 +184,32 @@ def conformance_with_content(
     seen = {(v.j, v.reason) for v in out}
     extra = [Violation(j, r) for j, r in content_violations(msgs, k, match) if (j, r) not in seen]
     return sorted([*out, *extra], key=lambda v: -1 if v.j is None else v.j)
+
+
+#: a stored message as read: (j, sender, tag, prediction, explanation, match, agree, changed), sender and tag as text
+Row = tuple[int, str, str, str, str, bool | None, bool | None, bool | None]
+
+
+def conformance_key(rows: Sequence[Row], n: int, k: int, status: str, match: MatchFn | None) -> tuple[object, ...]:
+    """What decides whether `conformance_with_content` finds nothing in a session: its bounds and status, and each
+    message's number, sender, tag, stored facts, whether a disagreement gives no reason, and the match and changed
+    its content decides (content_facts). Two sessions with equal keys both conform or neither does, so one that
+    conformed vouches for the other; the content itself (the predictions quoted in a violation) is not in the key.
+    """
+    out: list[object] = [n, k, status]
+    for i, (j, sender, tag, pred, expl, m, a, c) in enumerate(rows):
+        fm: bool | None = None
+        fc = False
+        if i:  # content_facts of message i + 1 over the i before it
+            mine = pred
+            if i >= 2:
+                own = rows[i - 2]
+                if sender != Sender.HUMAN:
+                    mine = own[3]
+                same = match(pred, own[3]) if match is not None else None
+                if same is None:
+                    same = pred == own[3] or fold(pred) == fold(own[3])
+                fc = not (same and (expl == own[4] or fold(expl) == fold(own[4])))
+            fm = match(rows[i - 1][3], mine) if match is not None else None
+        out.append((j, sender, tag, m, a, c, tag in REASONED and not expl.strip(), fm, fc))
+    return tuple(out)
