@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from pxp.protocols.pxp.facts import Row, conformance_key, conformance_with_content
+from pxp.protocols.pxp.facts import Row, Vouched, conformance_key, conformance_with_content, remembered
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, Violation
 from pxp.storage.batches import page_rows, run_pages
 from pxp.storage.store import table_of
@@ -31,32 +31,10 @@ _SENDER = {x.value: x for x in Sender}
 _TAG = {x.value: x for x in Tag}
 
 
-#: characters of predictions MATCH remembers, and messages of conforming keys kept, before each is emptied
-MATCH_CHARS = 2_000_000
+#: messages of conforming keys (pxp.protocols.pxp.facts.Vouched) kept before they are forgotten
 KEY_MESSAGES = 50_000
-
-
-def _remembered(match: _Match | None) -> _Match | None:
-    """`match` (a task's MATCH, pure) answering a pair it has seen from memory: a study's sessions repeat the same
-    labels (and a DRUG study the same SMILES, each an RDKit parse); emptied past MATCH_CHARS."""
-    if match is None:
-        return None
-    seen: dict[tuple[str, str], bool | None] = {}
-    size = 0
-
-    def remembered(a: str, b: str) -> bool | None:
-        nonlocal size
-        key = (a, b)
-        if key in seen:
-            return seen[key]
-        if size > MATCH_CHARS:
-            seen.clear()
-            size = 0
-        got = seen[key] = match(a, b)
-        size += len(a) + len(b)
-        return got
-
-    return remembered
+#: characters of predictions whose MATCH is remembered (pxp.protocols.pxp.facts.remembered)
+MATCH_CHARS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -79,8 +57,7 @@ def validate(engine: Engine, *, experiment_id: int | None = None) -> tuple[int, 
             .where(*([] if experiment_id is None else [_R.c.experiment_id == experiment_id])).order_by(_R.c.id))
     sessions = (select(_S.c.ordinal, _S.c.id, _S.c.n, _S.c.k, _S.c.status, _I.c.dataset_id)
                 .join(_I, _I.c.id == _S.c.instance_id))
-    conforming: set[tuple[object, ...]] = set()  # keys of sessions that conformed (conformance_key)
-    kept = 0  # their messages
+    conforming: Vouched[bool] = Vouched(KEY_MESSAGES)
     matchers: dict[str, _Match | None] = {}  # MATCH by kind, remembering pairs of predictions
     with engine.connect() as conn:
         kinds = {d.id: dataset_match_kind(d.task, d.config) for d in conn.execute(select(_D.c.id, _D.c.task,
@@ -96,20 +73,16 @@ def validate(engine: Engine, *, experiment_id: int | None = None) -> tuple[int, 
             for ordinal, sid, n, k, status, dataset_id in sessions_of_page:
                 kind = kinds.get(dataset_id, "text")
                 if kind not in matchers:
-                    matchers[kind] = _remembered(content_match(kind))
+                    matchers[kind] = remembered(content_match(kind), MATCH_CHARS)
                 mine = rows.get(sid, [])
-                key = (kind, conformance_key(mine, n, k, status, matchers[kind]))
-                if key in conforming:
+                key = (*conformance_key(mine, n, k, status, matchers[kind]), kind)
+                if conforming.get(key):
                     continue
                 found = conformance_with_content(
                     [Msg(j, _SENDER.get(sender) or Sender(sender), _TAG.get(tag) or Tag(tag), p, e, mt, a, c)
                      for j, sender, tag, p, e, mt, a, c in mine], n, k, status=status, match=matchers[kind])
                 if not found:
-                    if kept + len(mine) > KEY_MESSAGES:
-                        conforming.clear()
-                        kept = 0
-                    conforming.add(key)
-                    kept += len(mine) + 1
+                    conforming.put(key, True)
                 out.extend(SessionViolation(run.name, run.repetition, sid, ordinal, v) for v in found)
             checked += len(page)
             del page, sessions_of_page, rows  # not held while the next page is read
