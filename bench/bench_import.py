@@ -8,9 +8,10 @@
 
 Each line: rows, pxp's wall time (the import alone, in a child process whose start-up and
 schema set-up are not counted), the floor's wall time, their ratio, pxp's rows per second
-and the child's peak memory (RSS); with --reimport the same file imported again (transcripts: as
-a second experiment). The floor is a plain Python stream of the same rows into a
-table with the same columns and a unique (dataset, key) index: `csv.DictReader` (CSV) or
+and the child's peak memory (RSS), then the CPU time of pxp's import and of the floor (their own process's,
+not the database server's) and their ratio, steadier than wall time on a busy machine; with --reimport the
+same file imported again (transcripts: as a second experiment). The floor is a plain Python stream of the
+same rows into a table with the same columns and a unique (dataset, key) index: `csv.DictReader` (CSV) or
 `json.loads` (JSONL, transcripts) into `sqlite3.executemany`, or PostgreSQL `COPY`.
 Transcripts: `--sizes` counts messages, three per session; realistic transcripts (`--kinds realistic`):
 `--sizes` counts sessions, of 3 to 10 messages each (6.5 on average: ratified at once, refuted and revised
@@ -125,22 +126,23 @@ if kind in ("transcripts", "realistic"):
 else:
     from pxp.data.importers.generic import import_table
     run = lambda i: import_table(engine, path, task="text", mapping=["label=prediction"], name="bench")
-times = []
+times, cpu = [], []
 for i in range(int(sys.argv[4])):
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     run(i)
     times.append(time.perf_counter() - t)
-print(json.dumps({"times": times, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    cpu.append(time.process_time() - c)
+print(json.dumps({"times": times, "cpu": cpu, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
-def pxp_run(kind: str, url: str, path: Path, repeat: int = 1) -> tuple[list[float], float]:
+def pxp_run(kind: str, url: str, path: Path, repeat: int = 1) -> tuple[list[float], float, float]:
     out = subprocess.run([sys.executable, "-c", CHILD, kind, url, str(path), str(repeat)],
                          capture_output=True, text=True, check=False)
     if out.returncode:
         raise SystemExit(f"pxp import failed: {out.stderr.strip().splitlines()[-1:]}")
     res = json.loads(out.stdout.strip().splitlines()[-1])
-    return res["times"], res["rss"]
+    return res["times"], res["rss"], res["cpu"][0]
 
 
 def floor_rows(kind: str, path: Path):  # type: ignore[no-untyped-def]
@@ -159,36 +161,36 @@ def floor_rows(kind: str, path: Path):  # type: ignore[no-untyped-def]
                     yield (1, r["key"], r["input"], r["label"], r["explanation"], r["split"], "{}")
 
 
-def floor_sqlite(kind: str, path: Path, folder: Path) -> float:
+def floor_sqlite(kind: str, path: Path, folder: Path) -> tuple[float, float]:
     db = folder / f"floor-{uuid.uuid4().hex[:6]}.db"
     con = sqlite3.connect(db)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute(FLOOR_DDL)
     con.execute(FLOOR_INDEX)
     con.commit()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     con.executemany("INSERT INTO inst (dataset_id, key, payload, label, explanation, split, meta) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)", floor_rows(kind, path))
     con.commit()
-    elapsed = time.perf_counter() - t
+    elapsed, cpu = time.perf_counter() - t, time.process_time() - c
     con.close()
-    return elapsed
+    return elapsed, cpu
 
 
-def floor_pg(kind: str, path: Path, url: str) -> float:
+def floor_pg(kind: str, path: Path, url: str) -> tuple[float, float]:
     import psycopg
 
     with psycopg.connect(url.replace("+psycopg", "")) as con:
         con.execute(FLOOR_DDL.replace("INTEGER PRIMARY KEY", "SERIAL PRIMARY KEY"))
         con.execute(FLOOR_INDEX)
         con.commit()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         with con.cursor() as cur, cur.copy("COPY inst (dataset_id, key, payload, label, explanation, split, meta) "
                                            "FROM STDIN") as cp:
             for row in floor_rows(kind, path):
                 cp.write_row(row)
         con.commit()
-        return time.perf_counter() - t
+        return time.perf_counter() - t, time.process_time() - c
 
 
 class PgDatabase:
@@ -211,21 +213,21 @@ class PgDatabase:
 def measure(kind: str, db: str, path: Path, n: int, folder: Path, reimport: bool, sessions: int = 0) -> str:
     if db == "sqlite":
         url = f"sqlite:///{folder}/pxp-{uuid.uuid4().hex[:6]}.db"
-        times, rss = pxp_run(kind, url, path, 2 if reimport else 1)
-        floor = floor_sqlite(kind, path, folder)
+        times, rss, cpu = pxp_run(kind, url, path, 2 if reimport else 1)
+        floor, floor_cpu = floor_sqlite(kind, path, folder)
     else:
         pdb = PgDatabase()
         try:
-            times, rss = pxp_run(kind, pdb.url.replace("postgresql://", "postgresql+psycopg://"), path,
-                                 2 if reimport else 1)
-            floor = floor_pg(kind, path, pdb.url)
+            times, rss, cpu = pxp_run(kind, pdb.url.replace("postgresql://", "postgresql+psycopg://"), path,
+                                      2 if reimport else 1)
+            floor, floor_cpu = floor_pg(kind, path, pdb.url)
         finally:
             pdb.close()
     wall = times[0]
     again = f" | {times[1]:.2f} s" if reimport else ""
     what = f"realistic transcripts ({sessions:,} sessions)" if kind == "realistic" else kind
     return (f"| {what} | {db} | {n:,} | {wall:.2f} s | {floor:.2f} s | {wall / floor:.1f}× | "
-            f"{n / wall:,.0f} | {rss:.0f} MiB{again} |")
+            f"{n / wall:,.0f} | {rss:.0f} MiB | {cpu:.2f} s | {floor_cpu:.2f} s | {cpu / floor_cpu:.1f}×{again} |")
 
 
 def main() -> None:
@@ -246,9 +248,9 @@ def main() -> None:
     subprocess.run([sys.executable, "-c", "import pxp.cli.main"], check=True)
     print(f"CLI start-up (import pxp.cli.main), not counted below: {time.perf_counter() - t:.2f} s; "
           f"load average {os.getloadavg()[0]:.1f}")
-    print("| input | database | rows | pxp | floor | ratio | pxp rows/s | pxp peak RSS"
-          + (" | re-import |" if args.reimport else " |"))
-    print("|---|---|---|---|---|---|---|---|" + ("---|" if args.reimport else ""))
+    print("| input | database | rows | pxp | floor | ratio | pxp rows/s | pxp peak RSS | pxp CPU | floor CPU | "
+          "CPU ratio" + (" | re-import |" if args.reimport else " |"))
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if args.reimport else ""))
     with tempfile.TemporaryDirectory(prefix="pxp-bench-import-") as tmp:
         folder = Path(tmp)
         for n in sizes:
