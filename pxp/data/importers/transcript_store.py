@@ -123,11 +123,12 @@ def staged_sessions(conn: Connection, path: Path, ds_id: int | None,
     rows = conn.execute(q.order_by(order.c.first, at),
                         execution_options={"stream_results": True, "max_row_buffer": 1000})
     group: list[Any] = []
-    for r in rows:
-        if group and r[14] != group[0][14]:
-            yield Staged(path, group, problems)
-            group = []
-        group.append(r)
+    for part in rows.partitions(1000):  # a thousand rows a fetch, not one
+        for r in part:
+            if group and r[14] != group[0][14]:
+                yield Staged(path, group, problems)
+                group = []
+            group.append(r)
     if group:
         yield Staged(path, group, problems)
 
