@@ -1,10 +1,11 @@
 """Importing transcripts checks each shape of session once (docs/development.md "Imports at dataset scale"): a
-session whose conformance key settled before with nothing to report is stored from that key, and what is stored
-is exactly what checking every session whole stores."""
+session whose conformance key settled before with nothing to report is stored from that key, so the key must
+decide what settling finds, and what is stored is exactly what checking every session whole stores."""
 
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 
@@ -12,7 +13,11 @@ import pytest
 from sqlalchemy import Engine, select
 
 from pxp.data.importers import transcripts
+from pxp.data.importers.transcript_lines import Filed, settle_facts, settled_row
 from pxp.data.importers.transcripts import import_transcripts
+from pxp.data.match import content_match
+from pxp.protocols.pxp.facts import Row, conformance_key
+from pxp.protocols.pxp.rules import Msg, Sender, Tag, conformance
 from pxp.storage.store import make_engine, table_of, upgrade
 from pxp.storage.tables import Context, Message, Session
 from tests.factories import ABORTED, STUDY_SHAPES, write_study
@@ -54,3 +59,35 @@ def test_sessions_stored_from_their_key_are_those_checked_whole(tmp_path: Path,
         engine.dispose()
     assert stored[0] == stored[1]
     assert len(stored[0]) == 600 + 2 * len(lines)
+
+
+def test_a_key_decides_what_settling_finds_and_what_is_stored() -> None:
+    """On 6,000 random sessions of 1 to 4 messages (the file's facts given, left out or wrong now and then):
+    sessions of one key all settle and conform with nothing to report, or none does; and a clean one stored from
+    its key is what settling it stores."""
+    rng = random.Random(11)
+    match = content_match("label")
+    clean: dict[tuple[object, ...], bool] = {}
+    repeated = 0
+    for _ in range(6_000):
+        rows: list[Row] = []
+        for j in range(1, rng.randint(1, 4) + 1):
+            sender = "machine" if j % 2 else "human"
+            tag = "INIT" if j == 1 and rng.random() < 0.9 else rng.choice(("RATIFY", "REFUTE", "REVISE", "REJECT"))
+            facts = [rng.choice((None, None, None, None, True, False)) for _ in range(3)]
+            rows.append((j, sender, tag, rng.choice(("Pneumonia", "pneumonia", "Atelectasis")),
+                         rng.choice(("because", "because ", " ", "other")), *facts))
+        status = rng.choice(("finished", "aborted"))
+        key = conformance_key(rows, 6, 2, status, match)
+        problems: list[str] = []
+        found = settle_facts([Filed(Msg(j, Sender(s), Tag(t), p, e, m, a, c), f"f:{j}")
+                              for j, s, t, p, e, m, a, c in rows], 2, match, problems, problems)
+        ok = not problems and not conformance(found, 6, 2, status=status)
+        repeated += key in clean
+        assert clean.setdefault(key, ok) == ok
+        if ok:
+            assert [settled_row(r, key[3 + i]) for i, r in enumerate(rows)] == [
+                (m.j, m.sender.value, m.tag.value, m.prediction, m.explanation, m.match, m.agree, m.changed)
+                for m in found]
+    assert True in clean.values() and False in clean.values()
+    assert repeated > 1_000  # keys repeat, so the property is tried

@@ -9,7 +9,8 @@ computed from the content, and a file's own columns are refused where they contr
 are compared by pxp.analysis.agreement (docs/research.md, Agreement).
 The file is read once, a line at a time, each line checked and staged in a temporary table; the
 sessions are then read back one at a time in the order they first appear, checked whole and stored
-with Core bulk inserts (COPY on PostgreSQL), so memory does not grow with the file (docs/development.md
+in batches (pxp.data.importers.transcript_store), so memory does not grow with the file; a session whose
+conformance key settled before with nothing to report is stored from that key (docs/development.md
 "Imports at dataset scale"). One transaction: non-conformant sessions are refused with their
 violations unless allowed, and any problem leaves the database as it was.
 """
@@ -20,9 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    Engine,
-)
+from sqlalchemy import Engine
 
 from pxp.data.importers.common import ImportProblems, Problems, problem_count
 from pxp.data.importers.jsonl import iter_objects
@@ -71,7 +70,7 @@ TASKS = ("rad", "drug", "text")
 
 #: lines staged at a time
 BATCH = 5000
-#: messages of sessions whose conformance key is remembered, characters of predictions whose MATCH is
+#: messages of the sessions whose conformance keys are remembered, characters of the predictions whose MATCH is
 KEY_MESSAGES, MATCH_CHARS = 50_000, 2_000_000
 
 
