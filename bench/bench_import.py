@@ -4,15 +4,19 @@
     python bench/bench_import.py                 # 10k, 100k, 1M rows; SQLite and PostgreSQL
     python bench/bench_import.py --quick         # 10k and 100k rows, SQLite only
     python bench/bench_import.py --sizes 200000 --db sqlite --kinds csv
+    python bench/bench_import.py --sizes 20000 --kinds realistic   # 20,000 sessions of 3-10 messages
 
 Each line: rows, pxp's wall time (the import alone, in a child process whose start-up and
 schema set-up are not counted), the floor's wall time, their ratio, pxp's rows per second
-and the child's peak memory (RSS); with --reimport the same file imported again (transcripts: as
-a second experiment). The floor is a plain Python stream of the same rows into a
-table with the same columns and a unique (dataset, key) index: `csv.DictReader` (CSV) or
+and the child's peak memory (RSS), then the CPU time of pxp's import and of the floor (their own process's,
+not the database server's) and their ratio, steadier than wall time on a busy machine; with --reimport the
+same file imported again (transcripts: as a second experiment). The floor is a plain Python stream of the
+same rows into a table with the same columns and a unique (dataset, key) index: `csv.DictReader` (CSV) or
 `json.loads` (JSONL, transcripts) into `sqlite3.executemany`, or PostgreSQL `COPY`.
-Transcripts: `--sizes` counts messages, three per session. PostgreSQL: PXP_BENCH_POSTGRES_URL
-(default postgresql://postgres@127.0.0.1:5432/test); each run gets a fresh database.
+Transcripts: `--sizes` counts messages, three per session; realistic transcripts (`--kinds realistic`):
+`--sizes` counts sessions, of 3 to 10 messages each (6.5 on average: ratified at once, refuted and revised
+then ratified, or rejected after revisions), with explanations of about 300 characters.
+PostgreSQL: PXP_BENCH_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/test); each run gets a fresh database.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 PG = os.environ.get("PXP_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 COLUMNS = ("key", "input", "label", "explanation", "split")
@@ -42,6 +47,50 @@ def text_row(i: int) -> dict[str, str]:
     w = [WORDS[(i * k) % len(WORDS)] for k in range(1, 24)]
     return {"key": f"r{i}", "input": " ".join(w[:10]) + f" {i}", "label": WORDS[i % 5],
             "explanation": " ".join(w) + f" because of finding {i % 97}.", "split": ("train", "val", "test")[i % 3]}
+
+
+LABELS = ("Atelectasis", "Pneumonia", "Pleural Effusion", "Cardiomegaly", "Pneumothorax")
+
+
+def explanation(s: int, j: int) -> str:
+    """About 300 characters of a radiologist's reasoning, different for each session and message."""
+    w = [WORDS[(s * 7 + j * 3 + i * i) % len(WORDS)] for i in range(40)]
+    return (f"Message {j} of case {s}: " + " ".join(w) + f"; compared with the prior film the {w[3]} {w[5]} "
+            f"{w[8]} is {('unchanged', 'larger', 'smaller')[(s + j) % 3]}, so the finding stands as read.")[:300]
+
+
+def realistic_session(s: int) -> list[dict[str, Any]]:
+    """Session s of 3 + s % 8 messages, conformant with n = 10, k = 3 (DESIGN §1): three ratified at once; an odd
+    length the human refutes, both revise, the machine comes round and both ratify; an even one ends in REJECT."""
+    length = 3 + s % 8
+    a, b = LABELS[s % 5], LABELS[(s + 2) % 5]
+    msgs = [("machine", "INIT", a, explanation(s, 1))]
+    if length == 3:
+        msgs += [("human", "RATIFY", a, explanation(s, 2)), ("machine", "RATIFY", a, explanation(s, 3))]
+    else:
+        last = length - 3 if length % 2 else length - 1  # the revisions before the ending
+        msgs.append(("human", "REFUTE", b, explanation(s, 2)))
+        for j in range(3, last + 1):
+            msgs.append(("machine" if j % 2 else "human", "REVISE", a if j % 2 else b, explanation(s, j)))
+        if length % 2:  # the machine takes the human's answer, then both ratify, each repeating its last message
+            msgs += [("machine", "REVISE", b, explanation(s, length - 2)),
+                     ("human", "RATIFY", b, msgs[length - 4][3]), ("machine", "RATIFY", b, explanation(s, length - 2))]
+        else:
+            msgs.append(("human", "REJECT", b, explanation(s, length)))
+    return [{"session": f"s{s}", "instance": f"x{s % 5000}", "j": j, "sender": sender, "tag": tag,
+             "prediction": pred, "explanation": expl, "annotator": f"a{s % 7}"}
+            for j, (sender, tag, pred, expl) in enumerate(msgs, start=1)]
+
+
+def write_realistic(folder: Path, sessions: int) -> tuple[Path, int]:
+    """The realistic transcripts file of `sessions` sessions, and its number of messages."""
+    path, messages = folder / f"realistic{sessions}.jsonl", 0
+    with path.open("w") as f:
+        for s in range(sessions):
+            for rec in realistic_session(s):
+                f.write(json.dumps(rec) + "\n")
+                messages += 1
+    return path, messages
 
 
 def write_inputs(folder: Path, n: int) -> dict[str, Path]:
@@ -71,28 +120,29 @@ from pxp.storage.store import make_engine, upgrade
 kind, url, path = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 engine = make_engine(url)
 upgrade(engine)
-if kind == "transcripts":
+if kind in ("transcripts", "realistic"):
     from pxp.data.importers.transcripts import import_transcripts
     run = lambda i: import_transcripts(engine, path, name=f"bench{i}", task="text", n=10, k=3)
 else:
     from pxp.data.importers.generic import import_table
     run = lambda i: import_table(engine, path, task="text", mapping=["label=prediction"], name="bench")
-times = []
+times, cpu = [], []
 for i in range(int(sys.argv[4])):
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     run(i)
     times.append(time.perf_counter() - t)
-print(json.dumps({"times": times, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    cpu.append(time.process_time() - c)
+print(json.dumps({"times": times, "cpu": cpu, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
-def pxp_run(kind: str, url: str, path: Path, repeat: int = 1) -> tuple[list[float], float]:
+def pxp_run(kind: str, url: str, path: Path, repeat: int = 1) -> tuple[list[float], float, float]:
     out = subprocess.run([sys.executable, "-c", CHILD, kind, url, str(path), str(repeat)],
                          capture_output=True, text=True, check=False)
     if out.returncode:
         raise SystemExit(f"pxp import failed: {out.stderr.strip().splitlines()[-1:]}")
     res = json.loads(out.stdout.strip().splitlines()[-1])
-    return res["times"], res["rss"]
+    return res["times"], res["rss"], res["cpu"][0]
 
 
 def floor_rows(kind: str, path: Path):  # type: ignore[no-untyped-def]
@@ -104,43 +154,43 @@ def floor_rows(kind: str, path: Path):  # type: ignore[no-untyped-def]
         with path.open(encoding="utf-8") as fh:
             for line in fh:
                 r = json.loads(line)
-                if kind == "transcripts":
+                if kind in ("transcripts", "realistic"):
                     yield (1, f"{r['session']}:{r['j']}", r["instance"], r["tag"], r["explanation"],
                            r["sender"], "{}")
                 else:
                     yield (1, r["key"], r["input"], r["label"], r["explanation"], r["split"], "{}")
 
 
-def floor_sqlite(kind: str, path: Path, folder: Path) -> float:
+def floor_sqlite(kind: str, path: Path, folder: Path) -> tuple[float, float]:
     db = folder / f"floor-{uuid.uuid4().hex[:6]}.db"
     con = sqlite3.connect(db)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute(FLOOR_DDL)
     con.execute(FLOOR_INDEX)
     con.commit()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     con.executemany("INSERT INTO inst (dataset_id, key, payload, label, explanation, split, meta) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)", floor_rows(kind, path))
     con.commit()
-    elapsed = time.perf_counter() - t
+    elapsed, cpu = time.perf_counter() - t, time.process_time() - c
     con.close()
-    return elapsed
+    return elapsed, cpu
 
 
-def floor_pg(kind: str, path: Path, url: str) -> float:
+def floor_pg(kind: str, path: Path, url: str) -> tuple[float, float]:
     import psycopg
 
     with psycopg.connect(url.replace("+psycopg", "")) as con:
         con.execute(FLOOR_DDL.replace("INTEGER PRIMARY KEY", "SERIAL PRIMARY KEY"))
         con.execute(FLOOR_INDEX)
         con.commit()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         with con.cursor() as cur, cur.copy("COPY inst (dataset_id, key, payload, label, explanation, split, meta) "
                                            "FROM STDIN") as cp:
             for row in floor_rows(kind, path):
                 cp.write_row(row)
         con.commit()
-        return time.perf_counter() - t
+        return time.perf_counter() - t, time.process_time() - c
 
 
 class PgDatabase:
@@ -160,23 +210,24 @@ class PgDatabase:
         self.admin.close()
 
 
-def measure(kind: str, db: str, path: Path, n: int, folder: Path, reimport: bool) -> str:
+def measure(kind: str, db: str, path: Path, n: int, folder: Path, reimport: bool, sessions: int = 0) -> str:
     if db == "sqlite":
         url = f"sqlite:///{folder}/pxp-{uuid.uuid4().hex[:6]}.db"
-        times, rss = pxp_run(kind, url, path, 2 if reimport else 1)
-        floor = floor_sqlite(kind, path, folder)
+        times, rss, cpu = pxp_run(kind, url, path, 2 if reimport else 1)
+        floor, floor_cpu = floor_sqlite(kind, path, folder)
     else:
         pdb = PgDatabase()
         try:
-            times, rss = pxp_run(kind, pdb.url.replace("postgresql://", "postgresql+psycopg://"), path,
-                                 2 if reimport else 1)
-            floor = floor_pg(kind, path, pdb.url)
+            times, rss, cpu = pxp_run(kind, pdb.url.replace("postgresql://", "postgresql+psycopg://"), path,
+                                      2 if reimport else 1)
+            floor, floor_cpu = floor_pg(kind, path, pdb.url)
         finally:
             pdb.close()
     wall = times[0]
     again = f" | {times[1]:.2f} s" if reimport else ""
-    return (f"| {kind} | {db} | {n:,} | {wall:.2f} s | {floor:.2f} s | {wall / floor:.1f}× | "
-            f"{n / wall:,.0f} | {rss:.0f} MiB{again} |")
+    what = f"realistic transcripts ({sessions:,} sessions)" if kind == "realistic" else kind
+    return (f"| {what} | {db} | {n:,} | {wall:.2f} s | {floor:.2f} s | {wall / floor:.1f}× | "
+            f"{n / wall:,.0f} | {rss:.0f} MiB | {cpu:.2f} s | {floor_cpu:.2f} s | {cpu / floor_cpu:.1f}×{again} |")
 
 
 def main() -> None:
@@ -184,7 +235,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="10k and 100k rows, SQLite only")
     ap.add_argument("--sizes", type=int, nargs="*", help="row counts (default 10k, 100k, 1M)")
     ap.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
-    ap.add_argument("--kinds", nargs="*", default=["csv", "jsonl", "transcripts"])
+    ap.add_argument("--kinds", nargs="*", default=["csv", "jsonl", "transcripts"],
+                    help="csv, jsonl, transcripts, realistic (transcripts of 3-10 messages; --sizes counts sessions)")
     ap.add_argument("--reimport", action="store_true", help="also time importing the same file again")
     args = ap.parse_args()
     sizes = args.sizes or ([10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000])
@@ -194,17 +246,23 @@ def main() -> None:
         print("(--quick: 10k and 100k rows, SQLite only)")
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import pxp.cli.main"], check=True)
-    print(f"CLI start-up (import pxp.cli.main), not counted below: {time.perf_counter() - t:.2f} s")
-    print("| input | database | rows | pxp | floor | ratio | pxp rows/s | pxp peak RSS"
-          + (" | re-import |" if args.reimport else " |"))
-    print("|---|---|---|---|---|---|---|---|" + ("---|" if args.reimport else ""))
+    print(f"CLI start-up (import pxp.cli.main), not counted below: {time.perf_counter() - t:.2f} s; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print("| input | database | rows | pxp | floor | ratio | pxp rows/s | pxp peak RSS | pxp CPU | floor CPU | "
+          "CPU ratio" + (" | re-import |" if args.reimport else " |"))
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if args.reimport else ""))
     with tempfile.TemporaryDirectory(prefix="pxp-bench-import-") as tmp:
         folder = Path(tmp)
         for n in sizes:
-            paths = write_inputs(folder, n)
+            paths = write_inputs(folder, n) if set(args.kinds) - {"realistic"} else {}
             for kind in args.kinds:
                 for db in dbs:
-                    print(measure(kind, db, paths[kind], n, folder, args.reimport), flush=True)
+                    if kind == "realistic":
+                        path, messages = write_realistic(folder, n)
+                        print(measure(kind, db, path, messages, folder, args.reimport, n), flush=True)
+                    else:
+                        print(measure(kind, db, paths[kind], n, folder, args.reimport), flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

@@ -17,12 +17,16 @@ from pxp.data.chem import InvalidSmiles, smiles_set, smiles_size_problem
 from pxp.data.importers.jsonl import json_kind
 from pxp.data.importers.limits import MAX_TEXT_CHARS
 from pxp.data.match import normalise_label
-from pxp.protocols.pxp.facts import MatchFn, content_facts, short, tag_contradiction
+from pxp.protocols.pxp.facts import MatchFn, Row, content_facts, short, tag_contradiction
 from pxp.protocols.pxp.rules import Msg, Tag
 from pxp.protocols.text import TextRefused, clean_name, clean_text
 
 #: the text fields of a line that are short values (the text rule's names); the others are free text
 NAMES = frozenset({"sender", "tag", "status", "prediction"})
+#: short values the text rule has passed, as it left them: a file repeats its senders, tags, labels, instances and
+#: session names from line to line (bounded: emptied when full; only values of at most 200 characters)
+_PASSED: dict[str, str] = {}
+_PASSED_MAX = 4096
 
 
 class Line:
@@ -45,11 +49,18 @@ class Line:
 
     def _rule(self, field: str, value: str, *, name: bool) -> str | None:
         """`value` under the one text rule (docs/development.md "The text rule"), or None and a problem."""
+        if name and (passed := _PASSED.get(value)) is not None:
+            return passed
         try:
-            return clean_name(value, f"{self.where}: {field}") if name else clean_text(value, f"{self.where}: {field}")
+            out = clean_name(value, f"{self.where}: {field}") if name else clean_text(value, f"{self.where}: {field}")
         except TextRefused as err:
             self.problems.append(str(err))
             return None
+        if name and len(value) <= 200:
+            if len(_PASSED) >= _PASSED_MAX:
+                _PASSED.clear()
+            _PASSED[value] = out
+        return out
 
     def name(self, field: str) -> str | None:
         """An identifier: a non-empty string or a whole number (kept as its digits)."""
@@ -145,3 +156,12 @@ def settle_facts(
         out.append(Msg(m.j, m.sender, m.tag, m.prediction, m.explanation, decided, m.agree,
                        facts.changed if m.j > 1 else None))
     return out
+
+
+def settled_row(m: Row, entry: tuple[Any, ...]) -> Row:
+    """Message m as settle_facts stores it, from its entry of the session's conformance key (content's match and
+    changed last): for a session whose key settled before with nothing to report."""
+    j, sender, tag, pred, expl, match, agree, _ = m
+    if j == 1 or tag == Tag.INIT:
+        return (j, sender, tag, pred, expl, None, None, None)
+    return (j, sender, tag, pred, expl, match if entry[7] is None else entry[7], agree, entry[8])

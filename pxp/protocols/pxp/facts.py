@@ -14,11 +14,44 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
-from pxp.protocols.pxp.rules import Msg, ProtocolError, Sender, Tag, Violation, agent_tag, conformance
+from pxp.protocols.pxp.rules import (
+    REASONED,
+    Msg,
+    ProtocolError,
+    Sender,
+    Tag,
+    Violation,
+    agent_tag,
+    conformance,
+)
 
 #: MATCH over two predictions; None when one of them does not parse (nothing is decided)
 MatchFn = Callable[[str, str], bool | None]
+
+
+def remembered(match: MatchFn | None, chars: int) -> MatchFn | None:
+    """`match` (a task's MATCH, pure) answering a pair it has seen from memory: a study's sessions repeat the same
+    labels (a DRUG study the same SMILES, each an RDKit parse). Forgets them all past `chars` characters."""
+    if match is None:
+        return None
+    seen: dict[tuple[str, str], bool | None] = {}
+    size = 0
+
+    def answer(a: str, b: str) -> bool | None:
+        nonlocal size
+        key = (a, b)
+        if key in seen:
+            return seen[key]
+        if size > chars:
+            seen.clear()
+            size = 0
+        got = seen[key] = match(a, b)
+        size += len(a) + len(b)
+        return got
+
+    return answer
 
 
 def fold(text: str) -> str:
@@ -175,3 +208,58 @@ def conformance_with_content(
     seen = {(v.j, v.reason) for v in out}
     extra = [Violation(j, r) for j, r in content_violations(msgs, k, match) if (j, r) not in seen]
     return sorted([*out, *extra], key=lambda v: -1 if v.j is None else v.j)
+
+
+#: a stored message as read: (j, sender, tag, prediction, explanation, match, agree, changed), sender and tag as text
+Row = tuple[int, str, str, str, str, bool | None, bool | None, bool | None]
+
+
+def conformance_key(rows: Sequence[Row], n: int, k: int, status: str, match: MatchFn | None) -> tuple[Any, ...]:
+    """What decides whether `conformance_with_content` finds nothing in a session: its bounds and status, and each
+    message's number, sender, tag, stored facts, whether a disagreement gives no reason, and the match and changed
+    its content decides (content_facts). Two sessions with equal keys both conform or neither does, so one that
+    conformed vouches for the other; the content itself (the predictions quoted in a violation) is not in the key.
+    Item 3 + i is message i's (j, sender, tag, match, agree, changed, no reason, content's match, content's
+    changed)."""
+    out: list[object] = [n, k, status]
+    for i, (j, sender, tag, pred, expl, m, a, c) in enumerate(rows):
+        fm: bool | None = None
+        fc = False
+        if i:  # content_facts of message i + 1 over the i before it
+            mine = pred
+            if i >= 2:
+                own = rows[i - 2]
+                if sender != Sender.HUMAN:
+                    mine = own[3]
+                same = match(pred, own[3]) if match is not None else None
+                if same is None:
+                    same = pred == own[3] or pred.split() == own[3].split()  # fold(pred) == fold(own[3])
+                fc = not (same and (expl == own[4] or expl.split() == own[4].split()))
+            fm = match(rows[i - 1][3], mine) if match is not None else None
+        out.append((j, sender, tag, m, a, c, tag in REASONED and not expl.strip(), fm, fc))
+    return tuple(out)
+
+
+V = TypeVar("V")
+
+
+class Vouched(Generic[V]):
+    """Conformance keys of sessions found to conform, each with what was worked out for it (e.g. why it stopped),
+    at most `messages` messages' worth: forgotten all at once when full, so memory stays bounded."""
+
+    def __init__(self, messages: int) -> None:
+        self.limit, self.size = messages, 0
+        self.known: dict[tuple[Any, ...], V] = {}
+
+    def get(self, key: tuple[Any, ...]) -> V | None:
+        return self.known.get(key)
+
+    def put(self, key: tuple[Any, ...], value: V) -> None:
+        size = len(key)
+        if self.size + size > self.limit:
+            self.known.clear()
+            self.size = 0
+            if size > self.limit:
+                return
+        self.known[key] = value
+        self.size += size

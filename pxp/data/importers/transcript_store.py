@@ -1,0 +1,251 @@
+"""A transcripts import's staged lines read back a session at a time, and the sessions stored (DESIGN §6;
+docs/development.md "Imports at dataset scale").
+
+The checked lines wait in a temporary table (`STAGE`); `staged_sessions` reads them back in the order each
+session first appears, as plain tuples, and `Store` writes the sessions, their messages and contexts in
+batches: the driver's own `executemany` on SQLite (the session ids read back by their (run, ordinal) index),
+`COPY` on PostgreSQL (ids drawn from the sequence first)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    Connection,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    cast,
+    exists,
+    func,
+    insert,
+    literal,
+)
+from sqlalchemy import select as select_core
+from sqlmodel import Session as DB
+from sqlmodel import select
+
+from pxp.data.importers.sending import copy_rows
+from pxp.data.importers.transcript_lines import Filed
+from pxp.protocols.pxp.facts import Row
+from pxp.protocols.pxp.rules import Msg, Sender, Tag
+from pxp.storage.store import table_of
+from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session, utcnow
+
+_MD = MetaData()
+#: a transcript's checked lines, one row each (j NULL: a session aborted before its first message)
+STAGE = Table(
+    "pxp_transcript_stage", _MD,
+    Column("line", Integer, primary_key=True, autoincrement=False), Column("rep", Integer),
+    Column("sid", String), Column("j", Integer), Column("sender", String), Column("tag", String),
+    Column("prediction", Text), Column("explanation", Text), Column("match", Integer), Column("agree", Integer),
+    Column("changed", Integer), Column("status", String), Column("instance", String), Column("annotator", String),
+    prefixes=["TEMPORARY"], postgresql_on_commit="DROP",
+)
+#: sessions stored at a time
+SESSIONS = 500
+_OTHER = {"machine": "human", "human": "machine"}
+
+
+def _flag(v: int | None) -> bool | None:
+    return None if v is None else bool(v)
+
+
+class Staged:
+    """One session's staged lines, checked together: a message number given twice, the status, one
+    instance and one annotator. `msgs` are its messages as read, by j; `lines` their lines."""
+
+    def __init__(self, path: Path, rows: list[Any], problems: list[tuple[int, str]]) -> None:
+        # a stage row: line, rep, sid, j, sender, tag, prediction, explanation, match, agree, changed, status,
+        # instance, annotator, first line of the session[, instance id]
+        first = rows[0]
+        self.rep, self.sid, self.status, self.instance, self.annotator = first[1], first[2], first[11], first[12], \
+            first[13]
+        self.instance_id: int | None = first[15] if len(first) > 15 else None
+        self.path = path
+        found: list[tuple[Row, int]] = []
+        seen: dict[int, int] = {}
+        for (line, _, sid, j, sender, tag, pred, expl, m, a, c, status, instance, annotator, *_) in rows:
+            if j is None:
+                continue
+            earlier = seen.setdefault(j, line)
+            if earlier != line:
+                problems.append((line, f"{path.name}:{line}: message {j} of session {sid} (repetition {self.rep}) "
+                                       f"is also on line {earlier}"))
+                continue
+            found.append(((j, sender, tag, pred, expl, _flag(m), _flag(a), _flag(c)), line))
+            if status not in ("finished", "aborted"):
+                problems.append((line, f"{path.name}:{line}: status must be finished or aborted, got {status!r}"))
+            if self.instance != instance:
+                problems.append((line, f"{path.name}:{line}: session {sid} names two instances ({self.instance!r} "
+                                       f"and {instance!r})"))
+            if annotator is not None and self.annotator is not None and self.annotator != annotator:
+                problems.append((line, f"{path.name}:{line}: session {sid} names two annotators "
+                                       f"({self.annotator!r} and {annotator!r})"))
+            elif self.annotator is None:
+                self.annotator = annotator
+        found.sort(key=lambda f: f[0][0])
+        self.msgs = [f[0] for f in found]
+        self.lines = [f[1] for f in found]
+
+    def filed(self) -> list[Filed]:
+        """The messages as the protocol sees them, each with its file and line."""
+        return [Filed(Msg(j, Sender(sender), Tag(tag), p, e, m, a, c), f"{self.path.name}:{line}")
+                for (j, sender, tag, p, e, m, a, c), line in zip(self.msgs, self.lines, strict=True)]
+
+
+def staged_sessions(conn: Connection, path: Path, ds_id: int | None,
+                    problems: list[tuple[int, str]]) -> Iterator[Staged]:
+    """The staged sessions one at a time, in the order they first appear in the file."""
+    s = STAGE
+    first = func.min(s.c.line).over(partition_by=(s.c.rep, s.c.sid))
+    if conn.dialect.name == "postgresql":  # one sort of the lines there; a join by line added a second
+        order = select_core(*s.c, first.label("first")).subquery()
+        at, q = order.c.line, select_core(*order.c)
+        src: Any = order
+    else:  # SQLite sorts the narrow rows (line, its session's first line), then reads each line by its key:
+        # sorting the whole lines, explanations and all, took half as long again
+        order = select_core(s.c.line.label("at"), first.label("first")).subquery()
+        at, q, src = order.c.at, select_core(*s.c, order.c.first).join(order, order.c.at == s.c.line), s
+    if ds_id is not None:
+        i = table_of(Instance)
+        q = q.add_columns(i.c.id.label("instance_id")).outerjoin(
+            i, and_(i.c.dataset_id == ds_id, i.c.key == src.c.instance))
+    rows = conn.execute(q.order_by(order.c.first, at),
+                        execution_options={"stream_results": True, "max_row_buffer": 1000})
+    group: list[Any] = []
+    for part in rows.partitions(1000):  # a thousand rows a fetch, not one
+        for r in part:
+            if group and r[14] != group[0][14]:
+                yield Staged(path, group, problems)
+                group = []
+            group.append(r)
+    if group:
+        yield Staged(path, group, problems)
+
+
+class Store:
+    """Where the sessions go: the experiment, its runs, the annotators and the instances the file
+    names, made from the staged lines; then sessions, messages and contexts in batches."""
+
+    def __init__(self, db: DB, path: Path, name: str, task: str, n: int, k: int) -> None:
+        self.conn, self.n, self.k = db.connection(), n, k
+        s = STAGE
+        ds_name = f"transcripts:{name}"
+        ds = db.exec(select(Dataset).where(Dataset.name == ds_name)).first()
+        if ds is None:
+            ds = Dataset(name=ds_name, task=task, source=str(path), description=f"instances named in {path.name}")
+            db.add(ds)
+            db.flush()
+        self.ds_id = int(ds.id or 0)
+        exp = Experiment(name=name, task=task, mode="imported", status="finished", n=n, k=k,
+                         config={"source": str(path), "n": n, "k": k, "task": task})
+        db.add(exp)
+        db.flush()
+        self.runs: dict[int, int] = {}
+        for rep in self.conn.execute(select_core(s.c.rep).group_by(s.c.rep).order_by(func.min(s.c.line))).scalars():
+            run = Run(experiment_id=exp.id or 0, repetition=rep, status="finished")
+            db.add(run)
+            db.flush()
+            self.runs[rep] = run.id or 0
+        self.annotators: dict[str, int] = {}
+        for ann in self.conn.execute(select_core(s.c.annotator).where(s.c.annotator.is_not(None))
+                                     .group_by(s.c.annotator).order_by(func.min(s.c.line))).scalars():
+            row = db.exec(select(Annotator).where(Annotator.name == ann)).first()
+            if row is None:
+                row = Annotator(name=ann, role="imported")
+                db.add(row)
+                db.flush()
+            self.annotators[ann] = row.id or 0
+        self._instances()
+        self.batch: list[tuple[Staged, Sequence[Row], str | None]] = []
+        self.ordinals: dict[int, int] = defaultdict(int)
+        self.pg = self.conn.dialect.name == "postgresql"
+
+    def _instances(self) -> None:
+        """The instances the file names that the dataset lacks, numbered in order of first mention."""
+        i, s = table_of(Instance), STAGE
+        top = self.conn.execute(select_core(func.coalesce(func.max(i.c.ordinal), 0))
+                                .where(i.c.dataset_id == self.ds_id)).scalar_one()
+        named = select_core(s.c.instance, func.min(s.c.line).label("first")).group_by(s.c.instance).subquery()
+        meta = cast(literal("{}"), JSON) if self.conn.dialect.name == "postgresql" else literal("{}")
+        rows = select_core(literal(self.ds_id), named.c.instance, literal(top) + func.row_number().over(
+            order_by=named.c.first), literal(""), literal(""), literal(""), literal(""), meta).where(
+            ~exists().where(i.c.dataset_id == self.ds_id, i.c.key == named.c.instance))
+        self.conn.execute(insert(i).from_select(["dataset_id", "key", "ordinal", "payload", "label",
+                                                 "reference_prediction", "reference_explanation", "meta"], rows))
+
+    def add(self, one: Staged, msgs: Sequence[Row], stop: str | None) -> None:
+        """A session to store: its settled messages and, if it is finished, why it stopped."""
+        self.batch.append((one, msgs, stop))
+        if len(self.batch) >= SESSIONS:
+            self.finish()
+
+    def finish(self) -> None:
+        """Store the sessions waiting, with their messages and contexts."""
+        if not self.batch:
+            return
+        now = utcnow()
+        stamp: Any = now
+        if not self.pg:  # as SQLAlchemy writes a DateTime to SQLite
+            dt = table_of(Session).c.created_at.type
+            to_text = dt.dialect_impl(self.conn.dialect).bind_processor(self.conn.dialect)
+            stamp = to_text(now) if to_text is not None else now
+        rows = []
+        for one, _, stop in self.batch:
+            self.ordinals[one.rep] += 1
+            rows.append((self.runs[one.rep], one.instance_id, self.ordinals[one.rep], self.n, self.k, one.status,
+                         stop, None, self.annotators.get(one.annotator or ""), True, f"imported session {one.sid}",
+                         None, None, stamp, stamp))
+        ids = self._sessions(rows)
+        msg_rows: list[tuple[Any, ...]] = []
+        ctx_rows: list[tuple[Any, ...]] = []
+        for session_id, (one, msgs, _) in zip(ids, self.batch, strict=True):
+            content = json.dumps({"imported": True, "session": one.sid})
+            for j, sender, tag, pred, expl, m, a, c in msgs:
+                msg_rows.append((session_id, j, sender, _OTHER[sender], tag, pred, expl, m, a, c, None, stamp))
+                ctx_rows.append((session_id, j, content))
+        for table, cols, part in ((table_of(Message), "session_id, j, sender, receiver, tag, prediction, explanation, "
+                                   "match, agree, changed, llm_call_id, created_at", msg_rows),
+                                  (table_of(Context), "session_id, j, content", ctx_rows)):
+            if part and self.pg:
+                copy_rows(self.conn, f'"{table.name}"', cols, part)
+            elif part:
+                marks = ", ".join("?" for _ in part[0])
+                self.conn.exec_driver_sql(f'INSERT INTO "{table.name}" ({cols}) VALUES ({marks})', part)
+        self.batch = []
+
+    _SESSION_COLS = ("run_id, instance_id, ordinal, n, k, status, stop_reason, abort_reason, annotator_id, "
+                     "context_kept, learn_note, learn_val_before, learn_val_after, created_at, updated_at")
+
+    def _sessions(self, rows: list[tuple[Any, ...]]) -> list[int]:
+        """Insert the session rows; their ids, in order."""
+        if not self.pg:  # then each run's new sessions read back by their (run, ordinal) range, in order
+            self.conn.exec_driver_sql(f"INSERT INTO session ({self._SESSION_COLS}) VALUES "
+                                      f"({', '.join('?' for _ in rows[0])})", rows)
+            sess_t = table_of(Session)
+            by_run: dict[int, list[int]] = {}
+            for r in rows:
+                by_run.setdefault(r[0], []).append(r[2])
+            ids: dict[tuple[int, int], int] = {}
+            for run_id, ordinals in by_run.items():
+                ids |= {(run_id, o): i for i, o in self.conn.execute(
+                    select_core(sess_t.c.id, sess_t.c.ordinal).where(
+                        sess_t.c.run_id == run_id, sess_t.c.ordinal.between(min(ordinals), max(ordinals))))}
+            return [ids[r[0], r[2]] for r in rows]
+        # ids drawn from the sequence, then COPY (RETURNING row by row is the slow part there)
+        drawn = list(self.conn.exec_driver_sql(
+            "SELECT nextval(pg_get_serial_sequence('session', 'id')) FROM generate_series(1, %(n)s)",
+            {"n": len(rows)}).scalars())
+        copy_rows(self.conn, "session", f"id, {self._SESSION_COLS}",
+                  ([i, *r] for i, r in zip(drawn, rows, strict=True)))
+        return drawn
