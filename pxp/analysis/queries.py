@@ -253,8 +253,21 @@ class SigRow:
 
 
 def signature_rows(engine: Engine, sel: Selection, by: str | None = None) -> list[SigRow]:
-    """Per (group, repetition, status, stop reason, tag sequence): the number of sessions."""
+    """Per (group, repetition, status, stop reason, tag sequence): the number of sessions.
+
+    Ungrouped, the rows per experiment pooled: one query serves Table 1 of experiments side by side and the
+    views of their pooled sessions (transitions, lengths), from the same cache entry."""
+    if by is None:
+        return cached(engine, "signature_rows", (sel, None), lambda: _pooled(signature_rows(engine, sel, "experiment")))
     return cached(engine, "signature_rows", (sel, by), lambda: _signature_rows(engine, sel, by))
+
+
+def _pooled(rows: list[SigRow]) -> list[SigRow]:
+    counts: dict[tuple[Any, ...], int] = {}
+    for r in rows:
+        key = (r.repetition, r.status, r.stop_reason, r.tags)
+        counts[key] = counts.get(key, 0) + r.sessions
+    return [SigRow("", rep, status, stop, tags, n) for (rep, status, stop, tags), n in counts.items()]
 
 
 def _signature_rows(engine: Engine, sel: Selection, by: str | None) -> list[SigRow]:
