@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pxp.app import FIRST_START_TITLE
 from tests.browser.test_browser_app import ARTIFACTS, app_page
 from tests.browser.test_browser_fail_closed import _need_chromium
 
@@ -30,10 +31,11 @@ def test_a_fresh_database_shows_what_is_being_made_then_home(tmp_path: Path) -> 
         page.goto(base)
         # the first text the page draws is already first start's: what it makes, with a progress bar (drawn before
         # the app's imports and the database's tables)
-        first = page.wait_for_function(
-            """() => { const m = document.querySelector('[data-testid="stMain"]');
-                       return m && m.innerText.trim() ? m.innerText.trim() : null; }""",
-            polling=20, timeout=30_000).json_value()
+        first = page.wait_for_function(  # (the page's title comes first: the first text after it)
+            """(title) => { const m = document.querySelector('[data-testid="stMain"]');
+                            const t = m ? m.innerText.replace(title, "").trim() : "";
+                            return t ? t : null; }""",
+            arg=FIRST_START_TITLE, polling=20, timeout=30_000).json_value()
         assert "First start: pxp is making its demo" in first, first
         page.wait_for_function(
             """() => document.body.innerText.includes("Making ")
@@ -92,8 +94,8 @@ def test_the_datasets_page_says_what_it_draws_and_shows_every_card_at_once(tmp_p
                 page.evaluate(FIRST_DRAWING)
             browse.click()
             page.get_by_role("option", name=name, exact=True).click()
+        cards, said = page.wait_for_function("() => window.__pxpFirst", timeout=90_000).json_value()
         expect(page.get_by_text("Drawing the molecule…")).to_have_count(0, timeout=90_000)
-        cards, said = page.evaluate("() => window.__pxpFirst")
         assert cards == 12, (cards, said)
         expect(page.get_by_text("Reference answer")).to_have_count(12)
         expect(page.get_by_text(re.compile(r"Drawing \d+ cases…"))).to_have_count(0)
