@@ -1,5 +1,9 @@
 """Entry point for `streamlit run streamlit_app.py` in a checkout: routing only, see pxp.app.router."""
 
-from pxp.app.router import route
+from pxp.app import first_start_at_once
 
-route()
+drawn = first_start_at_once()  # a fresh database's first page, drawn before the app's imports
+
+from pxp.app.router import route  # noqa: E402
+
+route(drawn)

@@ -19,9 +19,12 @@ with PYTHONPATH=<checkout>, so "before" figures come from an older worktree), as
 (e) Annotate, a demo DRUG case at 1280×720: Alt+M → the molecule editor over the window with Ketcher ready and
     pre-filled, the first time (pressed `--read` seconds after the reply form is ready: the chemist reading the
     case while the editor loads in the background) and later times (Esc between), and the first time pressed as
-    soon as the form is ready (in a new browser context: the editor still starting).
+    soon as the form is ready (in a new browser context: the editor still starting);
+(f) first start on a fresh database (each run a new database and a new `streamlit run`, PXP_DEMO_FILMS=0): from
+    the page asked for (and from the server's start) to the first text drawn, to the line saying what is being
+    made with its progress bar, and to Home.
 
-    PYTHONPATH=$PWD python bench/bench_browser.py [--quick] [--only a,b,c,d] [--visits N] [--sends N] [--film WxH]
+    PYTHONPATH=$PWD python bench/bench_browser.py [--quick] [--only a,b,c,d,e,f] [--visits N] [--sends N] [--film WxH]
         [--read S]
 
 Figures only; a loaded machine slows everything (2 cores here).
@@ -419,10 +422,67 @@ def analytics(args: argparse.Namespace, tmp: Path) -> None:
             browser.close()
 
 
+# --- (f) first start -------------------------------------------------------------------------------------------------
+
+#: (f): seconds since `t0` (Date.now() in ms) at which the page first showed any text, and the first-start line
+FIRST_TEXT = """(t0) => { const main = document.querySelector('[data-testid="stMain"]');
+  return main && main.innerText.trim() ? Date.now() - t0 : null; }"""
+#: the page says first start is making the demo, with a progress bar; STEP: the bar names the demo's step
+SAYS = """(t0) => /First start: pxp is making/.test(document.body.innerText)
+  && document.querySelector('[data-testid="stProgress"]') ? Date.now() - t0 : null"""
+MAKING = """(t0) => { const t = document.body.innerText;
+  return /First start: pxp is making/.test(t) && /Making .+ \\([1-4] of 4\\)/.test(t)
+    && document.querySelector('[data-testid="stProgress"]') ? Date.now() - t0 : null; }"""
+HOME = "(t0) => document.body.innerText.includes('Start annotating') ? Date.now() - t0 : null"
+
+
+def first_start(args: argparse.Namespace, tmp: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    runs = 3 if args.quick else 5
+    print(f"(f) first start on a fresh database ({runs} runs, each a new database and server; 1280×720)")
+    rows: dict[str, list[float]] = {k: [] for k in ("text", "says", "making", "home", "served", "from start")}
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            for i in range(runs):
+                t_start = time.perf_counter()
+                server = Server(f"sqlite:///{tmp / f'fresh-{i}.db'}", tmp, PXP_DEMO_FILMS="0")
+                served = time.perf_counter() - t_start
+                try:
+                    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+                    page = ctx.new_page()
+                    page.goto("about:blank")
+                    t0 = page.evaluate("() => Date.now()")
+                    asked = time.perf_counter()
+                    page.goto(server.base, wait_until="commit")
+                    text = wait_for(page, FIRST_TEXT, t0, "the first text") / 1000
+                    says = wait_for(page, SAYS, t0, "the first-start line and its bar") / 1000
+                    making = wait_for(page, MAKING, t0, "the first-start line") / 1000
+                    home = wait_for(page, HOME, t0, "Home") / 1000
+                    rows["text"].append(text)
+                    rows["says"].append(says)
+                    rows["making"].append(making)
+                    rows["home"].append(home)
+                    rows["served"].append(served)
+                    rows["from start"].append(asked - t_start + says)
+                    ctx.close()
+                finally:
+                    server.close()
+        finally:
+            browser.close()
+    print(line("page asked → first text drawn", rows["text"]))
+    print(line("page asked → 'First start: …' and a bar", rows["says"]))
+    print(line("page asked → the bar at 'Making … (k of 4)'", rows["making"]))
+    print(line("page asked → Home", rows["home"]))
+    print(line("server start → it answers", rows["served"]))
+    print(line("server start → 'First start: …' and a bar", rows["from start"]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer Sends and visits (about three minutes)")
-    ap.add_argument("--only", default="abcde", help="sections to run, e.g. a,d")
+    ap.add_argument("--only", default="abcdef", help="sections to run, e.g. a,d")
     ap.add_argument("--sends", type=int, default=None, help="Sends in (a); (b) and (c) do fewer")
     ap.add_argument("--visits", type=int, default=None, help="cold visits per page in (d)")
     ap.add_argument("--sessions", type=int, default=10_000, help="sessions per experiment of the big study")
@@ -436,7 +496,8 @@ def main() -> None:
     import pxp
 
     print(f"pxp from {Path(pxp.__file__).resolve().parent}")
-    sections: list[tuple[str, Callable[[argparse.Namespace, Path], None]]] = [("abce", annotate), ("d", analytics)]
+    sections: list[tuple[str, Callable[[argparse.Namespace, Path], None]]] = [("abce", annotate), ("d", analytics),
+                                                                       ("f", first_start)]
     with tempfile.TemporaryDirectory() as tmp:
         for which, run in sections:
             if set(which) & set(args.only):

@@ -18,6 +18,8 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pxp.agents.base import Agent
+from pxp.app import database_url as database_url
+from pxp.app import secret as secret
 from pxp.app.heap import bound_native_heap
 from pxp.app.prefs import KEY_NAMES
 from pxp.app.ui import escape_md
@@ -27,22 +29,12 @@ from pxp.llm.keys import add_key_source
 from pxp.protocols.errors import PxpError
 from pxp.protocols.settings import value as setting
 from pxp.storage.faults import describe, is_database_error, is_transient, shown_database
-from pxp.storage.settings import get_settings
 from pxp.storage.store import get_engine, is_empty
 from pxp.team.config import ConfigError, Secrets, check_login_follows_team, has_bom, read_secrets, roles_held
 
 
 def _secret(name: str) -> str | None:
-    try:
-        value = st.secrets.get(name)
-    except Exception:
-        return None
-    return str(value) if value else None
-
-
-def secret(name: str) -> str | None:
-    """A Streamlit secret as text (None when unset or outside a running app's secrets)."""
-    return _secret(name)
+    return secret(name)
 
 
 def _key_secret(name: str) -> str | None:
@@ -54,13 +46,6 @@ def _key_secret(name: str) -> str | None:
 
 add_key_source(_key_secret)  # the LLM layer reads keys from Streamlit secrets when the app runs
 bound_native_heap()  # transient megabyte buffers of script runs are returned to the system
-
-
-def database_url() -> str:
-    """PXP_DATABASE_URL, else the Streamlit secret of that name, else database_url, else ./pxp.db."""
-    if "PXP_DATABASE_URL" in os.environ:
-        return get_settings().database_url
-    return _secret("PXP_DATABASE_URL") or _secret("database_url") or get_settings().database_url
 
 
 def _files() -> tuple[tuple[str, int, int], ...]:

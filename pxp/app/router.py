@@ -17,8 +17,9 @@ from pathlib import Path
 
 import streamlit as st
 from PIL import Image, ImageDraw
+from streamlit.delta_generator import DeltaGenerator
 
-from pxp.app import auth, resources, ui
+from pxp.app import FIRST_START_LINE, FIRST_START_TITLE, PAGE_TITLE, auth, resources, ui
 from pxp.app.a11y import page as a11y
 from pxp.team.access import may_open
 
@@ -57,11 +58,13 @@ def page_icon() -> Image.Image:
     return img
 
 
-def route() -> None:
+def route(drawn: DeltaGenerator | None = None) -> None:
     """Set up the page, start the store (migrations, demo data), check the login and run the
-    chosen page if the user's role may open it."""
-    st.set_page_config(page_title="pxp — PXP protocol", page_icon=page_icon(), layout="wide")
-    a11y.install()  # the focus ring and the page script, login screens too (docs/accessibility.md)
+    chosen page if the user's role may open it. `drawn`: where first start's page is drawn already, the
+    accessibility installed before it (pxp.app.first_start_at_once)."""
+    st.set_page_config(page_title=PAGE_TITLE, page_icon=page_icon(), layout="wide")
+    if drawn is None:
+        a11y.install()  # the focus ring and the page script, login screens too (docs/accessibility.md)
     problem = resources.config_problem()
     if problem is not None:  # a broken configuration never serves (docs/operations.md, Troubleshooting)
         st.error(ui.escape_md(problem), icon=":material/error:")
@@ -73,7 +76,9 @@ def route() -> None:
                  icon=":material/error:")
         st.stop()
     if started.making is not None and not started.making.finished.is_set():
-        wait_for_demo(started.making)
+        wait_for_demo(started.making, drawn)
+    elif drawn is not None:
+        drawn.empty()
     problem = resources.login_problem(started.engine)
     if problem is not None:  # login follows the team (docs/operations.md, Login and roles)
         st.error(ui.escape_md(problem), icon=":material/lock:")
@@ -102,14 +107,13 @@ def route() -> None:
         page.run()
 
 
-def wait_for_demo(making: resources.DemoMaking) -> None:
+def wait_for_demo(making: resources.DemoMaking, holder: DeltaGenerator | None = None) -> None:
     """First start (docs/operations.md, First start): at once a drawn page saying what is being made, its progress
-    until the demo is ready, then the page asked for in its place."""
-    holder = st.empty()
+    until the demo is ready, then the page asked for in its place (in `holder`, where it was drawn at once)."""
+    holder = holder if holder is not None else st.empty()
     with holder.container():
-        st.title("PXP: talk a case through with the machine")
-        st.caption("First start: pxp is making its demo in this database (once), so there is something to try "
-                   "with no API key. The page opens when it is ready.")
+        st.title(FIRST_START_TITLE)
+        st.caption(FIRST_START_LINE)
         fraction, line = making.line()
         bar = st.progress(fraction, text=line)
     while not making.finished.wait(0.2):

@@ -171,6 +171,7 @@ DISPLAY_PNG_BYTES = 16 * MB  # the current cases of a few annotators; a miss cos
 #: the viewer's payloads: the current and the prepared next case of several annotators (a 2048-px film is
 #: 3.5 MB at 8 bits, 7 MB at 16); a miss costs ~0.1 s of decoding and scaling
 VIEWER_BYTES = 64 * MB
+PREVIEW_BYTES = 4 * MB  # films' previews (about 50-130 kB each)
 MOLECULE_BYTES = 4 * MB
 REACTION_BYTES = 4 * MB
 
@@ -275,7 +276,9 @@ def reaction(reactants: str, target: str, caption: str = "Proposed step: reactan
 def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) -> dict[str, Any] | None:
     """The X-ray in the browser-side viewer: window/level by right-drag or presets at the image's full
     stored depth (the DICOM units when known), zoom and pan; returns the window the user settled on
-    ({center, width, invert}; None while it is the image's default)."""
+    ({center, width, invert}; None while it is the image's default). The first time in a browser session, a
+    low-resolution copy is sent before the film, in the same place: drawn at once, it gives way to the film when
+    the film is drawn (docs/annotating.md, Pages)."""
     from pxp.data.images import ImageRejected
 
     try:
@@ -286,7 +289,42 @@ def xray(engine: Any, instance_id: int, meta: Mapping[str, Any], *, key: str) ->
     if payload is None:
         st.info("This case has no image.")
         return None
-    return radiograph_viewer(payload, key=viewer_key(key))
+    vkey = viewer_key(key)
+    shown = st.session_state.setdefault("pxp_films_sent", set())
+    with st.container(key=f"{vkey}_film"):
+        st.html(_FILM_CSS.replace("FILM", re.sub(r"[^A-Za-z0-9_-]", "", vkey)))
+        preview = None if vkey in shown else xray_preview(engine, instance_id)
+        if preview is not None:
+            radiograph_viewer(preview, key=f"{vkey}_preview")
+        else:
+            st.empty()  # its place kept: the film stays the same element from one run to the next
+        shown.add(vkey)
+        return radiograph_viewer(payload, key=vkey)
+
+
+#: a film's preview and the film in one place: the film hidden while the preview is drawn and the film not yet, then
+#: the preview gone (the viewer marks its element `data-pxp-preview` or `data-pxp-drawn` once drawn); our own
+#: constant CSS on our own element key
+_FILM_CSS = """<style>.st-key-FILM_film { display: grid; }
+.st-key-FILM_film > [data-testid="stElementContainer"] { grid-area: 1 / 1; min-width: 0; }
+.st-key-FILM_film:has([data-pxp-drawn]) > .st-key-FILM_preview { display: none; }
+.st-key-FILM_film:has([data-pxp-preview]):not(:has([data-pxp-drawn])) > .st-key-FILM { visibility: hidden; }
+</style>"""
+
+
+def xray_preview(engine: Any, instance_id: int) -> bytes | None:
+    """A low-resolution copy of the viewer's payload (pxp.data.pixels.preview_payload), cached per server; None
+    for a small film."""
+    return _preview(engine.url.render_as_string(hide_password=False), instance_id)
+
+
+@byte_cached(PREVIEW_BYTES)
+def _preview(url: str, instance_id: int) -> bytes | None:
+    from pxp.data.pixels import preview_payload
+    from pxp.storage.store import get_engine
+
+    payload = xray_payload(get_engine(url), instance_id)
+    return None if payload is None else preview_payload(payload)
 
 
 def viewer_key(key: str) -> str:

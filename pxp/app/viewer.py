@@ -92,7 +92,8 @@ _WL_CSS = """.pxp-wl { outline: none; }
   border-radius: 8px; cursor: grab; touch-action: none; }
 .pxp-viewer canvas { position: absolute; left: 0; top: 0; transform-origin: 0 0; user-select: none;
   image-rendering: auto; }
-.pxp-viewer:not([data-drawn])::before { content: "Loading the film…"; position: absolute; inset: 0; display: flex;
+.pxp-viewer:not([data-drawn]):not([data-pxp-preview])::before { content: "Loading the film…"; position: absolute;
+  inset: 0; display: flex;
   align-items: center; justify-content: center; font: 14px sans-serif; color: #ddd; }
 .pxp-read { position: absolute; right: 8px; bottom: 6px; font: 13px sans-serif; color: #ffd54f;
   background: rgba(0,0,0,.55); padding: 1px 6px; border-radius: 4px; pointer-events: none; }
@@ -143,6 +144,10 @@ export default function (component) {
   const img = parse(bytes);
   if (!img) return;
   const H = img.head, saved = (window.__pxpViews = window.__pxpViews || {})[id];
+  // a preview (a low-resolution copy drawn while the film arrives; pxp.app.ui.xray) is not the page's film: no
+  // viewer mark, no keys, no state sent; its element is marked once drawn, the film's once the film is drawn
+  const host = root.getRootNode().host;
+  if (H.preview) { v.removeAttribute("data-pxp-viewer"); v.dataset.pxpPreview = "1"; }
   st = root.pxp = { id, s: 1, x: 0, y: 0, fit: 1, drag: null, mode: null, w: H.w, h: H.h,
     center: H.center, width: H.width, invert: H.invert, lut: new Uint8ClampedArray(H.bits === 8 ? 256 : 65536),
     rgba: new Uint32Array(H.bits === 8 ? 256 : 65536), queued: false };
@@ -169,6 +174,7 @@ export default function (component) {
     v.dataset.wl = `${st.center}|${st.width}|${st.invert ? 1 : 0}`;
     v.dataset.drawn = String(Number(v.dataset.drawn || 0) + 1);
     v.dataset.image = id;  // which image is on the canvas (tests and bench/bench_browser.py wait for it)
+    if (host) host.setAttribute(H.preview ? "data-pxp-preview" : "data-pxp-drawn", "1");
     keep();
   };
   const redraw = () => { if (!st.queued) { st.queued = true; requestAnimationFrame(draw); } };
@@ -177,7 +183,8 @@ export default function (component) {
   const say = (extra = "") => { const unit = H.units ? " " + H.units : "";
     const flip = st.invert ? ", inverted" : "";
     said.textContent = `Window ${fmt(st.width)}, level ${fmt(st.center)}${unit}${flip}${extra}`; };
-  const report = () => { say(); setStateValue("wl", { center: st.center, width: st.width, invert: st.invert }); };
+  const report = () => { say(); if (!H.preview) setStateValue("wl", { center: st.center, width: st.width,
+                                                                     invert: st.invert }); };
   const fitView = () => {
     st.fit = Math.min(v.clientWidth / st.w, v.clientHeight / st.h) || 1; st.vw = v.clientWidth; st.vh = v.clientHeight;
     st.s = st.fit; st.x = (v.clientWidth - st.w * st.s) / 2; st.y = (v.clientHeight - st.h * st.s) / 2; show();
@@ -220,7 +227,7 @@ export default function (component) {
     if (back && back.isConnected && back !== root && !root.contains(back) && back !== document.body) back.focus();
     else if (focus) root.focus();
   };
-  window.__pxpFilm = root;  // the film F and Esc act on: the newest drawn
+  if (!H.preview) window.__pxpFilm = root;  // the film F and Esc act on: the newest drawn
   const setWL = (center, width, invert) => { st.center = center; st.width = Math.max(width, span / 65535);
     if (invert !== undefined) st.invert = invert; redraw(); };
   bar.replaceChildren();
@@ -290,8 +297,8 @@ export default function (component) {
       e.preventDefault(); e.stopPropagation();
     }, true);
   }
-  window.pxpViewer = () => { const s = root.pxp; return { scale: s.s / s.fit, x: s.x, y: s.y, width: s.w, height: s.h,
-    center: s.center, window: s.width, invert: s.invert }; };
+  if (!H.preview) window.pxpViewer = () => { const s = root.pxp; return { scale: s.s / s.fit, x: s.x, y: s.y,
+    width: s.w, height: s.h, center: s.center, window: s.width, invert: s.invert }; };
   requestAnimationFrame(() => {
     size(); st.boxW = v.clientWidth;
     if (saved) { st.fit = Math.min(v.clientWidth / st.w, v.clientHeight / st.h) || 1; st.s = saved.s * st.fit;

@@ -130,3 +130,25 @@ def instance_pixels(engine: Engine, instance_id: int) -> bytes | None:
 
 
 __all__ = ["MAX_SIDE", "instance_pixels", "pixel_values", "read_header", "xray_pixels"]
+
+
+#: the longest side of a film's preview (preview_payload): a few tens of kB, drawn while the film itself arrives
+PREVIEW_SIDE = 256
+
+
+def preview_payload(payload: bytes, max_side: int = PREVIEW_SIDE) -> bytes | None:
+    """A low-resolution copy of a viewer payload, in the same format (its values, window and presets; the header
+    says `preview`), each pixel the mean of a block of the film's: the browser draws it while the film itself
+    arrives (docs/annotating.md, Pages). None when the film is no larger."""
+    header = read_header(payload)
+    (n,) = struct.unpack("<I", payload[4:8])
+    w, h = int(header["w"]), int(header["h"])
+    k = -(-max(w, h) // max_side)  # the block's side
+    if k <= 1:
+        return None
+    q = np.frombuffer(payload[8 + n:], dtype=np.uint8 if header.get("bits") == 8 else "<u2").reshape(h, w)
+    hs, ws = h // k, w // k
+    small: np.ndarray = q[:hs * k, :ws * k].reshape(hs, k, ws, k).mean(axis=(1, 3)).round().astype(q.dtype)
+    head = json.dumps({**header, "w": ws, "h": hs, "preview": True}).encode()
+    head += b" " * ((len(MAGIC) + 4 + len(head)) % 2)
+    return bytes(MAGIC + struct.pack("<I", len(head)) + head + small.tobytes())

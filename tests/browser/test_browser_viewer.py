@@ -357,3 +357,54 @@ def test_the_film_fills_the_screen_and_refits(server: tuple[str, str]) -> None: 
             assert expl.input_value() == "Apical line"
         finally:
             browser.close()
+
+
+#: from when it is run: the ms (since then) at which a film's preview and the film itself were first drawn (their
+#: component elements are marked), and whether the preview is hidden and the film shown after
+FILM_TIMES = """() => { const t0 = performance.now(); window.__pxpFilmAt = {};
+  const tick = () => { const at = window.__pxpFilmAt, p = document.querySelector('[data-pxp-preview]'),
+    f = document.querySelector('[data-pxp-drawn]');
+    if (p && at.preview === undefined) at.preview = performance.now() - t0;
+    if (f && at.film === undefined) at.film = performance.now() - t0;
+    if (f && p) { at.previewShown = p.closest('[data-testid="stElementContainer"]').checkVisibility();
+                  at.filmShown = f.closest('[data-testid="stElementContainer"]').checkVisibility(); }
+  };
+  setInterval(tick, 10); }"""
+
+
+def test_a_film_is_previewed_at_once_then_drawn_whole(tmp_path: Path) -> None:
+    """On a slow link (2 Mbit/s), a new case's film is there at once as a low-resolution copy (about 50 kB) and
+    then drawn whole in its place (1.2 MB): the preview is drawn seconds before the film, and hidden once the
+    film is drawn."""
+    from playwright.sync_api import sync_playwright
+
+    from pxp.running.pxp.live.assignment import create_live_experiment
+    from pxp.storage.store import get_engine
+    from tests.browser.test_browser_app import serving
+    from tests.factories import make_rad_images
+
+    url = f"sqlite:///{tmp_path / 'preview.db'}"
+    engine = get_engine(url)
+    make_rad_images(engine, name="films", per_label=1, size=(1200, 1000))
+    create_live_experiment(engine, dataset="films", name="films")
+    with serving(url, tmp_path) as base, sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            page.goto(f"{base}/annotate?annotator=Dr+Far&role=Radiologist&dataset=films")
+            page.wait_for_selector("[data-pxp-drawn]", state="attached", timeout=90_000)  # the app's files cached
+            cdp = page.context.new_cdp_session(page)
+            cdp.send("Network.enable")
+            cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": 20,
+                                                         "downloadThroughput": 250_000, "uploadThroughput": 250_000})
+            page.add_init_script("(" + FILM_TIMES + ")()")
+            page.reload()  # a new browser session: the case's film comes again, over the slow link
+            page.wait_for_function("() => window.__pxpFilmAt && window.__pxpFilmAt.filmShown !== undefined",
+                                   timeout=90_000)
+            at = page.evaluate("() => window.__pxpFilmAt")
+            assert at["preview"] + 1000 < at["film"], at  # the preview, then (1.2 MB later) the film
+            assert at["filmShown"] and not at["previewShown"], at
+            print(f"2 Mbit/s: the preview drawn {at['preview'] / 1000:.2f} s after the page was asked, "
+                  f"the film {at['film'] / 1000:.2f} s")
+        finally:
+            browser.close()

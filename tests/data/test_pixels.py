@@ -7,7 +7,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from pxp.data.pixels import MAX_SIDE, pixel_values, read_header, xray_pixels
+from pxp.data.pixels import MAX_SIDE, pixel_values, preview_payload, read_header, xray_pixels
 
 
 def _png(arr: np.ndarray) -> bytes:
@@ -57,3 +57,25 @@ def test_a_large_film_is_scaled_to_the_longest_side() -> None:
     head = read_header(payload := xray_pixels(_png(arr)))
     assert max(head["w"], head["h"]) == MAX_SIDE and head["h"] == MAX_SIDE
     assert head["bits"] == 8 and len(payload) < head["w"] * head["h"] + 1024
+
+
+def test_a_films_preview_is_its_block_means_in_the_same_units() -> None:
+    """The preview sent before a film: at most 256 px, each pixel the mean of a block of the film's, in the same
+    format, units and window; none for a film no larger."""
+    rng = np.random.default_rng(0)
+    arr = rng.integers(0, 256, size=(1000, 1200), dtype=np.uint8)
+    arr[0, 0], arr[0, 1] = 0, 255  # the range the film's header gives
+    film = xray_pixels(_png(arr))
+    small = preview_payload(film)
+    assert small is not None and len(small) < len(film) // 20
+    head, full = read_header(small), read_header(film)
+    k = 5  # ceil(1200 / 256)
+    assert (head["w"], head["h"], head["preview"], head["bits"]) == (240, 200, True, 8)
+    assert {x: head[x] for x in ("lo", "hi", "center", "width", "presets")} == \
+        {x: full[x] for x in ("lo", "hi", "center", "width", "presets")}
+    means = arr.astype(np.float64).reshape(200, k, 240, k).mean(axis=(1, 3))
+    assert np.abs(pixel_values(small) - means).max() <= 0.5
+    deep = (np.arange(600 * 300) % 4096 * 16).astype(np.uint16).reshape(300, 600)
+    preview16 = preview_payload(xray_pixels(_png(deep)))
+    assert preview16 is not None and read_header(preview16)["bits"] == 16
+    assert preview_payload(xray_pixels(_png(arr[:200, :256]))) is None

@@ -14,6 +14,8 @@ TAG_KEYS = {Tag.RATIFY: "Alt+1", Tag.REFUTE: "Alt+2", Tag.REVISE: "Alt+3", Tag.R
 MATCH_KEYS = ("Alt+5", "Alt+6")
 AGREE_KEYS = ("Alt+7", "Alt+8")
 SUBMIT_KEY = "Ctrl+Enter"
+#: the automatic tag (the AGENT rule chooses it)
+AUTO_KEY = "Alt+0"
 S = st.session_state
 NO_PREDICTION = "give your prediction first"
 #: one chord to agree: the machine's answer becomes the expert's, sent as RATIFY (README "Annotate")

@@ -13,7 +13,7 @@ from pxp.agents.browser import clean_answer, human_content, human_turn, label_op
 from pxp.app import ui
 from pxp.app.annotate.drafts import restore_draft, save_draft
 from pxp.app.annotate.editor import draw_button, take_drawn
-from pxp.app.annotate.keys import AGREE_KEY, AGREE_KEYS, MATCH_KEYS, NO_PREDICTION, SUBMIT_KEY, TAG_KEYS, S
+from pxp.app.annotate.keys import AGREE_KEY, AGREE_KEYS, AUTO_KEY, MATCH_KEYS, NO_PREDICTION, SUBMIT_KEY, TAG_KEYS, S
 from pxp.app.annotate.send import agree_with_machine, sent_note, smiles_problem, submit
 from pxp.app.refused import form_shown
 from pxp.data.chem import smiles_set
@@ -102,7 +102,7 @@ def answer_form(s: LiveSession, view: dict[str, Any] | None = None) -> None:
             st.button(tag.value, key=f"{key}_pick_{tag.value}", shortcut=sc,
                       type="primary" if chosen is tag else "secondary", help=ui.TAG_HELP[tag.value],
                       on_click=_pick, args=(chosen_key, tag))
-        st.button("Auto", key=f"{key}_pick_auto", shortcut="Alt+0",
+        st.button("Auto", key=f"{key}_pick_auto", shortcut=AUTO_KEY,
                   type="primary" if chosen is None else "secondary",
                   help="Let the AGENT rule choose the tag from your answers",
                   on_click=_pick, args=(chosen_key, None))
@@ -192,4 +192,4 @@ def keyboard_help() -> None:
                f"prediction matches {MATCH_KEYS[0]} Yes / {MATCH_KEYS[1]} No, "
                f"explanation agrees {AGREE_KEYS[0]} Yes / {AGREE_KEYS[1]} No, "
                f"{', '.join(f'{k} {t.value}' for t, k in TAG_KEYS.items())}, "
-               f"Alt+0 automatic tag, {SUBMIT_KEY} send.")
+               f"{AUTO_KEY} automatic tag, {SUBMIT_KEY} send.")

@@ -4,21 +4,33 @@ its own key, pxp.app.annotate.editor) would take Tab stops between the predictio
 explanation; a fixed script takes them out of the Tab order (they stay clickable). Nothing typed is
 lost by a Tab or a reload: Tab in the picker with a filter typed picks the highlighted finding first
 (as Enter would), and the explanation is handed to the server (which keeps it as the draft,
-pxp.app.annotate.drafts) a moment after typing pauses, not only when the field loses the focus. A
-shortcut pressed while the page is still being redrawn for the previous one is held and pressed once
-the page is up to date, in order (dropped if the reply form it was pressed on is gone): keys typed
-ahead are neither lost nor sent with stale form values. A new reply form is focused and brought into
-view as soon as it is in the page (pxp.app.a11y.focus.PLACE_JS), the page's first one too (on load, after a
-reload). Only our own element keys and the shortcut
-labels of Streamlit's buttons are read; no page text is written.
+pxp.app.annotate.drafts) a moment after typing pauses, not only when the field loses the focus. The
+page's shortcuts (CHORDS) are performed by this script, each once (docs/annotating.md, Keys): one pressed
+while the page is still being redrawn, or before its button is on the page (a case still loading), is
+held and pressed once the page is up to date and the button there, in order, for up to 3 s after the
+page is idle; it is dropped if the reply form it was pressed on has been answered and is gone: keys
+typed ahead are neither lost nor sent with stale form values or to a form the expert has not seen. A
+key pressed as a new case appears goes to that case's first reply form. A field of a reply form made anew
+by a run while it has the focus gives the focus to the same field of the newest form. A new reply form is
+focused and brought into view as soon as it is in the page (pxp.app.a11y.focus.PLACE_JS), the page's first
+one too (on load, after a reload). Only our own element keys, the fields' names and the shortcut labels of
+Streamlit's buttons are read; no page text is written.
 """
 
 from __future__ import annotations
+
+import json
 
 import streamlit as st
 
 from pxp.app.a11y.focus import PLACE_JS
 from pxp.app.a11y.page import script_frame
+from pxp.app.annotate.editor import DRAW_KEY
+from pxp.app.annotate.keys import AGREE_KEY, AGREE_KEYS, AUTO_KEY, MATCH_KEYS, SUBMIT_KEY, TAG_KEYS
+
+#: every shortcut of the Annotate page's buttons, as Streamlit names them on the button ("Alt + 1")
+CHORDS = [k.replace("+", " + ") for k in (*TAG_KEYS.values(), AUTO_KEY, *MATCH_KEYS, *AGREE_KEYS, AGREE_KEY,
+                                           SUBMIT_KEY, DRAW_KEY)]
 
 _JS = "<script>\n" + PLACE_JS + """
 (function () {
@@ -60,16 +72,20 @@ _JS = "<script>\n" + PLACE_JS + """
       t.scrollTop = top;
     }, PAUSE_MS);
   }, true);
-  // keys held while the page updates: a shortcut pressed before the previous one's run has reached the
-  // page would send the form's values as they were before it (Streamlit sends every widget's value with
-  // a rerun), so e.g. Alt+5 then Alt+8 at once lost the prediction Alt+5 filled in. Such a key is held
-  // and pressed (its button clicked) once the page is up to date; keys keep their order.
+  // the page's chords (CHORDS, from the buttons' own shortcuts) are performed here, each once, never by
+  // Streamlit's own key binding: that one clicks whatever button has the key at that moment, and during a run
+  // that is an old button (or none) whose click the run then ignores, so the key was lost. A chord is held
+  // while the page is busy (a run, or a moment after one for the page to take its values: a shortcut pressed
+  // before the previous one's run had reached the page would send the form's old values), and while its
+  // button is not on the page yet (a case still loading); it is performed, in order, once its button is
+  // there, and dropped HOLD_MS after the page is idle without it.
+  const CHORDS = new Set(CHORD_LIST);
   const root = () => d.querySelector("[data-test-script-state]");
   // "rerunRequested" and "running" (and the rest) until the run is over: "notRunning"
   const running = () => !!root() && root().getAttribute("data-test-script-state") !== "notRunning";
   // after a shortcut: busy until its run is seen to end (then a moment for the page to take its values),
   // or, when no run is seen (a quick run can start and end in one update), for at most WAIT_MS
-  const WAIT_MS = 400, SETTLE_MS = 50;
+  const WAIT_MS = 400, SETTLE_MS = 50, HOLD_MS = 3000;
   let pendingUntil = 0, settledAt = 0;
   const held = [];
   const now = () => w.performance.now();
@@ -90,46 +106,83 @@ _JS = "<script>\n" + PLACE_JS + """
     t.focus({preventScroll: true});
     t.setSelectionRange(a, b);
   };
-  const button = (names) => [...d.querySelectorAll("button")].filter((b) => [...b.querySelectorAll(
-    "[aria-label]")].some((s) => names.some((n) => s.getAttribute("aria-label") === "Shortcut " + n))).pop();
-  // a held key belongs to the reply form it was pressed on: once that form is answered and gone, the key is
-  // dropped (a double Send, or a key meant for a form the expert never saw, sends nothing)
-  let lastForm = null;
-  const form = () => {
-    const f = [...d.querySelectorAll('[class*="st-key-annotate_form_"]')].pop();
-    if (f) lastForm = [...f.classList].find((c) => c.startsWith("st-key-annotate_form_")) || lastForm;
-    return lastForm;
+  // drawn by the run on screen: Streamlit keeps the last run's elements, marked stale, until a run replaces them
+  const ELEMENT = '[data-testid="stElementContainer"]';
+  const fresh = (e) => { const c = e.closest(ELEMENT); return !!c && c.getAttribute("data-stale") !== "true"; };
+  const freshBlock = (e) => !!e.querySelector(ELEMENT + ':not([data-stale="true"])');
+  const FORM = "st-key-annotate_form_";
+  const formKey = (f) => f && [...f.classList].find((c) => c.startsWith(FORM)) || null;
+  const forms = () => [...d.querySelectorAll('[class*="st-key-annotate_form_"]')];
+  const caseOf = (k) => k && k.slice(FORM.length).split("_")[0];
+  // the case on screen: the newest case header the run has drawn, else the last one still shown
+  const caseNow = () => {
+    const keys = (e) => [...e.classList].filter((c) => /^st-key-annotate_case_[0-9]+$/.test(c));
+    const heads = [...d.querySelectorAll('[class*="st-key-annotate_case_"]')].filter((e) => keys(e).length);
+    const h = heads.filter(freshBlock).pop() || heads.pop();
+    return h ? keys(h)[0].slice("st-key-annotate_case_".length) : null;
   };
-  w.setInterval(() => {
-    if (!mine() || !held.length || busy()) return;
-    const key = held.shift();
-    const b = button(key.names);  // the newest form's button of that key
-    if (!b || b.disabled || form() !== key.form) return;
-    commit(key.target);
-    pendingUntil = now() + WAIT_MS;
-    b.click();
-  }, 20);
+  const button = (names) => [...d.querySelectorAll("button")].filter((b) => fresh(b) && !b.disabled
+    && !b.closest("[inert]") && [...b.querySelectorAll("[aria-label]")].some(
+      (s) => names.some((n) => s.getAttribute("aria-label") === "Shortcut " + n))).pop();
+  // what a held key acts on: its button, null while it is not there yet, or GONE when the key is not to be
+  // performed: it was pressed on a reply form (of the case on screen) that has been answered and replaced
+  // (so a double Send, or a key meant for a form the expert never saw, sends nothing); a key pressed as a
+  // new case appears, before its form, is for that case's first form
+  const GONE = {};
+  const target = (k) => {
+    const f = formKey(forms().filter(freshBlock).pop());
+    if (f && (k.form ? f !== k.form : k.case && caseOf(f) !== k.case)) return GONE;
+    const b = button(k.names);
+    const bf = b && formKey(b.closest('[class*="st-key-annotate_form_"]'));
+    return b && (!bf || bf === f) ? b : null;
+  };
+  const pump = () => {
+    while (mine() && held.length && !busy()) {
+      const k = held[0], b = target(k);
+      if (b === GONE || (!b && now() - Math.max(k.at, settledAt) > HOLD_MS)) { held.shift(); continue; }
+      if (!b) return;  // held until its button is on the page
+      held.shift();
+      commit(k.target);
+      pendingUntil = now() + WAIT_MS;
+      b.click();
+      return;  // the next key waits for this one's run
+    }
+  };
+  w.setInterval(pump, 20);
   d.addEventListener("keydown", (ev) => {
     const names = mine() && label(ev);
-    if (!names) return;
-    // held even when its button is not on the page: while a run redraws the form, its buttons (and
-    // Streamlit's own key bindings) can be gone for a moment, and the key would be lost
-    if (held.length || busy()) {
-      ev.preventDefault(); ev.stopImmediatePropagation();
-      held.push({names, form: form(), target: ev.target});
-      return;
-    }
-    form();
-    if (!button(names)) return;
-    commit(ev.target);
-    pendingUntil = now() + WAIT_MS;
+    if (!names || !CHORDS.has(names[0])) return;
+    ev.preventDefault(); ev.stopImmediatePropagation();
+    if (ev.repeat) return;  // a key held down is one press
+    const c = caseNow(), f = formKey(forms().filter((e) => caseOf(formKey(e)) === c).pop());
+    held.push({names, case: c, form: f, target: ev.target, at: now()});
+    pump();
   }, true);
   new w.MutationObserver(() => {
-    if (!mine()) return;
-    if (running()) { form(); return; }  // the form on screen as the run starts
+    if (!mine() || running()) return;
     pendingUntil = 0;
     settledAt = now() + SETTLE_MS;
   }).observe(d.documentElement, {subtree: true, attributes: true, attributeFilter: ["data-test-script-state"]});
+  // the focus is not lost when a run makes the focused field of a reply form anew (Streamlit mounts a part of the
+  // page again when its place changed, as at a new case on a loaded machine): it goes back to the same field of the
+  // newest form as soon as that is in the page (within 2 s), unless the focus has gone somewhere meanwhile
+  let lost = null;
+  const restore = () => {
+    if (!lost || !mine()) return;
+    const a = d.activeElement;
+    if (now() > lost.until || (a && a !== d.body)) { lost = null; return; }
+    const f = forms().filter(freshBlock).pop() || forms().pop();
+    const c = f && [...f.querySelectorAll(lost.tag)].find((e) => e.getAttribute("aria-label") === lost.name);
+    if (c) { lost = null; c.focus({preventScroll: true}); }
+  };
+  d.addEventListener("focusout", (ev) => {
+    const t = ev.target;
+    if (!mine() || ev.relatedTarget || !t.closest || !t.closest('[class*="st-key-annotate_form_"]')) return;
+    const was = {name: t.getAttribute("aria-label"), tag: t.tagName, until: now() + 2000};
+    w.setTimeout(() => { if (!t.isConnected) { lost = was; restore(); } }, 0);
+  }, true);
+  d.addEventListener("focusin", () => { lost = null; }, true);
+  new w.MutationObserver(restore).observe(d.body, {childList: true, subtree: true});
   // a new reply form (the next message's, after a Send or at a new case) is focused as soon as it is in the
   // page, before it is painted, and brought into view (at a new case, with the case's top when it fits)
   let due = false;
@@ -151,7 +204,7 @@ _JS = "<script>\n" + PLACE_JS + """
   new w.MutationObserver(shown).observe(d.body, {childList: true, subtree: true});
   shown();
 })();
-</script>"""
+</script>""".replace("CHORD_LIST", json.dumps(CHORDS))
 
 
 def tab_order() -> None:

@@ -117,9 +117,16 @@ def _reply(sid: int, eid: int, annotator_id: int) -> None:
     if notice:
         st.warning(ui.escape_md(notice))
     refused_note()
-    if s.turn is Sender.MACHINE and not machine_turn(s):
-        transcript_panel(s)
-        return
+    # the machine's turn (its spinner, its text as it comes) is drawn in a box of its own, there in every run:
+    # the reply form after it keeps its place in the page from the run that brought the machine's answer to
+    # the next, so its fields are not made anew and the keyboard's focus is not lost with them
+    turn = st.container()
+    if s.turn is Sender.MACHINE:
+        with turn:
+            answered = machine_turn(s)
+        if not answered:
+            transcript_panel(s)
+            return
     s = load_session(resources.engine(), sid)
     if s.turn is None:
         S["annotate_last_finished"] = s.id

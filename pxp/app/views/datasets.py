@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import streamlit as st
+from sqlalchemy import Engine
 
 from pxp.app import auth, imports, resources, ui
-from pxp.app.data import dataset_choices, dataset_info, datasets_table, instances_page
+from pxp.app.data import InstanceRow, dataset_choices, dataset_info, datasets_table, instances_page
 
 PAGE = 12
 S = st.session_state
@@ -110,31 +111,51 @@ def browse() -> None:
     pages = max(1, -(-info.instances // PAGE))
     page = (st.number_input(f"Page (of {pages})", 1, pages, 1, key=f"datasets_page_{name}", width=200)
             if pages > 1 else 1)
-    with st.spinner(f"Reading and drawing the cases of {name}…"):  # a page that waits says what for
+    with st.spinner(f"Reading the cases of {name}…"):  # a page that waits says what for
         rows = instances_page(eng, name, offset=(int(page) - 1) * PAGE, limit=PAGE)
+    # a card shows its molecule (DRUG), else its text (a task with text cases), else its image
+    text = [info.task != "drug" and bool(r.payload) and not r.has_image and info.task != "rad" for r in rows]
+    drawn = [info.task == "drug" or (r.has_image and not t) for r, t in zip(rows, text, strict=True)]
+    status = st.empty()
+    if any(drawn):  # every card is on the page at once, its drawing's place saying it is coming; then the drawings
+        n = sum(drawn)
+        status.caption(f"Drawing {n} case{'s' * (n != 1)}…")
     cols = st.columns(3)
+    slots = []
     for i, r in enumerate(rows):
         with cols[i % 3], st.container(border=True):
             title = str(r.meta.get("name") or r.key)
             st.markdown(f"**{ui.escape_md(title)}** · {r.split or 'no split'}")
-            if info.task == "drug" or (r.payload and not r.has_image and info.task != "rad"):
-                if info.task == "drug":
-                    ui.molecule(r.payload, properties=False, width=300, name=str(r.meta.get("name") or "") or None)
-                else:
+            slot = st.empty()
+            if drawn[i]:
+                slot.caption(f"Drawing the {'molecule' if info.task == 'drug' else 'image'}…")
+                slots.append((slot, r))
+            elif text[i]:
+                with slot:
                     ui.show_text(r.payload)
-            elif r.has_image:
-                from pxp.data.images import ImageRejected
-
-                try:
-                    png = ui.display_png(eng, r.id)
-                except ImageRejected as err:
-                    st.warning(ui.escape_md(str(err)))
-                    png = None
-                if png is not None:  # through the page's session, never a media URL (pxp.app.viewer)
-                    ui.image_viewer(png, key=f"datasets_img_{r.id}")
             st.caption("Reference answer")
             ui.show_prediction(r.reference_prediction, "smiles" if info.task == "drug" else "label")
             ui.show_text(r.reference_explanation, empty="(no explanation)")
+    for slot, r in slots:
+        with slot.container():
+            _drawing(eng, info.task, r)
+    status.empty()
+
+
+def _drawing(eng: Engine, task: str, r: InstanceRow) -> None:
+    """A card's molecule (DRUG) or image, in the place its card kept for it."""
+    if task == "drug":
+        ui.molecule(r.payload, properties=False, width=300, name=str(r.meta.get("name") or "") or None)
+        return
+    from pxp.data.images import ImageRejected
+
+    try:
+        png = ui.display_png(eng, r.id)
+    except ImageRejected as err:
+        st.warning(ui.escape_md(str(err)))
+        return
+    if png is not None:  # through the page's session, never a media URL (pxp.app.viewer)
+        ui.image_viewer(png, key=f"datasets_img_{r.id}")
 
 
 def render() -> None:
