@@ -313,8 +313,7 @@ _FILM_CSS = """<style>.st-key-FILM_film { display: grid; }
 
 
 def xray_preview(engine: Any, instance_id: int) -> bytes | None:
-    """A low-resolution copy of the viewer's payload (pxp.data.pixels.preview_payload), cached per server; None
-    for a small film."""
+    """The film's low-resolution copy (pxp.data.pixels.preview_payload), cached; None for a small film."""
     return _preview(engine.url.render_as_string(hide_password=False), instance_id)
 
 
