@@ -186,7 +186,9 @@ def test_first_start_makes_the_demo_films_in_the_background(app_db: tuple[str, E
     while "demo-rad-films" not in set(datasets_table(engine)["name"]) and time.monotonic() < deadline:
         time.sleep(0.5)
     at = login(new_app("annotate"), "demo-rad-films")
-    head = read_header(at.get("bidi_component")[0].proto.bytes)
+    viewers = at.get("bidi_component")  # the film's low-resolution copy first (docs/annotating.md, Pages), the film
+    assert len(viewers) == 2 and read_header(viewers[0].proto.bytes)["w"] <= 256
+    head = read_header(viewers[-1].proto.bytes)
     assert head["w"] == head["h"] == 2048
     assert {"Lung", "Soft tissue", "Bone"} <= {p["name"] for p in head["presets"]}
 
