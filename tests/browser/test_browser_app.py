@@ -13,6 +13,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -123,6 +124,40 @@ def serving(url: str, tmp_path: Path) -> Iterator[str]:
     finally:
         _stop(proc)
         log.close()
+
+
+@contextlib.contextmanager
+def held_machine(tmp_path: Path, *, per_label: int, size: tuple[int, int],
+                 holds: Callable[[Any], bool]) -> Iterator[tuple[str, threading.Event]]:
+    """The app on a live RAD experiment of films, nothing prepared ahead, whose LLM machine (the local wire-format
+    server) answers a request `holds` picks only once the test sets the event: its base URL and the event."""
+    from tests.factories import make_rad_images
+    from tests.llm_server import FakeLLM, answer, checker_reply
+
+    go = threading.Event()
+
+    def reply(req: Any) -> Any:
+        if req.is_checker:
+            return checker_reply(req)
+        if holds(req):
+            go.wait(120)
+        return answer("Pneumonia", "Patchy consolidation in the left lower zone.")
+
+    url = f"sqlite:///{tmp_path / 'held.db'}"
+    engine = get_engine(url)
+    make_rad_images(engine, name="films", per_label=per_label, size=size)
+    with FakeLLM(reply) as llm:
+        create_live_experiment(engine, dataset="films", name="films", machine="openai:gpt-test",
+                               checker="lexical", base_url=llm.openai_url, prepare=0)
+        env = {**os.environ, "PXP_DATABASE_URL": url, "OPENAI_API_KEY": "sk-test-not-a-key",
+               "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+        proc, base, log = _start_streamlit(env, tmp_path)
+        try:
+            yield base, go
+        finally:
+            go.set()
+            _stop(proc)
+            log.close()
 
 
 @contextlib.contextmanager

@@ -6,7 +6,7 @@ lands in the focused field. Each path is repeated case after case, so that a cho
 
 from __future__ import annotations
 
-import os
+import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.test_browser_app import _idle, _session, _start_streamlit, _stop, launch, need_chromium, serving
+from tests.browser.test_browser_app import _idle, _session, held_machine, launch, need_chromium, serving
 from tests.browser.test_browser_chem import SHOWN, SMILES_LABEL
 
 pytestmark = pytest.mark.browser
@@ -93,6 +93,23 @@ def _typed_lands(page: Any, char: str) -> str:
     return str(page.evaluate("() => document.activeElement && document.activeElement.value"))
 
 
+@contextlib.contextmanager
+def _annotating(base: str, url: str, who: str, role: str, dataset: str) -> Iterator[tuple[Any, int]]:
+    """A 1280×720 page of the Annotate page for `who` on `dataset`, its first session begun: (page, session id)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            page.goto(f"{base}/annotate?annotator={who.replace(' ', '+')}&role={role}&dataset={dataset}")
+            sid, _, _ = _session(url, who, page)
+            _idle(page)
+            yield page, sid
+        finally:
+            browser.close()
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The app on the demo data (its cases prepared ahead, as an expert meets them)."""
@@ -111,63 +128,43 @@ def test_alt_m_as_each_drug_case_appears_opens_the_editor_once(demo: tuple[str, 
     """Alt+M pressed in the first moment each new DRUG case is in the page opens the molecule editor, without a
     second press, with the focus on its Close button; it opens once (closed, it stays closed); Esc gives the
     keyboard back to the reactant field, where a typed character lands."""
-    from playwright.sync_api import sync_playwright
-
     base, url = demo
-    with sync_playwright() as pw:
-        browser = launch(pw)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 720})
-            page.goto(f"{base}/annotate?annotator=Dr+Chord&role=Chemist&dataset=demo-drug")
-            sid, _, _ = _session(url, "Dr Chord", page)
+    with _annotating(base, url, "Dr Chord", "Chemist", "demo-drug") as (page, sid):
+        for n in range(CASES):
+            sid, _ = _end_case(page, sid)
+            page.keyboard.press("Alt+M")
+            page.wait_for_function(SHOWN, timeout=30_000)  # no second press
+            page.wait_for_function("() => document.activeElement.closest('.st-key-annotate_editor_close')",
+                                   timeout=10_000)
             _idle(page)
-            for n in range(CASES):
-                sid, _ = _end_case(page, sid)
-                page.keyboard.press("Alt+M")
-                page.wait_for_function(SHOWN, timeout=30_000)  # no second press
-                page.wait_for_function("() => document.activeElement.closest('.st-key-annotate_editor_close')",
-                                       timeout=10_000)
-                _idle(page)
-                page.keyboard.press("Escape")
-                page.wait_for_function("() => !(" + SHOWN + ")()", timeout=30_000)
-                page.wait_for_function(f"() => document.activeElement.getAttribute('aria-label') === {SMILES_LABEL!r}",
-                                       timeout=10_000)
-                label, form = page.evaluate(FOCUS)
-                assert form is not None and form.startswith(f"st-key-annotate_form_{sid}_"), (n, label, form)
-                assert _typed_lands(page, "C") == "C", f"case {n + 1}: the typed character was lost"
-                page.wait_for_timeout(300)
-                assert not page.evaluate(SHOWN), f"case {n + 1}: Alt+M was performed twice"
-        finally:
-            browser.close()
+            page.keyboard.press("Escape")
+            page.wait_for_function("() => !(" + SHOWN + ")()", timeout=30_000)
+            page.wait_for_function(f"() => document.activeElement.getAttribute('aria-label') === {SMILES_LABEL!r}",
+                                   timeout=10_000)
+            label, form = page.evaluate(FOCUS)
+            assert form is not None and form.startswith(f"st-key-annotate_form_{sid}_"), (n, label, form)
+            assert _typed_lands(page, "C") == "C", f"case {n + 1}: the typed character was lost"
+            page.wait_for_timeout(300)
+            assert not page.evaluate(SHOWN), f"case {n + 1}: Alt+M was performed twice"
 
 
 def test_alt_7_as_each_rad_case_appears_answers_its_form(demo: tuple[str, str]) -> None:
     """Alt+7 (the explanation agrees: Yes) pressed in the first moment each new RAD case is in the page answers
     that case's first reply form, whose prediction keeps the focus; a typed character lands in it."""
-    from playwright.sync_api import sync_playwright
-
     base, url = demo
-    with sync_playwright() as pw:
-        browser = launch(pw)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 720})
-            page.goto(f"{base}/annotate?annotator=Dr+Seven&role=Radiologist&dataset=demo-rad")
-            sid, _, _ = _session(url, "Dr Seven", page)
+    with _annotating(base, url, "Dr Seven", "Radiologist", "demo-rad") as (page, sid):
+        page.evaluate(FOCUS_LOG)
+        for n in range(CASES):
+            sid, _ = _end_case(page, sid)
+            page.keyboard.press("Alt+7")
+            page.wait_for_function(AGREED, arg=sid, timeout=30_000)
             _idle(page)
-            page.evaluate(FOCUS_LOG)
-            for n in range(CASES):
-                sid, _ = _end_case(page, sid)
-                page.keyboard.press("Alt+7")
-                page.wait_for_function(AGREED, arg=sid, timeout=30_000)
-                _idle(page)
-                label, form = page.evaluate(FOCUS)
-                assert (label, form) == ("My prediction", f"st-key-annotate_form_{sid}_2"), (
-                    n, label[:40], form, page.evaluate("() => window.__pxpFocusLog.slice(-14)"))
-                assert _typed_lands(page, "P") == "P", f"case {n + 1}: the typed character was lost"
-                page.keyboard.press("Escape")  # the picker's list closed, its filter left
-                _idle(page)
-        finally:
-            browser.close()
+            label, form = page.evaluate(FOCUS)
+            assert (label, form) == ("My prediction", f"st-key-annotate_form_{sid}_2"), (
+                n, label[:40], form, page.evaluate("() => window.__pxpFocusLog.slice(-14)"))
+            assert _typed_lands(page, "P") == "P", f"case {n + 1}: the typed character was lost"
+            page.keyboard.press("Escape")  # the picker's list closed, its filter left
+            _idle(page)
 
 
 @pytest.fixture
@@ -175,36 +172,10 @@ def loading(tmp_path: Path) -> Iterator[tuple[str, threading.Event]]:
     """The app on a live RAD experiment with small films, nothing prepared ahead, whose LLM machine (the local
     wire-format server) gives each case's opening message only once the test lets it: each new case is in the
     page (its header and film) while its machine still answers, without a reply form."""
-    from pxp.running.pxp.live.assignment import create_live_experiment
-    from pxp.storage.store import get_engine
-    from tests.factories import make_rad_images
-    from tests.llm_server import FakeLLM, Request, answer, checker_reply
-
     need_chromium()
-    go = threading.Event()
-
-    def held(req: Request) -> Any:
-        if req.is_checker:
-            return checker_reply(req)
-        if len(req.texts()) == 1:  # a case's opening message (the case alone): held until the test lets it go
-            go.wait(120)
-        return answer("Pneumonia", "Patchy consolidation in the left lower zone.")
-
-    url = f"sqlite:///{tmp_path / 'loading.db'}"
-    engine = get_engine(url)
-    make_rad_images(engine, name="films", per_label=3, size=(600, 500))
-    with FakeLLM(held) as llm:
-        create_live_experiment(engine, dataset="films", name="films", machine="openai:gpt-test",
-                               checker="lexical", base_url=llm.openai_url, prepare=0)
-        env = {**os.environ, "PXP_DATABASE_URL": url, "OPENAI_API_KEY": "sk-test-not-a-key",
-               "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-        proc, base, log = _start_streamlit(env, tmp_path)
-        try:
-            yield base, go
-        finally:
-            go.set()
-            _stop(proc)
-            log.close()
+    # a case's opening message (the case alone) is held until the test lets it go
+    with held_machine(tmp_path, per_label=3, size=(600, 500), holds=lambda req: len(req.texts()) == 1) as held:
+        yield held
 
 
 def test_a_chord_pressed_while_the_case_loads_is_performed(loading: tuple[str, threading.Event]) -> None:

@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 
 from pxp.data.pixels import pixel_values, read_header, xray_pixels
-from tests.browser.test_browser_app import CHROMIUM, _start_streamlit, _stop, launch, server  # noqa: F401
+from tests.browser.test_browser_app import CHROMIUM, _start_streamlit, _stop, held_machine, launch, server  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -126,38 +126,12 @@ def test_both_depths_are_drawn_through_the_window(viewer_page: tuple[str, np.nda
 def slow_machine(tmp_path: Path) -> Iterator[tuple[str, threading.Event]]:
     """A real app server on a live RAD experiment with films whose LLM machine (the local wire-format server)
     answers only once the test lets it, and no next case prepared: the page's own run asks for the INIT."""
-    from pxp.running.pxp.live.assignment import create_live_experiment
-    from pxp.storage.store import get_engine
-    from tests.factories import make_rad_images
-    from tests.llm_server import FakeLLM, Request, answer, checker_reply
-
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI") == "true":
             raise RuntimeError(f"{CHROMIUM} is required in CI (.ci/run installs it)")
         pytest.skip(f"{CHROMIUM} is not installed")
-    go = threading.Event()
-
-    def held(req: Request) -> Any:
-        if req.is_checker:
-            return checker_reply(req)
-        go.wait(120)
-        return answer("Pneumonia", "Patchy consolidation in the left lower zone.")
-
-    url = f"sqlite:///{tmp_path / 'slow.db'}"
-    engine = get_engine(url)
-    make_rad_images(engine, name="films", per_label=1, size=(1200, 1000))
-    with FakeLLM(held) as llm:
-        create_live_experiment(engine, dataset="films", name="films", machine="openai:gpt-test",
-                               checker="lexical", base_url=llm.openai_url, prepare=0)
-        env = {**os.environ, "PXP_DATABASE_URL": url, "OPENAI_API_KEY": "sk-test-not-a-key",
-               "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-        proc, base, log = _start_streamlit(env, tmp_path)
-        try:
-            yield base, go
-        finally:
-            go.set()
-            _stop(proc)
-            log.close()
+    with held_machine(tmp_path, per_label=1, size=(1200, 1000), holds=lambda _req: True) as held:
+        yield held
 
 
 def test_the_case_is_drawn_while_the_machine_answers(slow_machine: tuple[str, threading.Event]) -> None:
