@@ -33,15 +33,11 @@ from pxp.storage.store import get_engine, is_empty
 from pxp.team.config import ConfigError, Secrets, check_login_follows_team, has_bom, read_secrets, roles_held
 
 
-def _secret(name: str) -> str | None:
-    return secret(name)
-
-
 def _key_secret(name: str) -> str | None:
     """An LLM key from Streamlit secrets, only inside a running app."""
     from streamlit.runtime import exists
 
-    return _secret(name) if exists() else None
+    return secret(name) if exists() else None
 
 
 add_key_source(_key_secret)  # the LLM layer reads keys from Streamlit secrets when the app runs
@@ -265,7 +261,7 @@ def key_status() -> dict[str, str | None]:
     for name in KEY_NAMES:
         if os.environ.get(name):
             out[name] = "environment"
-        elif _secret(name):
+        elif secret(name):
             out[name] = "Streamlit secrets"
         else:
             out[name] = None
@@ -276,7 +272,7 @@ def secret_keys() -> dict[str, str]:
     """Keys present only in Streamlit secrets, to hand to a worker's environment."""
     out = {}
     for name in KEY_NAMES:
-        value = _secret(name)
+        value = secret(name)
         if value and not os.environ.get(name):
             out[name] = value
     return out
