@@ -22,7 +22,6 @@ from pxp.analysis.tables import table1, table1_by
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS, METRICS, Table1, table1_rows
 from pxp.running.pxp.config import RunConfig
-from pxp.running.pxp.controlled.attempts import format_kind
 from pxp.running.pxp.evaluate import METRIC_NAMES, performance_series, render_series
 from pxp.storage.store import db_session, find_experiment
 from pxp.storage.tables import Experiment, Run, Session
@@ -77,8 +76,12 @@ def _aborted_by_reason(engine: Engine, experiment_ids: Sequence[int]) -> dict[st
     if experiment_ids:
         q = q.where(col(Run.experiment_id).in_(list(experiment_ids)))  # bounded: named
     with engine.connect() as conn:
-        kinds = Counter(format_kind(r) or "other" for (r,) in conn.execute(q).all())
-    return dict(kinds.most_common())
+        reasons = conn.execute(q).scalars().all()
+    if not reasons:
+        return {}
+    from pxp.running.pxp.controlled.attempts import format_kind  # the tasks' reply formats: only when needed
+
+    return dict(Counter(format_kind(r) or "other" for r in reasons).most_common())
 
 
 def schedule_line(config: dict[str, Any]) -> str:

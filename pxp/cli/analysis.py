@@ -7,7 +7,6 @@ from typing import Annotated, Any
 import typer
 
 from pxp.cli.common import app, err, fail, out, state
-from pxp.cli.llm import print_calls, print_versus
 
 # --- report / validate --------------------------------------------------------------------
 
@@ -70,6 +69,8 @@ def report_cmd(
                 rep["calls"] = totals[rep["experiment"]]
     typer.echo(render_many(reps, fmt, full=full))
     if calls and fmt != "json":
+        from pxp.cli.llm import print_calls, print_versus  # the LLM commands' module: only with --calls
+
         for name, t in totals.items():
             print_calls(name, t["rows"], t["total"])
             if t.get("estimate"):

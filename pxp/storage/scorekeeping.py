@@ -14,12 +14,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, Text, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from pxp.storage.tables import CallCost, utcnow
+from pxp.storage.tables import CallCost, Row, utcnow
 
 
-class SkGame(SQLModel, table=True):
+class SkGame(Row, table=True):
     """A named set of scorekeeping episodes: one run of an answerer, or an imported clembench folder.
 
     `source` is run or clembench; `answerer` the spec (simulated, provider:model) of a run; `config`
@@ -39,7 +39,7 @@ class SkGame(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class SkEpisode(SQLModel, table=True):
+class SkEpisode(Row, table=True):
     """One finished episode, stored whole: `<model>/<experiment>/episode_<k>` of its game.
 
     `interactions` is the interactions.json dict; `scores` the episode scores and `turn_scores` the
@@ -81,7 +81,7 @@ class SkCall(CallCost, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class SkPlay(SQLModel, table=True):
+class SkPlay(Row, table=True):
     """A half-played episode of a person playing the answerer in the app (docs/research.md, Scorekeeping game).
 
     Only the replies are kept: the game master is deterministic given the replies, so replaying them

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import JSON, Column, Index, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
+from sqlmodel._compat import SQLModelConfig
 
 from pxp.storage.identity import IDENTITY
 
@@ -19,7 +20,14 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class Asset(SQLModel, table=True):
+class Row(SQLModel):
+    """The base of every table class: pydantic builds a class's validator when it is first used, not when the
+    class is defined, so a command that only reads pays for none (docs/development.md, "Start-up")."""
+
+    model_config = SQLModelConfig(defer_build=True)
+
+
+class Asset(Row, table=True):
     """Content-addressed image bytes (sha256), stored once and shared by instances."""
 
     sha256: str = Field(primary_key=True, max_length=64)
@@ -32,7 +40,7 @@ class Asset(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class Dataset(SQLModel, table=True):
+class Dataset(Row, table=True):
     """A named collection of instances for one task (rad, drug or a custom task)."""
 
     id: int | None = Field(default=None, primary_key=True)
@@ -46,7 +54,7 @@ class Dataset(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class Instance(SQLModel, table=True):
+class Instance(Row, table=True):
     """A data instance x: its payload (image asset or SMILES/text) and reference answer."""
 
     __table_args__ = (UniqueConstraint("dataset_id", "key", name="uq_instance_dataset_key"),)
@@ -65,7 +73,7 @@ class Instance(SQLModel, table=True):
     meta: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
 
 
-class Annotator(SQLModel, table=True):
+class Annotator(Row, table=True):
     """A human agent working in the browser (or an imported human id such as h1)."""
 
     id: int | None = Field(default=None, primary_key=True)
@@ -74,7 +82,7 @@ class Annotator(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class Experiment(SQLModel, table=True):
+class Experiment(Row, table=True):
     """A controlled or live experiment with its full configuration."""
 
     id: int | None = Field(default=None, primary_key=True)
@@ -92,7 +100,7 @@ class Experiment(SQLModel, table=True):
     heartbeat_at: datetime | None = None
 
 
-class Run(SQLModel, table=True):
+class Run(Row, table=True):
     """One repetition r of an experiment."""
 
     __table_args__ = (UniqueConstraint("experiment_id", "repetition", name="uq_run_rep"),)
@@ -109,7 +117,7 @@ class Run(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
-class Session(SQLModel, table=True):
+class Session(Row, table=True):
     """The D table: a session s on instance x within a run.
 
     status is open, finished or aborted; stop_reason is ratified, rejected or bound.
@@ -140,7 +148,7 @@ class Session(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
-class Claim(SQLModel, table=True):
+class Claim(Row, table=True):
     """Who was served which case of a live run (docs/research.md, Live experiments and overlap), one row per annotator
     and case.
 
@@ -160,7 +168,7 @@ class Claim(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class CallId(SQLModel):
+class CallId(Row):
     """Which call: provider, model, purpose (ask | agree | eval) and attempt (DESIGN §5)."""
 
     provider: str = Field(max_length=64)
@@ -213,7 +221,7 @@ class PendingCall(CallId, table=True):
     sent_at: datetime = Field(default_factory=utcnow)
 
 
-class Message(SQLModel, table=True):
+class Message(Row, table=True):
     """The M table: message j of session s, (tag, prediction, explanation) and its facts."""
 
     __table_args__ = (
@@ -238,7 +246,7 @@ class Message(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class Context(SQLModel, table=True):
+class Context(Row, table=True):
     """The C table: the context C_j after message j of session s."""
 
     __table_args__ = (UniqueConstraint("session_id", "j", name="uq_context_session_j"),)
@@ -249,7 +257,7 @@ class Context(SQLModel, table=True):
     content: dict[str, Any] = Field(default_factory=dict, sa_type=JSON)
 
 
-class Probe(SQLModel, table=True):
+class Probe(Row, table=True):
     """A common-ground probe after human message j (docs/research.md, Common-ground probe): the machine's private
     yes/no answer.
 
@@ -269,7 +277,7 @@ class Probe(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class SessionAttempt(SQLModel, table=True):
+class SessionAttempt(Row, table=True):
     """An earlier attempt at a session, kept for the record when the session is run again from its
     start (a run paused because its sessions aborted for format, then resumed: DESIGN §1 "Format
     failures"). `messages` are the attempt's M rows as they were; its LLM calls stay in llmcall."""
@@ -286,7 +294,7 @@ class SessionAttempt(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class Draft(SQLModel, table=True):
+class Draft(Row, table=True):
     """A half-typed reply of an annotator in a session (README "Annotate": nothing lost on
     reload): the form's fields for message j, not a message; deleted when the message is sent."""
 
@@ -300,7 +308,7 @@ class Draft(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
-class Evaluation(SQLModel, table=True):
+class Evaluation(Row, table=True):
     """Machine performance on a split after a session (0 = at the start)."""
 
     __table_args__ = (UniqueConstraint("run_id", "after_session", "split", name="uq_evaluation_point"),)
@@ -316,7 +324,7 @@ class Evaluation(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class AppSetting(SQLModel, table=True):
+class AppSetting(Row, table=True):
     """App preferences shared by every replica (provider/model per role, default n, k).
 
     Never holds API keys: those stay in the environment or Streamlit secrets.
@@ -327,7 +335,7 @@ class AppSetting(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
-class TeamMember(SQLModel, table=True):
+class TeamMember(Row, table=True):
     """Who may use the app when login is on (docs/operations.md, Login and roles): an email, or a group claim of the
     login provider, mapped to a role (annotator, researcher or admin)."""
 
@@ -346,7 +354,7 @@ class TeamMember(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class LoginEnd(SQLModel, table=True):
+class LoginEnd(Row, table=True):
     """When each user last logged out (docs/operations.md "Login and roles"): a login cookie issued before it
     is refused, so cookies copied before a logout give no access afterwards."""
 
@@ -359,7 +367,7 @@ class LoginEnd(SQLModel, table=True):
     ended_iat: int = 0
 
 
-class AuditEvent(SQLModel, table=True):
+class AuditEvent(Row, table=True):
     """Who did what to which session, when (docs/operations.md, Login and roles): opened, answered, took over,
     abandoned."""
 
