@@ -47,31 +47,47 @@ def _flag(extra: list[str], name: str) -> list[str]:
     return given + [extra[i + 1] for i, a in enumerate(extra[:-1]) if a == f"--{name}"]
 
 
-def _defined(name: str) -> bool:
-    """Whether a Streamlit option is set by a config file or an environment variable (not its default)."""
-    from streamlit import config
-    from streamlit.config_option import ConfigOption
+def _configured(name: str) -> Any:
+    """A Streamlit option as `streamlit run` will see it apart from flags, or None where it keeps its default:
+    its environment variable (STREAMLIT_SECTION_OPTION, which `streamlit run` takes as the flag), else the
+    last config file that sets it (~/.streamlit/config.toml, then ./.streamlit/config.toml). Read without
+    importing Streamlit, which costs a command most of a second; tests/cli/test_streamlit_config.py checks it
+    against Streamlit's own reading."""
+    import re
+    import tomllib
 
-    config.get_config_options()
-    return config.get_where_defined(name) != ConfigOption.DEFAULT_DEFINITION
+    section, option = name.split(".", 1)
+    snake = re.sub(r"([a-z])([A-Z])", r"\1_\2", option)
+    var = f"STREAMLIT_{section}_{snake}".upper()
+    if var in os.environ:
+        return os.environ[var].split()
+    found = None
+    for path in (Path.home() / ".streamlit" / "config.toml", Path.cwd() / ".streamlit" / "config.toml"):
+        try:
+            parsed = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue  # Streamlit too reads no option from a file it cannot read or parse
+        value = parsed.get(section, {}).get(option) if isinstance(parsed.get(section), dict) else None
+        found = value if value is not None else found
+    return found
 
 
 def secrets_files(extra: list[str]) -> tuple[list[str], bool]:
     """The secrets files Streamlit will read (its `secrets.files` option, config files and a
     `--secrets.files` flag among the extra options included), and whether they were named explicitly
     (then each must exist: pxp.team.config.read_secrets)."""
-    from streamlit import config
-
-    config.get_config_options()
     given = _flag(extra, "secrets.files")
     if given:
         return given, True
-    return [str(f) for f in config.get_option("secrets.files")], _defined("secrets.files")
+    configured = _configured("secrets.files")
+    if configured is not None:
+        return ([configured] if isinstance(configured, str) else [str(f) for f in configured]), True
+    return [str(Path.home() / ".streamlit" / "secrets.toml"), str(Path.cwd() / ".streamlit" / "secrets.toml")], False
 
 
 def address_given(extra: list[str]) -> bool:
     """Whether the address to listen on was given (`--server.address`, a config file, STREAMLIT_SERVER_ADDRESS)."""
-    return bool(_flag(extra, "server.address")) or _defined("server.address")
+    return bool(_flag(extra, "server.address")) or _configured("server.address") is not None
 
 
 def streamlit_command(port: int | None, extra: list[str]) -> list[str]:
@@ -133,7 +149,7 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
     from pxp.protocols.settings import problems
     from pxp.storage.faults import describe
     from pxp.storage.schema import schema_state
-    from pxp.storage.store import make_engine, sqlite_file
+    from pxp.storage.urls import sqlite_file
     from pxp.team.config import Secrets, check_database, read_secrets, serving_url, shown_url
 
     out: list[tuple[bool, str]] = []
@@ -158,6 +174,8 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
         if path is not None and not path.exists():
             out.append((True, f"database: {path} does not exist yet; pxp makes it on first start (`pxp demo`)"))
         else:
+            from pxp.storage.store import make_engine  # the table classes: only for a database that exists
+
             engine = make_engine(url)
             try:
                 state, revision = schema_state(engine)
@@ -241,6 +259,11 @@ def _model_checks(url: str) -> list[tuple[bool, str]]:
 
     from pxp.llm.base import LLMConfigError, LLMError, is_llm_spec
     from pxp.llm.models import served_models
+    from pxp.storage.urls import sqlite_file
+
+    path = sqlite_file(url)
+    if path is not None and not path.exists():
+        return []  # no database yet: said by the database line
     from pxp.storage.store import make_engine
     from pxp.storage.tables import AppSetting
 

@@ -265,8 +265,8 @@ state = CliState()
 
 
 def sqlite_file(url: str | None) -> Path | None:
-    """pxp.storage.store.sqlite_file, imported when first needed (no SQLAlchemy at start-up)."""
-    from pxp.storage.store import sqlite_file as find
+    """pxp.storage.urls.sqlite_file, imported when first needed (no SQLAlchemy at start-up)."""
+    from pxp.storage.urls import sqlite_file as find
 
     return find(url)
 

@@ -17,7 +17,6 @@ from typing import Any
 from sqlalchemy import Engine, Table, event, func
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy import select as sa_select
-from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 from sqlmodel import Session as DB
 from sqlmodel import SQLModel, col, create_engine, select
@@ -30,7 +29,6 @@ from pxp.storage.schema import alembic_config as alembic_config
 from pxp.storage.schema import check_head, check_schema
 from pxp.storage.schema import schema_state as schema_state
 from pxp.storage.schema import upgrade as upgrade
-from pxp.storage.settings import get_settings
 from pxp.storage.tables import (
     Dataset,
     Experiment,
@@ -39,6 +37,9 @@ from pxp.storage.tables import (
     Run,
     Session,
 )
+from pxp.storage.urls import database_url as database_url  # the URL rules live in pxp.storage.urls
+from pxp.storage.urls import sqlite_file as sqlite_file
+from pxp.storage.urls import supported_url as supported_url
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
@@ -46,31 +47,6 @@ _lock = threading.Lock()
 
 class DatabaseMissing(StoreError):
     """A database that a reading command was pointed at does not exist."""
-
-
-def database_url(url: str | None = None) -> str:
-    """The URL to use: the explicit one, else PXP_DATABASE_URL, else ./pxp.db.
-
-    `postgres://` (the form hosting services print) and `postgresql://` map to psycopg.
-    """
-    url = url or get_settings().database_url
-    scheme, sep, rest = url.partition("://")
-    if sep and scheme.lower() in ("postgres", "postgresql"):
-        return f"postgresql+psycopg://{rest}"
-    if sep and scheme.lower().startswith("postgres+"):
-        return f"postgresql+{scheme.partition('+')[2]}://{rest}"
-    return url
-
-
-def sqlite_file(url: str | None = None) -> Path | None:
-    """The file of a SQLite URL (None for other databases and in-memory ones)."""
-    parsed = supported_url(database_url(url))
-    if parsed.get_backend_name() != "sqlite":
-        return None
-    db = parsed.database or ""
-    if not db or db == ":memory:" or db.startswith("file:"):
-        return None
-    return Path(db).expanduser()
 
 
 def _writable(path: Path) -> bool:
@@ -105,26 +81,6 @@ def _sqlite_ro_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA query_only=ON")
     cur.close()
-
-
-_EXAMPLE_URLS = "sqlite:///pxp.db or postgresql+psycopg://user@host/db"
-
-
-def supported_url(url: str) -> Any:
-    """The parsed URL of a SQLite or PostgreSQL database; StoreError (one line) for anything else."""
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        raise StoreError(f"the database URL {url.split('@')[-1]!r} is not a URL; give e.g. {_EXAMPLE_URLS}") from None
-    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
-        raise StoreError(f"pxp stores its data in SQLite or PostgreSQL, not {parsed.get_backend_name()!r}; "
-                         f"give e.g. {_EXAMPLE_URLS}")
-    if parsed.get_backend_name() == "sqlite" and (parsed.database or ":memory:") == ":memory:":
-        raise StoreError(f"the database URL {url!r} names no file (a database in memory keeps nothing, and each "
-                         "connection would see its own); give e.g. sqlite:///pxp.db")
-    return parsed
 
 
 def make_engine(url: str | None = None, *, must_exist: bool = False) -> Engine:

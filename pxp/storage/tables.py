@@ -21,8 +21,7 @@ def utcnow() -> datetime:
 
 
 class Row(SQLModel):
-    """The base of every table class: pydantic builds a class's validator when it is first used, not when the
-    class is defined, so a command that only reads pays for none (docs/development.md, "Start-up")."""
+    """Every table class's base: pydantic builds a validator when first used (docs/development.md, "Start-up")."""
 
     model_config = SQLModelConfig(defer_build=True)
 
@@ -385,22 +384,5 @@ class AuditEvent(Row, table=True):
     detail: str = Field(default="", sa_type=Text)
 
 
-ALL_TABLES = (
-    AppSetting,
-    Asset,
-    Dataset,
-    Instance,
-    Annotator,
-    Experiment,
-    Run,
-    Session,
-    Claim,
-    LLMCall,
-    Message,
-    Context,
-    Evaluation,
-    TeamMember,
-    AuditEvent,
-    Probe,
-    LoginEnd,
-)
+ALL_TABLES = (AppSetting, Asset, Dataset, Instance, Annotator, Experiment, Run, Session, Claim, LLMCall, Message,
+              Context, Evaluation, TeamMember, AuditEvent, Probe, LoginEnd)

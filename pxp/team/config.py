@@ -201,7 +201,7 @@ def check_database(url: str) -> None:
     pxp's (a SQLite file not yet made is fine: pxp makes it); `ConfigError` otherwise."""
     from pxp.storage.faults import describe
     from pxp.storage.schema import StoreError, schema_state
-    from pxp.storage.store import make_engine, sqlite_file, supported_url
+    from pxp.storage.urls import sqlite_file, supported_url
 
     try:
         supported_url(url)
@@ -212,6 +212,8 @@ def check_database(url: str) -> None:
         if not path.parent.is_dir():
             raise ConfigError(f"{path}: its folder {path.parent} does not exist; create it or choose another path")
         return
+    from pxp.storage.store import make_engine  # the table classes: only for a database that exists
+
     try:
         engine = make_engine(url)
     except PxpError as err:
@@ -273,11 +275,13 @@ def read_metadata(server: str, status: int, content_type: str, body: bytes) -> d
 
 def team_size(url: str) -> dict[str, int]:
     """How many entries of each role the database's team table holds ({} for no table, or no database yet)."""
-    from pxp.storage.store import make_engine, sqlite_file
+    from pxp.storage.urls import sqlite_file
 
     path = sqlite_file(url)
     if path is not None and not path.exists():
         return {}
+    from pxp.storage.store import make_engine  # the table classes: only for a database that exists
+
     engine = make_engine(url)
     try:
         return roles_held(engine)

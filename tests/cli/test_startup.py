@@ -76,6 +76,23 @@ def test_a_reading_command_at_the_latest_schema_imports_no_alembic_nor_pandas(db
     assert not loaded & {"alembic", "pandas", "numpy"}
 
 
+def test_doctor_before_a_database_exists_opens_none(tmp_path: Path) -> None:
+    """`pxp doctor` on a SQLite file not made yet reads Streamlit's options itself and loads no table class."""
+    missing = tmp_path / "not-yet.db"
+    loaded = imported(tmp_path, "--db", f"sqlite:///{missing}", "doctor")
+    assert not loaded & {"streamlit", "pxp.storage.tables", "pxp.storage.store", "alembic", "pandas"}
+    assert not missing.exists()
+
+
+def test_a_name_found_as_stored_needs_no_confusables_data(db_url: str, engine: Engine, tmp_path: Path) -> None:
+    """The UTS #39 data (0.05-0.1 s to load) is read only when a name is not found as given."""
+    make_rad(engine)
+    imported(tmp_path, "--db", db_url, "run", "--dataset", "toy-rad", "--name", "exp", "--no-progress")
+    loaded = imported(tmp_path, "--db", db_url, "report", "--experiment", "exp")
+    assert "confusable_homoglyphs.confusables" not in loaded
+    assert "pxp.running.pxp.controlled.attempts" not in loaded  # no aborted session: the reply formats unread
+
+
 def test_the_head_read_from_the_migration_files_is_alembics() -> None:
     from alembic.script import ScriptDirectory
 

@@ -1,0 +1,60 @@
+"""Which database pxp uses (docs/operations.md, Settings): the URL from --db, PXP_DATABASE_URL or ./pxp.db, the
+databases pxp may use, and a SQLite URL's file. No table classes: a command that only looks at the URL (`pxp
+doctor` before a database exists) does not load them (docs/development.md, "Start-up")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from pxp.storage.schema import StoreError
+from pxp.storage.settings import get_settings
+
+
+def database_url(url: str | None = None) -> str:
+    """The URL to use: the explicit one, else PXP_DATABASE_URL, else ./pxp.db.
+
+    `postgres://` (the form hosting services print) and `postgresql://` map to psycopg.
+    """
+    url = url or get_settings().database_url
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() in ("postgres", "postgresql"):
+        return f"postgresql+psycopg://{rest}"
+    if sep and scheme.lower().startswith("postgres+"):
+        return f"postgresql+{scheme.partition('+')[2]}://{rest}"
+    return url
+
+
+def sqlite_file(url: str | None = None) -> Path | None:
+    """The file of a SQLite URL (None for other databases and in-memory ones)."""
+    parsed = supported_url(database_url(url))
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    db = parsed.database or ""
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return Path(db).expanduser()
+
+
+_EXAMPLE_URLS = "sqlite:///pxp.db or postgresql+psycopg://user@host/db"
+
+
+def supported_url(url: str) -> Any:
+    """The parsed URL of a SQLite or PostgreSQL database; StoreError (one line) for anything else."""
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StoreError(f"the database URL {url.split('@')[-1]!r} is not a URL; give e.g. {_EXAMPLE_URLS}") from None
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise StoreError(f"pxp stores its data in SQLite or PostgreSQL, not {parsed.get_backend_name()!r}; "
+                         f"give e.g. {_EXAMPLE_URLS}")
+    if parsed.get_backend_name() == "sqlite" and (parsed.database or ":memory:") == ":memory:":
+        raise StoreError(f"the database URL {url!r} names no file (a database in memory keeps nothing, and each "
+                         "connection would see its own); give e.g. sqlite:///pxp.db")
+    return parsed
+
+
