@@ -27,7 +27,7 @@ from pxp.data.importers.common import ImportProblems, Problems, problem_count
 from pxp.data.importers.jsonl import iter_objects
 from pxp.data.importers.sending import Stager, whole_tables
 from pxp.data.importers.transcript_lines import Line, check_prediction, settle_facts, settled_row
-from pxp.data.importers.transcript_store import STAGE, Store, staged_sessions
+from pxp.data.importers.transcript_store import STAGE, Seen, Staged, Store, staged_sessions
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
 from pxp.protocols.pxp.facts import Row, Vouched, conformance_key, remembered
 from pxp.protocols.pxp.rules import (
@@ -132,6 +132,65 @@ def _message_row(lineno: int, line: Line, task: str) -> tuple[Any, ...] | None:
             inst, ann)
 
 
+class _Interleaved(Exception):
+    """A session's lines are not together: the import is rolled back and done again through the stage."""
+
+
+class _Sessions:
+    """The sessions checked whole in the order they first appear (facts from the content, conformance), and
+    stored; a session whose conformance key settled before with nothing to report is stored from that key."""
+
+    def __init__(self, n: int, k: int, task: str, allow_nonconformant: bool) -> None:
+        self.n, self.k, self.task, self.allow = n, k, task, allow_nonconformant
+        # each an error's lines (the first KEPT_PROBLEMS of them kept) unless the sessions are stored with theirs
+        self.settled: list[str] = Problems()
+        self.bad: list[str] = [] if allow_nonconformant else Problems()
+        self.violations: list[str] = [] if allow_nonconformant else Problems()
+        self.match = remembered(content_match(task_match_kind(task)), MATCH_CHARS)
+        #: sessions that settled clean: why they stopped
+        self.vouched: Vouched[tuple[str | None]] = Vouched(KEY_MESSAGES)
+        self.sessions = self.messages = 0
+
+    def take(self, one: Staged, store: Store | None) -> None:
+        n, k = self.n, self.k
+        key = conformance_key(one.msgs, n, k, one.status, self.match)
+        if (stop := self.vouched.get(key)) is not None:
+            msgs: list[Row] = [settled_row(m, key[3 + i]) for i, m in enumerate(one.msgs)]
+        else:
+            before = self._found()
+            found = settle_facts(one.filed(), k, self.match, self.settled, self.bad)
+            self.violations += [f"session {one.sid} (repetition {one.rep}), {v}"
+                                for v in conformance(found, n, k, status=one.status)]
+            msgs = [(m.j, m.sender.value, m.tag.value, m.prediction, m.explanation, m.match, m.agree, m.changed)
+                    for m in found]
+            stop = (stop_reason(found, n) if one.status == "finished" else None,)
+            if before == self._found():
+                self.vouched.put(key, stop)
+        self.sessions += 1
+        self.messages += len(msgs)
+        if store is not None and not self.settled and (self.allow or not (self.bad or self.violations)):
+            store.add(one, msgs, stop[0])
+
+    def _found(self) -> int:
+        return sum(problem_count(found) for found in (self.settled, self.bad, self.violations))
+
+    def finish(self, problems: list[tuple[int, str]], store: Store | None, taken: str | None,
+               name: str) -> ImportedTranscripts:
+        """Every problem, in the order of the file, else the sessions' own, else the name's; or the result."""
+        if problems:
+            in_order = [p for _, p in sorted(problems, key=lambda lp: lp[0])]
+            raise ImportProblems(in_order, problem_count(problems) - len(problems))
+        if self.settled:
+            raise ImportProblems(self.settled)
+        bad = [*self.bad, *self.violations]
+        if bad and not self.allow:
+            raise ImportProblems(bad, problem_count(self.bad) + problem_count(self.violations) - len(bad))
+        if store is None:  # the name is taken (any problem was reported above)
+            raise ImportProblems([str(taken)])
+        store.finish()
+        return ImportedTranscripts(name, self.sessions, self.messages, bad)
+
+
 def import_transcripts(
     engine: Engine,
     path: Path,
@@ -146,7 +205,9 @@ def import_transcripts(
     one transaction (nothing is kept on any problem).
 
     The facts match and changed are computed from the content (a file's own columns must agree);
-    n, k and the task are checked first.
+    n, k and the task are checked first. A file whose sessions each have their lines together is stored as
+    it is read; when a session's lines turn out not to be, that is rolled back and the file read again
+    through the stage.
     """
     bounds = session_bounds(n, k)
     try:
@@ -157,6 +218,59 @@ def import_transcripts(
         bounds.append(f"--task: unknown task {task!r} for transcripts; use one of {', '.join(TASKS)}")
     if bounds:  # not a property of one session: --allow-nonconformant does not cover it
         raise ImportProblems(bounds)
+    checks = (n, k, task, allow_nonconformant)
+    try:
+        return _as_read(engine, path, name, _Sessions(*checks))
+    except _Interleaved:
+        pass  # (not returned from here: the first attempt's frames would be kept while the stage runs)
+    return _staged(engine, path, name, _Sessions(*checks))
+
+
+def _as_read(engine: Engine, path: Path, name: str, check: _Sessions) -> ImportedTranscripts:
+    """Each session checked and stored as its lines come (raises _Interleaved when they do not come together).
+    A line's problems and a session's are kept apart, then reported as the stage reports them."""
+    task = check.task
+    with db_session(engine) as db:
+        conn = db.connection()
+        taken = experiment_name_taken(db, name)
+        store = None if taken else Store(db, path, name, task, check.n, check.k, staged=False)
+        lines: Problems[tuple[int, str]] = Problems()
+        whole: Problems[tuple[int, str]] = Problems()  # found checking a session's lines together
+        syntax: list[str] = []
+        seen = Seen(conn)
+        group: list[tuple[Any, ...]] = []
+
+        def take(rows: list[tuple[Any, ...]]) -> None:
+            nonlocal store
+            if seen.met(rows[0][1], rows[0][2]):
+                raise _Interleaved
+            one = Staged(path, rows, whole)
+            if lines or whole:  # nothing is stored: the sessions are only checked for their lines
+                store = None
+                return
+            check.take(one, store)
+
+        for lineno, rec in iter_objects(path, syntax):
+            row = _check_line(lineno, rec, f"{path.name}:{lineno}", task, lines)
+            if row is None or syntax:
+                continue
+            if group and (row[2] != group[0][2] or row[1] != group[0][1]):
+                take(group)
+                group = []
+            group.append(row)
+        if syntax:
+            raise ImportProblems(syntax)
+        if group:
+            take(group)
+        if seen.again():
+            raise _Interleaved
+        problems = Problems([*lines, *whole], lines.more + whole.more)
+        return check.finish(problems, store, taken, name)
+
+
+def _staged(engine: Engine, path: Path, name: str, check: _Sessions) -> ImportedTranscripts:
+    """Every line checked and staged, then the sessions read back one at a time and checked whole."""
+    task = check.task
     with db_session(engine) as db:
         conn = db.connection()
         stage = Stager(conn, stage=STAGE)
@@ -175,44 +289,12 @@ def import_transcripts(
         stage.send(batch)
         whole_tables(conn)
         taken = experiment_name_taken(db, name)
-        store = None if problems or taken else Store(db, path, name, task, n, k)
-        settled: list[str] = []
-        bad: list[str] = []
-        violations: list[str] = []
-        match = remembered(content_match(task_match_kind(task)), MATCH_CHARS)
-        vouched: Vouched[tuple[str | None]] = Vouched(KEY_MESSAGES)  # sessions that settled clean: why they stopped
-        sessions = messages = 0
+        store = None if problems or taken else Store(db, path, name, task, check.n, check.k)
         for one in staged_sessions(conn, path, store.ds_id if store is not None else None, problems):
             if problems:
                 store = None
                 continue
-            key = conformance_key(one.msgs, n, k, one.status, match)
-            if (stop := vouched.get(key)) is not None:
-                msgs: list[Row] = [settled_row(m, key[3 + i]) for i, m in enumerate(one.msgs)]
-            else:
-                before = len(settled) + len(bad) + len(violations)
-                found = settle_facts(one.filed(), k, match, settled, bad)
-                violations += [f"session {one.sid} (repetition {one.rep}), {v}"
-                               for v in conformance(found, n, k, status=one.status)]
-                msgs = [(m.j, m.sender.value, m.tag.value, m.prediction, m.explanation, m.match, m.agree, m.changed)
-                        for m in found]
-                stop = (stop_reason(found, n) if one.status == "finished" else None,)
-                if before == len(settled) + len(bad) + len(violations):
-                    vouched.put(key, stop)
-            sessions += 1
-            messages += len(msgs)
-            if store is not None and not settled and (allow_nonconformant or not (bad or violations)):
-                store.add(one, msgs, stop[0])
-        if problems:
-            in_order = [p for _, p in sorted(problems, key=lambda lp: lp[0])]
-            raise ImportProblems(in_order, problem_count(problems) - len(problems))
-        if settled:
-            raise ImportProblems(settled)
-        bad += violations
-        if bad and not allow_nonconformant:
-            raise ImportProblems(bad)
-        if store is None:  # the name is taken (any problem was reported above)
-            raise ImportProblems([str(taken)])
-        store.finish()
+            check.take(one, store)
+        done = check.finish(problems, store, taken, name)
         stage.drop()
-    return ImportedTranscripts(name, sessions, messages, bad)
+    return done
