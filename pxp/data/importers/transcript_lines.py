@@ -25,8 +25,8 @@ from pxp.protocols.text import TextRefused, clean_name, clean_text
 NAMES = frozenset({"sender", "tag", "status", "prediction"})
 #: short values the text rule has passed, as it left them: a file repeats its senders, tags, labels, instances and
 #: session names from line to line (bounded: emptied when full; only values of at most 200 characters)
-_PASSED: dict[str, str] = {}
-_PASSED_MAX = 4096
+PASSED: dict[str, str] = {}
+PASSED_MAX = 4096
 
 
 class Line:
@@ -49,7 +49,7 @@ class Line:
 
     def _rule(self, field: str, value: str, *, name: bool) -> str | None:
         """`value` under the one text rule (docs/development.md "The text rule"), or None and a problem."""
-        if name and (passed := _PASSED.get(value)) is not None:
+        if name and (passed := PASSED.get(value)) is not None:
             return passed
         try:
             out = clean_name(value, f"{self.where}: {field}") if name else clean_text(value, f"{self.where}: {field}")
@@ -57,9 +57,9 @@ class Line:
             self.problems.append(str(err))
             return None
         if name and len(value) <= 200:
-            if len(_PASSED) >= _PASSED_MAX:
-                _PASSED.clear()
-            _PASSED[value] = out
+            if len(PASSED) >= PASSED_MAX:
+                PASSED.clear()
+            PASSED[value] = out
         return out
 
     def name(self, field: str) -> str | None:

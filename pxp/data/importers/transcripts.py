@@ -25,8 +25,9 @@ from sqlalchemy import Engine
 
 from pxp.data.importers.common import ImportProblems, Problems, problem_count
 from pxp.data.importers.jsonl import iter_objects
+from pxp.data.importers.limits import MAX_TEXT_CHARS
 from pxp.data.importers.sending import Stager, whole_tables
-from pxp.data.importers.transcript_lines import Line, check_prediction, settle_facts, settled_row
+from pxp.data.importers.transcript_lines import PASSED, Line, check_prediction, settle_facts, settled_row
 from pxp.data.importers.transcript_store import STAGE, Seen, Staged, Store, staged_sessions
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
 from pxp.protocols.pxp.facts import Row, Vouched, conformance_key, remembered
@@ -39,7 +40,7 @@ from pxp.protocols.pxp.rules import (
     session_bounds,
     stop_reason,
 )
-from pxp.protocols.text import TextRefused, identity
+from pxp.protocols.text import TextRefused, clean_name, clean_text, identity
 from pxp.storage.store import db_session, experiment_name_taken
 
 REQUIRED = ("session", "instance", "j", "sender", "tag")
@@ -78,10 +79,57 @@ def _flag(v: bool | None) -> int | None:
     return None if v is None else int(v)
 
 
+#: the senders and tags as a file usually writes them (after the text rule), parsed
+_SENDERS, _TAGS = {s.value: s for s in Sender}, {t.value: t for t in Tag}
+_FLAGS = (type(None), bool)
+
+
+def _name(value: Any) -> str | None:
+    """`value` under the text rule for names, or None if refused (its line is then checked field by field)."""
+    try:
+        return clean_name(value)
+    except TextRefused:
+        return None
+
+
+def _plain_row(lineno: int, rec: dict[str, Any], task: str) -> tuple[Any, ...] | None:
+    """The stage row of the usual line, checked as `_message_row` checks it: known fields of their JSON types,
+    short values the text rule has passed before (`PASSED`), the sender and tag as `parse` gives them, an
+    explanation the text rule leaves as it is, nothing to say about the prediction or the reason. None for any
+    other line, which is then checked field by field (and its problems named)."""
+    get = rec.get
+    j, rep, ann, receiver = get("j"), get("repetition", 1), get("annotator"), get("receiver")
+    if type(j) is not int or type(rep) is not int or j < 1 or rep < 1 or not _KNOWN.issuperset(rec):
+        return None
+    values: tuple[Any, ...] = (get("session"), get("instance"), get("sender"), get("tag"), get("prediction", ""),
+                               get("status", "finished"), "" if ann is None else ann)
+    if not all(type(v) is str for v in values):
+        return None
+    sid, inst, sender_text, tag_text, prediction, status, ann = (
+        PASSED[v] if v in PASSED else _name(v) for v in values)
+    sender, tag, explanation = _SENDERS.get(sender_text or ""), _TAGS.get(tag_text or ""), get("explanation", "")
+    facts = (get("match"), get("agree"), get("changed"))
+    if (not sid or not inst or sender is None or tag is None or prediction is None or status is None
+            or ((ann is None or not ann) and get("annotator") is not None) or type(explanation) is not str
+            or len(explanation) > MAX_TEXT_CHARS or not all(type(f) in _FLAGS for f in facts)
+            or (receiver is not None and receiver not in (sender.other.value, sender.other.value[0]))):
+        return None
+    try:
+        explanation = clean_text(explanation)
+    except TextRefused:
+        return None
+    if check_prediction(prediction, task, STUDY_LABELS if task == "rad" else ()) is not None \
+            or missing_reason(tag, explanation) is not None:
+        return None
+    return (lineno, rep, sid, j, sender.value, tag.value, prediction, explanation, *map(_flag, facts), status,
+            inst, ann or None)
+
+
 def _check_line(lineno: int, rec: dict[str, Any], where: str, task: str,
                 problems: list[tuple[int, str]]) -> tuple[Any, ...] | None:
     """One line checked on its own (fields, types, the text rule, the prediction): its stage row,
-    or None with its problems (each with the line, for the order of the report)."""
+    or None with its problems (each with the line, for the order of the report). `_plain_row` first: it
+    passes the usual line sooner."""
     found: list[str] = []
     line = Line(rec, where, found)
     unknown = [k for k in rec if k not in _KNOWN]
@@ -250,8 +298,9 @@ def _as_read(engine: Engine, path: Path, name: str, check: _Sessions) -> Importe
                 return
             check.take(one, store)
 
+        file = path.name
         for lineno, rec in iter_objects(path, syntax):
-            row = _check_line(lineno, rec, f"{path.name}:{lineno}", task, lines)
+            row = _plain_row(lineno, rec, task) or _check_line(lineno, rec, f"{file}:{lineno}", task, lines)
             if row is None or syntax:
                 continue
             if group and (row[2] != group[0][2] or row[1] != group[0][1]):
@@ -277,8 +326,9 @@ def _staged(engine: Engine, path: Path, name: str, check: _Sessions) -> Imported
         problems: list[tuple[int, str]] = Problems()  # (line, problem): reported in the order of the file
         syntax: list[str] = []  # a line that is not one JSON object: reported alone
         batch: list[tuple[Any, ...]] = []
+        file = path.name
         for lineno, rec in iter_objects(path, syntax):
-            row = _check_line(lineno, rec, f"{path.name}:{lineno}", task, problems)
+            row = _plain_row(lineno, rec, task) or _check_line(lineno, rec, f"{file}:{lineno}", task, problems)
             if row is not None and not syntax:  # staged even after a problem: its session is checked too
                 batch.append(row)
                 if len(batch) >= BATCH:
