@@ -29,6 +29,25 @@ PASSED: dict[str, str] = {}
 PASSED_MAX = 4096
 
 
+def _remember(value: str, out: str) -> None:
+    if len(value) <= 200:
+        if len(PASSED) >= PASSED_MAX:
+            PASSED.clear()
+        PASSED[value] = out
+
+
+def passed_name(value: str) -> str | None:
+    """`value` under the text rule for names (remembered in PASSED), or None if the rule refuses it."""
+    if (out := PASSED.get(value)) is not None:
+        return out
+    try:
+        out = clean_name(value)
+    except TextRefused:
+        return None
+    _remember(value, out)
+    return out
+
+
 class Line:
     """A transcript line's fields, each checked for its JSON type; problems are collected."""
 
@@ -56,10 +75,8 @@ class Line:
         except TextRefused as err:
             self.problems.append(str(err))
             return None
-        if name and len(value) <= 200:
-            if len(PASSED) >= PASSED_MAX:
-                PASSED.clear()
-            PASSED[value] = out
+        if name:
+            _remember(value, out)
         return out
 
     def name(self, field: str) -> str | None:

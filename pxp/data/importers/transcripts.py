@@ -27,7 +27,14 @@ from pxp.data.importers.common import ImportProblems, Problems, problem_count
 from pxp.data.importers.jsonl import iter_objects
 from pxp.data.importers.limits import MAX_TEXT_CHARS
 from pxp.data.importers.sending import Stager, whole_tables
-from pxp.data.importers.transcript_lines import PASSED, Line, check_prediction, settle_facts, settled_row
+from pxp.data.importers.transcript_lines import (
+    PASSED,
+    Line,
+    check_prediction,
+    passed_name,
+    settle_facts,
+    settled_row,
+)
 from pxp.data.importers.transcript_store import STAGE, Seen, Staged, Store, staged_sessions
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
 from pxp.protocols.pxp.facts import Row, Vouched, conformance_key, remembered
@@ -40,7 +47,7 @@ from pxp.protocols.pxp.rules import (
     session_bounds,
     stop_reason,
 )
-from pxp.protocols.text import TextRefused, clean_name, clean_text, identity
+from pxp.protocols.text import TextRefused, clean_text, identity
 from pxp.storage.store import db_session, experiment_name_taken
 
 REQUIRED = ("session", "instance", "j", "sender", "tag")
@@ -84,14 +91,6 @@ _SENDERS, _TAGS = {s.value: s for s in Sender}, {t.value: t for t in Tag}
 _FLAGS = (type(None), bool)
 
 
-def _name(value: Any) -> str | None:
-    """`value` under the text rule for names, or None if refused (its line is then checked field by field)."""
-    try:
-        return clean_name(value)
-    except TextRefused:
-        return None
-
-
 def _plain_row(lineno: int, rec: dict[str, Any], task: str) -> tuple[Any, ...] | None:
     """The stage row of the usual line, checked as `_message_row` checks it: known fields of their JSON types,
     short values the text rule has passed before (`PASSED`), the sender and tag as `parse` gives them, an
@@ -106,7 +105,7 @@ def _plain_row(lineno: int, rec: dict[str, Any], task: str) -> tuple[Any, ...] |
     if not all(type(v) is str for v in values):
         return None
     sid, inst, sender_text, tag_text, prediction, status, ann = (
-        PASSED[v] if v in PASSED else _name(v) for v in values)
+        PASSED[v] if v in PASSED else passed_name(v) for v in values)
     sender, tag, explanation = _SENDERS.get(sender_text or ""), _TAGS.get(tag_text or ""), get("explanation", "")
     facts = (get("match"), get("agree"), get("changed"))
     if (not sid or not inst or sender is None or tag is None or prediction is None or status is None
