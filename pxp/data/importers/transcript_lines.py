@@ -37,9 +37,12 @@ def _remember(value: str, out: str) -> None:
 
 
 def passed_name(value: str) -> str | None:
-    """`value` under the text rule for names (remembered in PASSED), or None if the rule refuses it."""
+    """`value` under the text rule for names (remembered in PASSED), or None if the rule refuses it or it is
+    longer than the values remembered (its line is then checked field by field, which names the problem)."""
     if (out := PASSED.get(value)) is not None:
         return out
+    if len(value) > 200:
+        return None
     try:
         out = clean_name(value)
     except TextRefused:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,8 +147,8 @@ class Seen:
     SEEN_KEPT in memory, the earlier ones in the temporary table `SEEN`. `again` tells whether a session's lines
     are not together (or, rarely, two sessions share a hash: the import then goes through the stage too)."""
 
-    def __init__(self, conn: Connection) -> None:
-        self.conn, self.kept, self.spilled = conn, set[int](), False
+    def __init__(self, conn: Connection, writer: Callable[[Callable[[], None]], None]) -> None:
+        self.conn, self.writer, self.kept, self.spilled = conn, writer, set[int](), False
 
     def met(self, rep: int, sid: str) -> bool:
         """Whether the session was met before (in memory); remembers it."""
@@ -161,21 +161,25 @@ class Seen:
         return False
 
     def _spill(self) -> None:
-        if not self.spilled:
+        rows, first = [(h,) for h in self.kept], not self.spilled
+        self.kept.clear()
+        self.spilled = True
+        self.writer(lambda: self._send(rows, first))
+
+    def _send(self, rows: list[tuple[int]], first: bool) -> None:
+        if first:
             SEEN.create(self.conn)
-            self.spilled = True
-        rows = [(h,) for h in self.kept]
         if self.conn.dialect.name == "postgresql":
             copy_rows(self.conn, SEEN.name, "h", rows)
         else:
             self.conn.exec_driver_sql(f"INSERT INTO {SEEN.name} (h) VALUES (?)", rows)  # type: ignore[arg-type]
-        self.kept.clear()
 
     def again(self) -> bool:
-        """After the file: whether a session met before was met again (those in `SEEN` are compared here)."""
+        """After the file, once the writer is done: whether a session met before was met again (those in `SEEN`
+        are compared here)."""
         if not self.spilled:
             return False
-        self._spill()
+        self._send([(h,) for h in self.kept], False)
         twice = select_core(SEEN.c.h).group_by(SEEN.c.h).having(func.count() > 1).limit(1)
         found = self.conn.execute(twice).first() is not None
         SEEN.drop(self.conn)
@@ -187,8 +191,9 @@ class Store:
     names, made from the staged lines (`staged`) or as the sessions come, each in the order of its first
     line; then sessions, messages and contexts in batches."""
 
-    def __init__(self, db: DB, path: Path, name: str, task: str, n: int, k: int, *, staged: bool = True) -> None:
-        self.db, self.conn, self.n, self.k = db, db.connection(), n, k
+    def __init__(self, db: DB, path: Path, name: str, task: str, n: int, k: int, *, staged: bool = True,
+                 writer: Callable[[Callable[[], None]], None] | None = None) -> None:
+        self.db, self.conn, self.n, self.k, self.writer = db, db.connection(), n, k, writer
         s = STAGE
         ds_name = f"transcripts:{name}"
         ds = db.exec(select(Dataset).where(Dataset.name == ds_name)).first()
@@ -277,28 +282,36 @@ class Store:
 
     def add(self, one: Staged, msgs: Sequence[Row], stop: str | None) -> None:
         """A session to store: its settled messages and, if it is finished, why it stopped."""
-        if hasattr(self, "named"):
-            self._name(one.rows)
         self.batch.append((one, msgs, stop))
         if len(self.batch) >= SESSIONS:
             self.finish()
 
     def finish(self) -> None:
-        """Store the sessions waiting, with their messages and contexts."""
+        """Store the sessions waiting, with their messages and contexts: through `writer` if given (in its thread
+        on PostgreSQL, while the next batch is read and checked)."""
         if not self.batch:
             return
+        batch, self.batch = self.batch, []
+        if self.writer is None:
+            self._store(batch)
+        else:
+            self.writer(lambda: self._store(batch))
+
+    def _store(self, batch: list[tuple[Staged, Sequence[Row], str | None]]) -> None:
         now = utcnow()
         stamp: Any = now
         if not self.pg:  # as SQLAlchemy writes a DateTime to SQLite
             dt = table_of(Session).c.created_at.type
             to_text = dt.dialect_impl(self.conn.dialect).bind_processor(self.conn.dialect)
             stamp = to_text(now) if to_text is not None else now
-        if hasattr(self, "named"):  # stored as read: the batch's instances
+        if hasattr(self, "named"):  # stored as read: the runs, annotators and instances the batch names
+            for one, _, _ in batch:
+                self._name(one.rows)
             named = self._named_instances()
-            for one, _, _ in self.batch:
+            for one, _, _ in batch:
                 one.instance_id = named[one.instance]
         rows = []
-        for one, _, stop in self.batch:
+        for one, _, stop in batch:
             self.ordinals[one.rep] += 1
             rows.append((self.runs[one.rep], one.instance_id, self.ordinals[one.rep], self.n, self.k, one.status,
                          stop, None, self.annotators.get(one.annotator or ""), True, f"imported session {one.sid}",
@@ -306,7 +319,7 @@ class Store:
         ids = self._sessions(rows)
         msg_rows: list[tuple[Any, ...]] = []
         ctx_rows: list[tuple[Any, ...]] = []
-        for session_id, (one, msgs, _) in zip(ids, self.batch, strict=True):
+        for session_id, (one, msgs, _) in zip(ids, batch, strict=True):
             content = json.dumps({"imported": True, "session": one.sid})
             for j, sender, tag, pred, expl, m, a, c in msgs:
                 msg_rows.append((session_id, j, sender, _OTHER[sender], tag, pred, expl, m, a, c, None, stamp))
@@ -319,7 +332,6 @@ class Store:
             elif part:
                 marks = ", ".join("?" for _ in part[0])
                 self.conn.exec_driver_sql(f'INSERT INTO "{table.name}" ({cols}) VALUES ({marks})', part)
-        self.batch = []
 
     _SESSION_COLS = ("run_id, instance_id, ordinal, n, k, status, stop_reason, abort_reason, annotator_id, "
                      "context_kept, learn_note, learn_val_before, learn_val_after, created_at, updated_at")

@@ -26,7 +26,7 @@ from sqlalchemy import Engine
 from pxp.data.importers.common import ImportProblems, Problems, problem_count
 from pxp.data.importers.jsonl import iter_objects
 from pxp.data.importers.limits import MAX_TEXT_CHARS
-from pxp.data.importers.sending import Stager, whole_tables
+from pxp.data.importers.sending import Stager, Writer, whole_tables
 from pxp.data.importers.transcript_lines import (
     PASSED,
     Line,
@@ -234,7 +234,6 @@ class _Sessions:
             raise ImportProblems(bad, problem_count(self.bad) + problem_count(self.violations) - len(bad))
         if store is None:  # the name is taken (any problem was reported above)
             raise ImportProblems([str(taken)])
-        store.finish()
         return ImportedTranscripts(name, self.sessions, self.messages, bad)
 
 
@@ -280,40 +279,52 @@ def _as_read(engine: Engine, path: Path, name: str, check: _Sessions) -> Importe
     with db_session(engine) as db:
         conn = db.connection()
         taken = experiment_name_taken(db, name)
-        store = None if taken else Store(db, path, name, task, check.n, check.k, staged=False)
         lines: Problems[tuple[int, str]] = Problems()
         whole: Problems[tuple[int, str]] = Problems()  # found checking a session's lines together
         syntax: list[str] = []
-        seen = Seen(conn)
-        group: list[tuple[Any, ...]] = []
-
-        def take(rows: list[tuple[Any, ...]]) -> None:
-            nonlocal store
-            if seen.met(rows[0][1], rows[0][2]):
-                raise _Interleaved
-            one = Staged(path, rows, whole)
-            if lines or whole:  # nothing is stored: the sessions are only checked for their lines
-                store = None
-                return
-            check.take(one, store)
-
-        file = path.name
-        for lineno, rec in iter_objects(path, syntax):
-            row = _plain_row(lineno, rec, task) or _check_line(lineno, rec, f"{file}:{lineno}", task, lines)
-            if row is None or syntax:
-                continue
-            if group and (row[2] != group[0][2] or row[1] != group[0][1]):
-                take(group)
-                group = []
-            group.append(row)
-        if syntax:
-            raise ImportProblems(syntax)
-        if group:
-            take(group)
+        with Writer(conn.dialect.name == "postgresql") as writer:
+            store = None if taken else Store(db, path, name, task, check.n, check.k, staged=False, writer=writer)
+            seen = Seen(conn, writer)
+            store = _read(path, check, store, seen, lines, whole, syntax)
         if seen.again():
             raise _Interleaved
         problems = Problems([*lines, *whole], lines.more + whole.more)
         return check.finish(problems, store, taken, name)
+
+
+def _read(path: Path, check: _Sessions, store: Store | None, seen: Seen, lines: list[tuple[int, str]],
+          whole: list[tuple[int, str]], syntax: list[str]) -> Store | None:
+    """The file read, each session checked and handed to `store` as its lines come, the last batch sent; the
+    store, or None once there is a problem (nothing is stored then)."""
+    group: list[tuple[Any, ...]] = []
+    file, task = path.name, check.task
+    for lineno, rec in iter_objects(path, syntax):
+        row = _plain_row(lineno, rec, task) or _check_line(lineno, rec, f"{file}:{lineno}", task, lines)
+        if row is None or syntax:
+            continue
+        if group and (row[2] != group[0][2] or row[1] != group[0][1]):
+            store = _take(path, group, check, store, seen, lines, whole)
+            group = []
+        group.append(row)
+    if syntax:
+        raise ImportProblems(syntax)
+    if group:
+        store = _take(path, group, check, store, seen, lines, whole)
+    if store is not None:
+        store.finish()
+    return store
+
+
+def _take(path: Path, rows: list[tuple[Any, ...]], check: _Sessions, store: Store | None, seen: Seen,
+          lines: list[tuple[int, str]], whole: list[tuple[int, str]]) -> Store | None:
+    """One session's lines, checked together and whole, then handed to `store`; the store, or None."""
+    if seen.met(rows[0][1], rows[0][2]):
+        raise _Interleaved
+    one = Staged(path, rows, whole)
+    if lines or whole:  # nothing is stored: the sessions are only checked for their lines
+        return None
+    check.take(one, store)
+    return store
 
 
 def _staged(engine: Engine, path: Path, name: str, check: _Sessions) -> ImportedTranscripts:
@@ -337,6 +348,8 @@ def _staged(engine: Engine, path: Path, name: str, check: _Sessions) -> Imported
             raise ImportProblems(syntax)
         stage.send(batch)
         whole_tables(conn)
+        if conn.dialect.name == "postgresql":  # the read-back's sort of the stage, in memory (4 MB spilled to disk)
+            conn.exec_driver_sql("SET LOCAL work_mem = '64MB'")
         taken = experiment_name_taken(db, name)
         store = None if problems or taken else Store(db, path, name, task, check.n, check.k)
         for one in staged_sessions(conn, path, store.ds_id if store is not None else None, problems):
@@ -344,6 +357,8 @@ def _staged(engine: Engine, path: Path, name: str, check: _Sessions) -> Imported
                 store = None
                 continue
             check.take(one, store)
+        if store is not None:
+            store.finish()
         done = check.finish(problems, store, taken, name)
         stage.drop()
     return done
