@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     JSON,
     BigInteger,
     Column,
@@ -26,6 +27,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    any_,
     cast,
     exists,
     func,
@@ -169,6 +171,8 @@ class Seen:
     def _send(self, rows: list[tuple[int]], first: bool) -> None:
         if first:
             SEEN.create(self.conn)
+        if not rows:
+            return
         if self.conn.dialect.name == "postgresql":
             copy_rows(self.conn, SEEN.name, "h", rows)
         else:
@@ -252,10 +256,7 @@ class Store:
     def _named_instances(self) -> dict[str, int]:
         """The ids of the instances the batch's lines name, those the dataset lacks made now, numbered in order
         of first mention."""
-        i, ids = table_of(Instance), dict[str, int]()
-        for part in chunks(self.named, 1000):
-            ids |= dict(self.conn.execute(select_core(i.c.key, i.c.id).where(  # type: ignore[arg-type]
-                i.c.dataset_id == self.ds_id, i.c.key.in_(part))).all())  # bounded: a chunk
+        ids = self._ids(list(self.named))
         new = [key for key in self.named if key not in ids]
         self.named = {}
         if new:
@@ -263,10 +264,18 @@ class Store:
                      "reference_prediction": "", "reference_explanation": "", "meta": {}}
                     for o, key in enumerate(new, start=1)]
             self.top += len(new)
-            self.conn.execute(insert(i), rows)
-            for part in chunks(new, 1000):
-                ids |= dict(self.conn.execute(select_core(i.c.key, i.c.id).where(  # type: ignore[arg-type]
-                    i.c.dataset_id == self.ds_id, i.c.key.in_(part))).all())  # bounded: a chunk
+            self.conn.execute(insert(table_of(Instance)), rows)
+            ids |= self._ids(new)
+        return ids
+
+    def _ids(self, keys: list[str]) -> dict[str, int]:
+        """The dataset's instances of these keys: their ids."""
+        i, ids = table_of(Instance), dict[str, int]()
+        for part in chunks(keys, 1000):
+            # PostgreSQL: one array, not a parameter a key
+            of = i.c.key == any_(literal(part, ARRAY(String))) if self.pg else i.c.key.in_(part)  # bounded: a chunk
+            ids |= dict(self.conn.execute(  # type: ignore[arg-type]
+                select_core(i.c.key, i.c.id).where(i.c.dataset_id == self.ds_id, of)).all())
         return ids
 
     def _instances(self) -> None:
