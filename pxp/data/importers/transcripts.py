@@ -39,6 +39,7 @@ from pxp.data.importers.transcript_store import STAGE, Seen, Staged, Store, stag
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
 from pxp.protocols.pxp.facts import Row, Vouched, conformance_key, remembered
 from pxp.protocols.pxp.rules import (
+    REASONED,
     ProtocolError,
     Sender,
     Tag,
@@ -86,9 +87,9 @@ def _flag(v: bool | None) -> int | None:
     return None if v is None else int(v)
 
 
-#: the senders and tags as a file usually writes them (after the text rule), parsed
+#: the senders and tags as a file usually writes them (after the text rule), and the receivers each may name
 _SENDERS, _TAGS = {s.value: s for s in Sender}, {t.value: t for t in Tag}
-_FLAGS = (type(None), bool)
+_RECEIVERS = {s.value: (s.other.value, s.other.value[0]) for s in Sender}
 
 
 def _plain_row(lineno: int, rec: dict[str, Any], task: str) -> tuple[Any, ...] | None:
@@ -96,32 +97,45 @@ def _plain_row(lineno: int, rec: dict[str, Any], task: str) -> tuple[Any, ...] |
     short values the text rule has passed before (`PASSED`), the sender and tag as `parse` gives them, an
     explanation the text rule leaves as it is, nothing to say about the prediction or the reason. None for any
     other line, which is then checked field by field (and its problems named)."""
-    get = rec.get
-    j, rep, ann, receiver = get("j"), get("repetition", 1), get("annotator"), get("receiver")
-    if type(j) is not int or type(rep) is not int or j < 1 or rep < 1 or not _KNOWN.issuperset(rec):
+    get: Any = rec.get  # (a value of any JSON type)
+    ann: Any = get("annotator")
+    j, rep, explanation = get("j"), get("repetition", 1), get("explanation", "")
+    if type(j) is not int or type(rep) is not int or j < 1 or rep < 1 or type(explanation) is not str \
+            or not _KNOWN.issuperset(rec):
         return None
-    values: tuple[Any, ...] = (get("session"), get("instance"), get("sender"), get("tag"), get("prediction", ""),
-                               get("status", "finished"), "" if ann is None else ann)
-    if not all(type(v) is str for v in values):
+    named: list[str | None]
+    try:  # each a value the rule has passed before (not a string, or one not seen: below)
+        named = [PASSED[get("session")], PASSED[get("instance")], PASSED[get("sender")], PASSED[get("tag")],
+                 PASSED[get("prediction", "")], PASSED[get("status", "finished")]]
+        if ann is not None:
+            ann = PASSED[ann]
+    except (KeyError, TypeError):
+        raw = (get("session"), get("instance"), get("sender"), get("tag"), get("prediction", ""),
+               get("status", "finished"))
+        if not all(type(v) is str for v in raw) or (ann is not None and type(ann) is not str):
+            return None
+        named = [passed_name(v) for v in raw]
+        if ann is not None and (ann := passed_name(ann)) is None:
+            return None
+    sid, inst, sender, tag, prediction, status = named
+    match, agree, changed = get("match"), get("agree"), get("changed")
+    if (not sid or not inst or sender is None or sender not in _SENDERS or tag is None or tag not in _TAGS
+            or prediction is None or status is None
+            or (ann is not None and not (type(ann) is str and ann)) or len(explanation) > MAX_TEXT_CHARS
+            or (match is not None and type(match) is not bool) or (agree is not None and type(agree) is not bool)
+            or (changed is not None and type(changed) is not bool)):
         return None
-    sid, inst, sender_text, tag_text, prediction, status, ann = (
-        PASSED[v] if v in PASSED else passed_name(v) for v in values)
-    sender, tag, explanation = _SENDERS.get(sender_text or ""), _TAGS.get(tag_text or ""), get("explanation", "")
-    facts = (get("match"), get("agree"), get("changed"))
-    if (not sid or not inst or sender is None or tag is None or prediction is None or status is None
-            or ((ann is None or not ann) and get("annotator") is not None) or type(explanation) is not str
-            or len(explanation) > MAX_TEXT_CHARS or not all(type(f) in _FLAGS for f in facts)
-            or (receiver is not None and receiver not in (sender.other.value, sender.other.value[0]))):
+    if (receiver := get("receiver")) is not None and receiver not in _RECEIVERS[sender]:
         return None
     try:
         explanation = clean_text(explanation)
     except TextRefused:
         return None
-    if check_prediction(prediction, task, STUDY_LABELS if task == "rad" else ()) is not None \
-            or missing_reason(tag, explanation) is not None:
+    if (tag in REASONED and missing_reason(_TAGS[tag], explanation) is not None) or (
+            task != "text" and check_prediction(prediction, task, STUDY_LABELS if task == "rad" else ()) is not None):
         return None
-    return (lineno, rep, sid, j, sender.value, tag.value, prediction, explanation, *map(_flag, facts), status,
-            inst, ann or None)
+    return (lineno, rep, sid, j, sender, tag, prediction, explanation, _flag(match), _flag(agree), _flag(changed),
+            status, inst, ann)
 
 
 def _check_line(lineno: int, rec: dict[str, Any], where: str, task: str,
