@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    ARRAY,
     JSON,
     BigInteger,
     Column,
@@ -27,7 +26,6 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
-    any_,
     cast,
     exists,
     func,
@@ -272,10 +270,15 @@ class Store:
         """The dataset's instances of these keys: their ids."""
         i, ids = table_of(Instance), dict[str, int]()
         for part in chunks(keys, 1000):
-            # PostgreSQL: one array, not a parameter a key
-            of = i.c.key == any_(literal(part, ARRAY(String))) if self.pg else i.c.key.in_(part)  # bounded: a chunk
-            ids |= dict(self.conn.execute(  # type: ignore[arg-type]
-                select_core(i.c.key, i.c.id).where(i.c.dataset_id == self.ds_id, of)).all())
+            if self.pg:  # the keys as one array, joined: each found by the (dataset, key) index whatever the plan
+                # (`key = ANY($1)` under a prepared statement's generic plan compared every row with every key)
+                found = self.conn.exec_driver_sql(
+                    "SELECT i.key, i.id FROM unnest(%(keys)s::text[]) AS k(key) JOIN instance i "
+                    "ON i.dataset_id = %(ds)s AND i.key = k.key", {"keys": part, "ds": self.ds_id}).all()
+            else:
+                found = self.conn.execute(select_core(i.c.key, i.c.id).where(
+                    i.c.dataset_id == self.ds_id, i.c.key.in_(part))).all()  # bounded: a chunk
+            ids |= dict(found)  # type: ignore[arg-type]
         return ids
 
     def _instances(self) -> None:

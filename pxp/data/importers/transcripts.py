@@ -292,9 +292,6 @@ def _as_read(engine: Engine, path: Path, name: str, check: _Sessions) -> Importe
     task = check.task
     with db_session(engine) as db:
         conn = db.connection()
-        if conn.dialect.name == "postgresql":  # each batch's look-up planned for its own keys: a generic plan of
-            # `key = ANY($1)` compares each row with every key (50 ms a batch), a custom one hashes the keys
-            conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
         taken = experiment_name_taken(db, name)
         lines: Problems[tuple[int, str]] = Problems()
         whole: Problems[tuple[int, str]] = Problems()  # found checking a session's lines together
