@@ -278,3 +278,22 @@ def test_kill_9_while_batches_are_stored_leaves_the_database_as_it_was(any_engin
     assert _counts(any_engine) == before
     with any_engine.connect() as c:
         assert c.execute(select(table_of(Experiment).c.name)).scalars().all() == []
+
+
+def test_memory_stays_flat_as_a_file_stored_as_read_grows(engine: Engine, tmp_path: Path) -> None:
+    """Sessions are held a batch at a time; what grows with the file is the hashes of the sessions met (at most
+    SEEN_KEPT of them)."""
+    import tracemalloc
+
+    def peak(path: Path, name: str) -> int:
+        tracemalloc.start()
+        try:
+            import_transcripts(engine, path, name=name, n=10, k=3)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    import_transcripts(engine, write_study(tmp_path / "warm.jsonl", 50), name="warm", n=10, k=3)
+    small = peak(write_study(tmp_path / "small.jsonl", 1_000), "small")
+    large = peak(write_study(tmp_path / "large.jsonl", 6_000), "large")
+    assert large < small * 1.25 + 512 * 1024, (small, large)
