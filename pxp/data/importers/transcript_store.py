@@ -60,7 +60,7 @@ SEEN = Table("pxp_transcript_seen", _MD, Column("h", BigInteger), prefixes=["TEM
 #: sessions stored at a time
 SESSIONS = 500
 #: sessions whose hashes `Seen` holds in memory; the others wait in `SEEN`
-SEEN_KEPT = 10_000
+SEEN_KEPT = 5_000
 _OTHER = {"machine": "human", "human": "machine"}
 
 
