@@ -7,12 +7,14 @@ Each value is checked for its JSON type (pxp.data.importers.transcript_lines); m
 computed from the content, and a file's own columns are refused where they contradict it.
 `annotator` names who played the human (one name per session); cases several annotators saw
 are compared by pxp.analysis.agreement (docs/research.md, Agreement).
-The file is read once, a line at a time, each line checked and staged in a temporary table; the
-sessions are then read back one at a time in the order they first appear, checked whole and stored
-in batches (pxp.data.importers.transcript_store), so memory does not grow with the file; a session whose
-conformance key settled before with nothing to report is stored from that key (docs/development.md
-"Imports at dataset scale"). One transaction: non-conformant sessions are refused with their
-violations unless allowed, and any problem leaves the database as it was.
+The file is read a line at a time, each line checked; when each session's lines are together, each
+session is checked whole as its last line comes and stored in batches (pxp.data.importers.transcript_store).
+A session met again rolls that back, and the file is read again through a temporary table (the stage),
+whose sessions are read back one at a time in the order they first appear: the same checks, the same
+problems in the same words. Memory does not grow with the file; a session whose conformance key settled
+before with nothing to report is stored from that key (docs/development.md "Imports at dataset scale").
+One transaction: non-conformant sessions are refused with their violations unless allowed, and any
+problem leaves the database as it was.
 """
 
 from __future__ import annotations
