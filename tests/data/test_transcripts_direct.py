@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import Engine, event, select, text
 from sqlmodel import Session as DB
 
-from pxp.data.importers import transcript_lines, transcript_store
+from pxp.data.importers import transcript_store
 from pxp.data.importers.common import KEPT_PROBLEMS, ImportProblems
 from pxp.data.importers.transcripts import _check_line, _plain_row, _Sessions, _staged, import_transcripts
 from pxp.storage.store import count_rows, table_of
@@ -280,23 +280,34 @@ def test_kill_9_while_batches_are_stored_leaves_the_database_as_it_was(any_engin
         assert c.execute(select(table_of(Experiment).c.name)).scalars().all() == []
 
 
+_PEAKS = """
+import json, sys, tracemalloc
+from pathlib import Path
+from pxp.data.importers import transcript_store
+from pxp.data.importers.transcripts import import_transcripts
+from pxp.storage.store import make_engine
+from tests.factories import write_study
+folder, engine, peaks = Path(sys.argv[1]), make_engine(sys.argv[2]), []
+import_transcripts(engine, write_study(folder / "warm.jsonl", 1_000), name="warm", n=10, k=3)
+for sessions in (6_000, 30_000):
+    path = write_study(folder / f"{sessions}.jsonl", sessions)
+    tracemalloc.start()
+    import_transcripts(engine, path, name=f"s{sessions}", n=10, k=3)
+    peaks.append(tracemalloc.get_traced_memory()[1])
+    tracemalloc.stop()
+print(json.dumps({"peaks": peaks, "kept": transcript_store.SEEN_KEPT}))
+"""
+
+
 @pytest.mark.long
 def test_memory_stays_flat_as_a_file_stored_as_read_grows(engine: Engine, tmp_path: Path) -> None:
     """Sessions are held a batch at a time, the hashes of the sessions met at most SEEN_KEPT at a time (both files
-    have more): five times the sessions, the same peak."""
-    import tracemalloc
-
-    def peak(path: Path, name: str) -> int:
-        tracemalloc.start()
-        try:
-            import_transcripts(engine, path, name=name, n=10, k=3)
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-
-    transcript_lines.PASSED.clear()  # the text rule's memory of short values, as another import may have left it
-    import_transcripts(engine, write_study(tmp_path / "warm.jsonl", 1_000), name="warm", n=10, k=3)
-    small = peak(write_study(tmp_path / "small.jsonl", 6_000), "small")
-    large = peak(write_study(tmp_path / "large.jsonl", 30_000), "large")
-    assert transcript_store.SEEN_KEPT < 6_000
+    have more): five times the sessions, the same peak. Measured in a process of its own, whose memories (the
+    text rule's, the engine's) nothing else has warmed, and which warms nothing for the tests after this one."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", _PEAKS, str(tmp_path), engine.url.render_as_string()],
+                         capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    (small, large), kept = got["peaks"], got["kept"]
+    assert kept < 6_000
     assert large < small * 1.25 + 256 * 1024, (small, large)

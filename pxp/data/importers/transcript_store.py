@@ -73,14 +73,14 @@ class Staged:
     instance and one annotator. `msgs` are its messages as read, by j; `lines` their lines."""
 
     def __init__(self, path: Path, rows: list[Any], problems: list[tuple[int, str]],
-                 instance_id: int | None = None) -> None:
+                 instance_id: int | None = None, *, keep: bool = False) -> None:
         # a stage row: line, rep, sid, j, sender, tag, prediction, explanation, match, agree, changed, status,
         # instance, annotator[, first line of the session, instance id]
         first = rows[0]
         self.rep, self.sid, self.status, self.instance, self.annotator = first[1], first[2], first[11], first[12], \
             first[13]
         self.instance_id = instance_id
-        self.rows, self.path = rows, path
+        self.rows, self.path = rows if keep else [], path  # (kept for Store.add when stored as read)
         found: list[tuple[Row, int]] = []
         seen: dict[int, int] = {}
         for (line, _, sid, j, sender, tag, pred, expl, m, a, c, status, instance, annotator, *_) in rows:
