@@ -25,8 +25,30 @@ from pxp.protocols.text import TextRefused, clean_name, clean_text
 NAMES = frozenset({"sender", "tag", "status", "prediction"})
 #: short values the text rule has passed, as it left them: a file repeats its senders, tags, labels, instances and
 #: session names from line to line (bounded: emptied when full; only values of at most 200 characters)
-_PASSED: dict[str, str] = {}
-_PASSED_MAX = 4096
+PASSED: dict[str, str] = {}
+PASSED_MAX = 4096
+
+
+def _remember(value: str, out: str) -> None:
+    if len(value) <= 200:
+        if len(PASSED) >= PASSED_MAX:
+            PASSED.clear()
+        PASSED[value] = out
+
+
+def passed_name(value: str) -> str | None:
+    """`value` under the text rule for names (remembered in PASSED), or None if the rule refuses it or it is
+    longer than the values remembered (its line is then checked field by field, which names the problem)."""
+    if (out := PASSED.get(value)) is not None:
+        return out
+    if len(value) > 200:
+        return None
+    try:
+        out = clean_name(value)
+    except TextRefused:
+        return None
+    _remember(value, out)
+    return out
 
 
 class Line:
@@ -49,17 +71,15 @@ class Line:
 
     def _rule(self, field: str, value: str, *, name: bool) -> str | None:
         """`value` under the one text rule (docs/development.md "The text rule"), or None and a problem."""
-        if name and (passed := _PASSED.get(value)) is not None:
+        if name and (passed := PASSED.get(value)) is not None:
             return passed
         try:
             out = clean_name(value, f"{self.where}: {field}") if name else clean_text(value, f"{self.where}: {field}")
         except TextRefused as err:
             self.problems.append(str(err))
             return None
-        if name and len(value) <= 200:
-            if len(_PASSED) >= _PASSED_MAX:
-                _PASSED.clear()
-            _PASSED[value] = out
+        if name:
+            _remember(value, out)
         return out
 
     def name(self, field: str) -> str | None:

@@ -1,21 +1,23 @@
-"""A transcripts import's staged lines read back a session at a time, and the sessions stored (DESIGN §6;
+"""A transcripts import's sessions, each with its checked lines, and the sessions stored (DESIGN §6;
 docs/development.md "Imports at dataset scale").
 
-The checked lines wait in a temporary table (`STAGE`); `staged_sessions` reads them back in the order each
-session first appears, as plain tuples, and `Store` writes the sessions, their messages and contexts in
-batches: the driver's own `executemany` on SQLite (the session ids read back by their (run, ordinal) index),
-`COPY` on PostgreSQL (ids drawn from the sequence first)."""
+A file whose sessions each have their lines together is stored as it is read (`Seen` notices a session
+met again); otherwise the checked lines wait in a temporary table (`STAGE`) and `staged_sessions` reads
+them back in the order each session first appears, as plain tuples. `Store` writes the sessions, their
+messages and contexts in batches: the driver's own `executemany` on SQLite (the session ids read back by
+their (run, ordinal) index), `COPY` on PostgreSQL (ids drawn from the sequence first)."""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Column,
     Connection,
     Integer,
@@ -38,6 +40,7 @@ from pxp.data.importers.sending import copy_rows
 from pxp.data.importers.transcript_lines import Filed
 from pxp.protocols.pxp.facts import Row
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
+from pxp.storage.batches import chunks
 from pxp.storage.store import table_of
 from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session, utcnow
 
@@ -51,8 +54,13 @@ STAGE = Table(
     Column("changed", Integer), Column("status", String), Column("instance", String), Column("annotator", String),
     prefixes=["TEMPORARY"], postgresql_on_commit="DROP",
 )
+#: the sessions met so far, as hashes of (repetition, session), when a file is stored as it is read
+SEEN = Table("pxp_transcript_seen", _MD, Column("h", BigInteger), prefixes=["TEMPORARY"],
+             postgresql_on_commit="DROP")
 #: sessions stored at a time
 SESSIONS = 500
+#: sessions whose hashes `Seen` holds in memory; the others wait in `SEEN`
+SEEN_KEPT = 5_000
 _OTHER = {"machine": "human", "human": "machine"}
 
 
@@ -64,14 +72,15 @@ class Staged:
     """One session's staged lines, checked together: a message number given twice, the status, one
     instance and one annotator. `msgs` are its messages as read, by j; `lines` their lines."""
 
-    def __init__(self, path: Path, rows: list[Any], problems: list[tuple[int, str]]) -> None:
+    def __init__(self, path: Path, rows: list[Any], problems: list[tuple[int, str]],
+                 instance_id: int | None = None, *, keep: bool = False) -> None:
         # a stage row: line, rep, sid, j, sender, tag, prediction, explanation, match, agree, changed, status,
-        # instance, annotator, first line of the session[, instance id]
+        # instance, annotator[, first line of the session, instance id]
         first = rows[0]
         self.rep, self.sid, self.status, self.instance, self.annotator = first[1], first[2], first[11], first[12], \
             first[13]
-        self.instance_id: int | None = first[15] if len(first) > 15 else None
-        self.path = path
+        self.instance_id = instance_id
+        self.rows, self.path = rows if keep else [], path  # (kept for Store.add when stored as read)
         found: list[tuple[Row, int]] = []
         seen: dict[int, int] = {}
         for (line, _, sid, j, sender, tag, pred, expl, m, a, c, status, instance, annotator, *_) in rows:
@@ -126,19 +135,67 @@ def staged_sessions(conn: Connection, path: Path, ds_id: int | None,
     for part in rows.partitions(1000):  # a thousand rows a fetch, not one
         for r in part:
             if group and r[14] != group[0][14]:
-                yield Staged(path, group, problems)
+                yield Staged(path, group, problems, group[0][15] if ds_id is not None else None)
                 group = []
             group.append(r)
     if group:
-        yield Staged(path, group, problems)
+        yield Staged(path, group, problems, group[0][15] if ds_id is not None else None)
+
+
+class Seen:
+    """The sessions met so far in a file stored as it is read, as hashes of (repetition, session): the last
+    SEEN_KEPT in memory, the earlier ones in the temporary table `SEEN`. `again` tells whether a session's lines
+    are not together (or, rarely, two sessions share a hash: the import then goes through the stage too)."""
+
+    def __init__(self, conn: Connection, writer: Callable[[Callable[[], None]], None]) -> None:
+        self.conn, self.writer, self.kept, self.spilled = conn, writer, set[int](), False
+
+    def met(self, rep: int, sid: str) -> bool:
+        """Whether the session was met before (in memory); remembers it."""
+        h = hash((rep, sid))
+        if h in self.kept:
+            return True
+        self.kept.add(h)
+        if len(self.kept) >= SEEN_KEPT:
+            self._spill()
+        return False
+
+    def _spill(self) -> None:
+        rows, first = [(h,) for h in self.kept], not self.spilled
+        self.kept.clear()
+        self.spilled = True
+        self.writer(lambda: self._send(rows, first))
+
+    def _send(self, rows: list[tuple[int]], first: bool) -> None:
+        if first:
+            SEEN.create(self.conn)
+        if not rows:
+            return
+        if self.conn.dialect.name == "postgresql":
+            copy_rows(self.conn, SEEN.name, "h", rows)
+        else:
+            self.conn.exec_driver_sql(f"INSERT INTO {SEEN.name} (h) VALUES (?)", rows)  # type: ignore[arg-type]
+
+    def again(self) -> bool:
+        """After the file, once the writer is done: whether a session met before was met again (those in `SEEN`
+        are compared here)."""
+        if not self.spilled:
+            return False
+        self._send([(h,) for h in self.kept], False)
+        twice = select_core(SEEN.c.h).group_by(SEEN.c.h).having(func.count() > 1).limit(1)
+        found = self.conn.execute(twice).first() is not None
+        SEEN.drop(self.conn)
+        return found
 
 
 class Store:
     """Where the sessions go: the experiment, its runs, the annotators and the instances the file
-    names, made from the staged lines; then sessions, messages and contexts in batches."""
+    names, made from the staged lines (`staged`) or as the sessions come, each in the order of its first
+    line; then sessions, messages and contexts in batches."""
 
-    def __init__(self, db: DB, path: Path, name: str, task: str, n: int, k: int) -> None:
-        self.conn, self.n, self.k = db.connection(), n, k
+    def __init__(self, db: DB, path: Path, name: str, task: str, n: int, k: int, *, staged: bool = True,
+                 writer: Callable[[Callable[[], None]], None] | None = None) -> None:
+        self.db, self.conn, self.n, self.k, self.writer = db, db.connection(), n, k, writer
         s = STAGE
         ds_name = f"transcripts:{name}"
         ds = db.exec(select(Dataset).where(Dataset.name == ds_name)).first()
@@ -151,31 +208,82 @@ class Store:
                          config={"source": str(path), "n": n, "k": k, "task": task})
         db.add(exp)
         db.flush()
+        self.exp_id = exp.id or 0
         self.runs: dict[int, int] = {}
-        for rep in self.conn.execute(select_core(s.c.rep).group_by(s.c.rep).order_by(func.min(s.c.line))).scalars():
-            run = Run(experiment_id=exp.id or 0, repetition=rep, status="finished")
-            db.add(run)
-            db.flush()
-            self.runs[rep] = run.id or 0
         self.annotators: dict[str, int] = {}
-        for ann in self.conn.execute(select_core(s.c.annotator).where(s.c.annotator.is_not(None))
-                                     .group_by(s.c.annotator).order_by(func.min(s.c.line))).scalars():
-            row = db.exec(select(Annotator).where(Annotator.name == ann)).first()
-            if row is None:
-                row = Annotator(name=ann, role="imported")
-                db.add(row)
-                db.flush()
-            self.annotators[ann] = row.id or 0
-        self._instances()
         self.batch: list[tuple[Staged, Sequence[Row], str | None]] = []
         self.ordinals: dict[int, int] = defaultdict(int)
         self.pg = self.conn.dialect.name == "postgresql"
+        i = table_of(Instance)
+        self.top = self.conn.execute(select_core(func.coalesce(func.max(i.c.ordinal), 0))
+                                     .where(i.c.dataset_id == self.ds_id)).scalar_one()
+        if not staged:  # made as the sessions come (`named`)
+            self.named: dict[str, None] = {}
+            return
+        for rep in self.conn.execute(select_core(s.c.rep).group_by(s.c.rep).order_by(func.min(s.c.line))).scalars():
+            self._run(rep)
+        for ann in self.conn.execute(select_core(s.c.annotator).where(s.c.annotator.is_not(None))
+                                     .group_by(s.c.annotator).order_by(func.min(s.c.line))).scalars():
+            self._annotator(ann)
+        self._instances()
+
+    def _run(self, rep: int) -> None:
+        run = Run(experiment_id=self.exp_id, repetition=rep, status="finished")
+        self.db.add(run)
+        self.db.flush()
+        self.runs[rep] = run.id or 0
+
+    def _annotator(self, name: str) -> None:
+        row = self.db.exec(select(Annotator).where(Annotator.name == name)).first()
+        if row is None:
+            row = Annotator(name=name, role="imported")
+            self.db.add(row)
+            self.db.flush()
+        self.annotators[name] = row.id or 0
+
+    def _name(self, rows: list[Any]) -> None:
+        """The runs and annotators a session's lines name, made now if new; the instances, kept for the batch
+        (a file stored as it is read)."""
+        for r in rows:
+            if r[1] not in self.runs:
+                self._run(r[1])
+            if r[13] is not None and r[13] not in self.annotators:
+                self._annotator(r[13])
+            self.named[r[12]] = None
+
+    def _named_instances(self) -> dict[str, int]:
+        """The ids of the instances the batch's lines name, those the dataset lacks made now, numbered in order
+        of first mention."""
+        ids = self._ids(list(self.named))
+        new = [key for key in self.named if key not in ids]
+        self.named = {}
+        if new:
+            rows = [{"dataset_id": self.ds_id, "key": key, "ordinal": self.top + o, "payload": "", "label": "",
+                     "reference_prediction": "", "reference_explanation": "", "meta": {}}
+                    for o, key in enumerate(new, start=1)]
+            self.top += len(new)
+            self.conn.execute(insert(table_of(Instance)), rows)
+            ids |= self._ids(new)
+        return ids
+
+    def _ids(self, keys: list[str]) -> dict[str, int]:
+        """The dataset's instances of these keys: their ids."""
+        i, ids = table_of(Instance), dict[str, int]()
+        for part in chunks(keys, 1000):
+            if self.pg:  # the keys as one array, joined: each found by the (dataset, key) index whatever the plan
+                # (`key = ANY($1)` under a prepared statement's generic plan compared every row with every key)
+                found = self.conn.exec_driver_sql(
+                    "SELECT i.key, i.id FROM unnest(%(keys)s::text[]) AS k(key) JOIN instance i "
+                    "ON i.dataset_id = %(ds)s AND i.key = k.key", {"keys": part, "ds": self.ds_id}).all()
+            else:
+                found = self.conn.execute(select_core(i.c.key, i.c.id).where(
+                    i.c.dataset_id == self.ds_id, i.c.key.in_(part))).all()  # bounded: a chunk
+            ids |= dict(found)  # type: ignore[arg-type]
+        return ids
 
     def _instances(self) -> None:
         """The instances the file names that the dataset lacks, numbered in order of first mention."""
-        i, s = table_of(Instance), STAGE
-        top = self.conn.execute(select_core(func.coalesce(func.max(i.c.ordinal), 0))
-                                .where(i.c.dataset_id == self.ds_id)).scalar_one()
+        i, s, top = table_of(Instance), STAGE, self.top
         named = select_core(s.c.instance, func.min(s.c.line).label("first")).group_by(s.c.instance).subquery()
         meta = cast(literal("{}"), JSON) if self.conn.dialect.name == "postgresql" else literal("{}")
         rows = select_core(literal(self.ds_id), named.c.instance, literal(top) + func.row_number().over(
@@ -191,17 +299,31 @@ class Store:
             self.finish()
 
     def finish(self) -> None:
-        """Store the sessions waiting, with their messages and contexts."""
+        """Store the sessions waiting, with their messages and contexts: through `writer` if given (in its thread
+        on PostgreSQL, while the next batch is read and checked)."""
         if not self.batch:
             return
+        batch, self.batch = self.batch, []
+        if self.writer is None:
+            self._store(batch)
+        else:
+            self.writer(lambda: self._store(batch))
+
+    def _store(self, batch: list[tuple[Staged, Sequence[Row], str | None]]) -> None:
         now = utcnow()
         stamp: Any = now
         if not self.pg:  # as SQLAlchemy writes a DateTime to SQLite
             dt = table_of(Session).c.created_at.type
             to_text = dt.dialect_impl(self.conn.dialect).bind_processor(self.conn.dialect)
             stamp = to_text(now) if to_text is not None else now
+        if hasattr(self, "named"):  # stored as read: the runs, annotators and instances the batch names
+            for one, _, _ in batch:
+                self._name(one.rows)
+            named = self._named_instances()
+            for one, _, _ in batch:
+                one.instance_id = named[one.instance]
         rows = []
-        for one, _, stop in self.batch:
+        for one, _, stop in batch:
             self.ordinals[one.rep] += 1
             rows.append((self.runs[one.rep], one.instance_id, self.ordinals[one.rep], self.n, self.k, one.status,
                          stop, None, self.annotators.get(one.annotator or ""), True, f"imported session {one.sid}",
@@ -209,7 +331,7 @@ class Store:
         ids = self._sessions(rows)
         msg_rows: list[tuple[Any, ...]] = []
         ctx_rows: list[tuple[Any, ...]] = []
-        for session_id, (one, msgs, _) in zip(ids, self.batch, strict=True):
+        for session_id, (one, msgs, _) in zip(ids, batch, strict=True):
             content = json.dumps({"imported": True, "session": one.sid})
             for j, sender, tag, pred, expl, m, a, c in msgs:
                 msg_rows.append((session_id, j, sender, _OTHER[sender], tag, pred, expl, m, a, c, None, stamp))
@@ -222,7 +344,6 @@ class Store:
             elif part:
                 marks = ", ".join("?" for _ in part[0])
                 self.conn.exec_driver_sql(f'INSERT INTO "{table.name}" ({cols}) VALUES ({marks})', part)
-        self.batch = []
 
     _SESSION_COLS = ("run_id, instance_id, ordinal, n, k, status, stop_reason, abort_reason, annotator_id, "
                      "context_kept, learn_note, learn_val_before, learn_val_after, created_at, updated_at")
