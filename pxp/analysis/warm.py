@@ -95,7 +95,7 @@ class Warmer:
         except Exception as err:
             log.warning("warming: what to compute cannot be read: %s", user_message(err))
             steps, failed = [], 1
-        del engine  # held only while a step runs, so the thread never keeps a dropped engine alive
+        del engine  # the steps hold it during the round only: the thread never keeps a dropped engine alive
         for name, step in steps:
             if self._stop.is_set():
                 return
@@ -126,3 +126,9 @@ def start_warming(engine: Engine, steps: Callable[[Engine], Iterable[Step]], pac
             warmer = _warmers[engine] = Warmer(engine, steps, pace)
             warmer.thread.start()
         return warmer
+
+
+def warmer_of(engine: Engine) -> Warmer | None:
+    """The engine's warmer, if one was started."""
+    with _lock:
+        return _warmers.get(engine)
