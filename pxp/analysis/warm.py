@@ -34,8 +34,8 @@ Step = tuple[str, Callable[[], object]]
 class Pace:
     """How often the warmer looks and works (seconds)."""
 
-    poll: float = 2.0  # between two reads of the data version
-    settle: float = 5.0  # the version unchanged this long before warming again
+    poll: float = 3.0  # between two reads of the data version (about 0.03 s of CPU at 200,000 sessions)
+    settle: float = 6.0  # the version unchanged this long before warming again
     every: float = 30.0  # between the starts of two rounds (and after a failed one)
 
 
