@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from pxp.analysis import queries
 from pxp.analysis.queries import data_version, options
 from pxp.analysis.warm import Pace, Warmer, start_warming, warmer_of
-from pxp.app.analytics_data import first_request, table1_view, warm_steps
+from pxp.app.analytics_data import FIRST, first_request, table1_view, warm_steps
 from pxp.app.views.analytics_common import VIEWS
 from pxp.storage.store import get_engine, make_engine
 from tests.analysis.test_cache import store_session
@@ -89,19 +89,31 @@ def test_it_warms_again_once_the_data_stays_the_same(study: Engine) -> None:
     assert entries() == before
 
 
-def test_the_warming_only_reads(study: Engine) -> None:
+def test_the_warming_only_reads_and_fills_what_the_views_read(any_engine: Engine) -> None:
+    """On SQLite and PostgreSQL: only SELECTs in the warming thread, and each view's data then computes nothing."""
+    make_rad(any_engine)
+    controlled(any_engine, "RAD-a", reps=2, seed=1)
+    controlled(any_engine, "RAD-b", reps=2, seed=2)
+    queries.clear_cache()
     seen: list[str] = []
 
     def record(*args: Any) -> None:
         if threading.current_thread().name == "pxp-warm":
             seen.append(str(args[2]).lstrip().split(None, 1)[0].upper())
 
-    event.listen(study, "before_cursor_execute", record)
+    event.listen(any_engine, "before_cursor_execute", record)
+    warmer = start_warming(any_engine, warm_steps, FAST)
     try:
-        assert start_warming(study, warm_steps, FAST).wait_rounds(1, timeout=60)
+        assert warmer.wait_rounds(1, timeout=60) and warmer.failures == 0
     finally:
-        event.remove(study, "before_cursor_execute", record)
+        event.remove(any_engine, "before_cursor_execute", record)
+        warmer.stop()
     assert seen and set(seen) <= {"SELECT", "WITH"}
+    warmed = entries()
+    req = first_request(options(any_engine))
+    for view, data in FIRST.items():
+        data(any_engine, req)
+        assert entries() == warmed, view
 
 
 def test_a_failing_step_is_one_log_line_and_tried_again(study: Engine, caplog: pytest.LogCaptureFixture) -> None:
