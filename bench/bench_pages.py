@@ -17,6 +17,7 @@ launcher); Debian's chromium opens each page. Prints, per view:
 
     PYTHONPATH=$PWD python bench/bench_pages.py [--sessions 100000] [--db sqlite|postgresql] [--visits 3]
         [--study URL]   # a study built before (two experiments), instead of importing one
+    PXP_WARM=0 PYTHONPATH=$PWD python bench/bench_pages.py ...   # the same without the background warming
 
 Figures only; a loaded machine slows everything (2 cores here).
 """

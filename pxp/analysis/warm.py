@@ -47,6 +47,7 @@ class Warmer:
         self._steps = steps
         self.pace = pace
         self._stop = threading.Event()
+        self._away = False  # the data version could not be read last time
         self.rounds = 0  # rounds finished
         self.failures = 0  # steps that failed
         self.version: tuple[Any, ...] | None = None  # the data version of the last round without a failure
@@ -66,10 +67,14 @@ class Warmer:
         if engine is None:
             return None
         try:
-            return data_version(engine)
-        except Exception as err:  # the database is away for a while: look again later
-            log.warning("warming: the data version cannot be read: %s", user_message(err))
+            version = data_version(engine)
+        except Exception as err:  # the database is away for a while: one line, then look again later
+            if not self._away:
+                log.warning("warming: the data version cannot be read: %s", user_message(err))
+            self._away = True
             return ()
+        self._away = False
+        return version
 
     def _run(self) -> None:
         seen, since, last = self._version(), time.monotonic(), float("-inf")

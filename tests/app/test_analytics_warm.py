@@ -155,3 +155,16 @@ def test_it_ends_with_its_engine_and_on_stop(tmp_path: Path) -> None:
     w.stop()
     w.thread.join(10)
     assert not w.thread.is_alive()
+
+
+def test_a_database_away_is_one_log_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A database without pxp's tables (as good as away): the warmer says so once, keeps looking, computes nothing."""
+    caplog.set_level(logging.WARNING, logger="pxp.analysis.warm")
+    bare = make_engine(f"sqlite:///{tmp_path / 'bare.db'}")
+    warmer = start_warming(bare, warm_steps, FAST)
+    time.sleep(20 * FAST.poll)
+    assert warmer.thread.is_alive() and warmer.rounds == 0
+    lines = [r.getMessage() for r in caplog.records if r.name == "pxp.analysis.warm"]
+    assert len(lines) == 1 and lines[0].startswith("warming: the data version cannot be read: "), lines
+    warmer.stop()
+    warmer.thread.join(10)
