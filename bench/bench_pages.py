@@ -7,13 +7,17 @@ experiments on the same cases so Compare pairs them. A real `streamlit run` serv
 launcher); Debian's chromium opens each page. Prints, per view:
 
 - first: the view opened from its URL in a new browser session just after the server started (its data computed
-  then, not yet cached);
+  then, or by the background warming the first page started: pxp.analysis.warm);
+- warmed: the same on a new server once its warming is over (the first page, Experiments, opens the database and
+  starts it; over when the server's CPU time stops growing), what a visitor finds after the server started;
 - again: the same URL in another new session (the data cached by data version);
 - switch: in one session, the view chosen from the view picker after another view (a later interaction);
-- the server's resident memory after the view (VmRSS) and its peak so far (VmHWM), from /proc.
+- the server's resident memory after the view (VmRSS) and its peak so far (VmHWM), from /proc;
+- beside first and warmed, the server's CPU time during the visit (/proc: the browser's is not counted).
 
     PYTHONPATH=$PWD python bench/bench_pages.py [--sessions 100000] [--db sqlite|postgresql] [--visits 3]
         [--study URL]   # a study built before (two experiments), instead of importing one
+    PXP_WARM=0 PYTHONPATH=$PWD python bench/bench_pages.py ...   # the same without the background warming
 
 Figures only; a loaded machine slows everything (2 cores here).
 """
@@ -64,6 +68,26 @@ def memory(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
+def cpu(pid: int) -> float:
+    """The server's CPU time so far (user + system, seconds), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def quiet(pid: int, window: float = 3.0, busy: float = 0.1, limit: float = 600.0) -> tuple[float, float]:
+    """Wait until the server's CPU time grows by less than `busy` s in `window` s (its background warming over):
+    (wall seconds, server CPU seconds) until then, the quiet window not counted."""
+    t0, c0 = time.perf_counter(), cpu(pid)
+    last_t, last_c = t0, c0
+    while time.perf_counter() - t0 < limit:
+        time.sleep(window)
+        now_t, now_c = time.perf_counter(), cpu(pid)
+        if now_c - last_c < busy:
+            return last_t - t0, last_c - c0
+        last_t, last_c = now_t, now_c
+    return float("nan"), float("nan")
+
+
 def build(url: str, tmp: Path, sessions: int) -> None:
     """The study, imported through `pxp import transcripts` twice (two experiments on the same cases)."""
     path, messages = write_realistic(tmp, sessions)
@@ -86,6 +110,16 @@ def opened(browser: Any, base: str, path: str) -> float:
     took = time.perf_counter() - t0
     ctx.close()
     return took
+
+
+def firsts(browser: Any, server: Server) -> dict[str, tuple[float, float]]:
+    """Each page's first visit: (seconds, the server's CPU seconds meanwhile)."""
+    out = {}
+    for p in PAGES:
+        c0 = cpu(server.proc.pid)
+        took = opened(browser, server.base, p)
+        out[p] = (took, cpu(server.proc.pid) - c0)
+    return out
 
 
 def switched(page: Any, view: str) -> float:
@@ -129,26 +163,38 @@ def main() -> None:
         try:
             if not args.study:
                 build(url, tmp, args.sessions)
-            server = Server(url, tmp)
-            print(f"{'page':<44} {'first':>7} {'again':>7} {'switch':>7} {'RSS':>8} {'peak':>8}")
-            try:
-                with sync_playwright() as pw:
-                    browser = launch(pw)
-                    firsts = {p: opened(browser, server.base, p) for p in PAGES}
+            with sync_playwright() as pw:
+                browser = launch(pw)
+                server = Server(url, tmp)
+                try:
+                    first = firsts(browser, server)
+                finally:
+                    server.close()
+                server = Server(url, tmp)
+                try:
+                    opened(browser, server.base, "/experiments")  # the database opens: the warming starts
+                    took, used = quiet(server.proc.pid)
+                    rss, peak = memory(server.proc.pid)
+                    print(f"warming over {took:.1f} s after the first page, {used:.1f} s of server CPU; "
+                          f"server {rss:.0f} MiB, peak {peak:.0f} MiB; load {os.getloadavg()[0]:.2f}")
+                    warmed = firsts(browser, server)
                     again = {p: min(opened(browser, server.base, p) for _ in range(args.visits)) for p in PAGES}
                     ctx = browser.new_context(viewport=VIEW)
                     page = ctx.new_page()
                     page.goto(server.base + PAGES[0])
                     page.wait_for_function(DRAWN, timeout=120_000, polling=25)
+                    print(f"{'page':<36} {'first':>7} {'CPU':>6} {'warmed':>7} {'CPU':>6} {'again':>7} "
+                          f"{'switch':>7} {'RSS':>8} {'peak':>8}")
                     for p in PAGES:
                         view = p.split("view=")[1].replace("+", " ") if "view=" in p else None
-                        took = switched(page, view) if view and p != PAGES[0] else float("nan")
+                        switch = switched(page, view) if view and p != PAGES[0] else float("nan")
                         rss, peak = memory(server.proc.pid)
-                        print(f"{p:<44} {firsts[p]:>6.2f}s {again[p]:>6.2f}s {took:>6.2f}s "
-                              f"{rss:>5.0f} MiB {peak:>4.0f} MiB")
-                    browser.close()
-            finally:
-                server.close()
+                        print(f"{p:<36} {first[p][0]:>6.2f}s {first[p][1]:>5.2f}s {warmed[p][0]:>6.2f}s "
+                              f"{warmed[p][1]:>5.2f}s {again[p]:>6.2f}s {switch:>6.2f}s {rss:>5.0f} MiB "
+                              f"{peak:>4.0f} MiB")
+                finally:
+                    server.close()
+                browser.close()
         finally:
             if admin is not None:
                 engine, db = admin

@@ -25,6 +25,9 @@ from tests.study_sample import PUBLISHED, Study, generate
 # The app's first start makes the demo films in the background (about 15 s of work): only the tests that are
 # about them turn it on (tests/app/test_app.py), so servers started by other tests stay light.
 os.environ.setdefault("PXP_DEMO_FILMS", "0")
+# Likewise the background warming of the Analytics views (pxp.analysis.warm): on in the tests about it
+# (tests/app/test_analytics_warm.py), so other tests count only what their pages compute.
+os.environ.setdefault("PXP_WARM", "0")
 PG_URL = os.environ.get("PXP_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 

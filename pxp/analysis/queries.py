@@ -130,6 +130,8 @@ def sessions_from(sel: Selection, by: str | None = None, *, instance: bool = Fal
 _CACHE: OrderedDict[Hashable, tuple[tuple[Any, ...], Any]] = OrderedDict()
 _CACHE_SIZE = 64
 _lock = threading.Lock()
+#: the entries being computed now, (key, version) -> (the computing thread, set once it is done)
+_computing: dict[tuple[Hashable, tuple[Any, ...]], tuple[int, threading.Event]] = {}
 T = TypeVar("T")
 
 
@@ -166,26 +168,38 @@ _current: ContextVar[tuple[Any, ...] | None] = ContextVar("pxp_analytics_version
 def cached(engine: Engine, name: str, args: Hashable, compute: Callable[[], T]) -> T:
     """compute() once per (database, name, args) and data version.
 
-    Nested cached calls reuse the outer call's version, so one call costs one version query.
+    Nested cached calls reuse the outer call's version, so one call costs one version query. A caller that
+    finds the same entry being computed by another thread (the background warming, another visitor) waits
+    for that result instead of computing it a second time in parallel.
     """
     key = (_engine_key(engine), name, args)
     outer = _current.get()
     version = outer if outer is not None else data_version(engine)
-    with _lock:
-        hit = _CACHE.get(key)
-        if hit is not None and hit[0] == version:
-            _CACHE.move_to_end(key)
-            return cast(T, hit[1])
+    while True:
+        with _lock:
+            hit = _CACHE.get(key)
+            if hit is not None and hit[0] == version:
+                _CACHE.move_to_end(key)
+                return cast(T, hit[1])
+            busy = _computing.get((key, version))
+            if busy is None or busy[0] == threading.get_ident():
+                mine = _computing[(key, version)] = (threading.get_ident(), threading.Event())
+                break
+        busy[1].wait()  # then read its result from the cache (or compute it, had it failed)
     token = _current.set(version)
     try:
         value = compute()
+        with _lock:
+            _CACHE[key] = (version, value)
+            _CACHE.move_to_end(key)
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
     finally:
         _current.reset(token)
-    with _lock:
-        _CACHE[key] = (version, value)
-        _CACHE.move_to_end(key)
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        with _lock:
+            if _computing.get((key, version)) is mine:
+                del _computing[(key, version)]
+        mine[1].set()
     return value
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -147,6 +147,7 @@ class Started:
 @st.cache_resource(show_spinner="Opening the database…")  # type: ignore[misc]  # streamlit's decorator is untyped
 def _start(url: str) -> Started:
     engine = get_engine(url)
+    warm(engine)
     if not is_empty(engine):
         return Started(engine)
     try:
@@ -156,6 +157,22 @@ def _start(url: str) -> Started:
     making = DemoMaking(DEMO_STEPS)
     threading.Thread(target=_make_demo, args=(engine, making), name="pxp-demo", daemon=True).start()
     return Started(engine, making=making)
+
+
+def warm(engine: Engine) -> None:
+    """The Analytics views' first results, computed in a background thread of this server once per engine
+    (pxp.analysis.warm; docs/development.md, Reading a study); PXP_WARM=0 turns it off."""
+    if not setting("PXP_WARM"):
+        return
+    from pxp.analysis.warm import start_warming
+
+    start_warming(engine, _warm_steps)
+
+
+def _warm_steps(engine: Engine) -> list[tuple[str, Callable[[], object]]]:
+    from pxp.app.analytics_data import warm_steps  # pandas and the analyses load in the warming thread
+
+    return warm_steps(engine)
 
 
 def _make_demo(engine: Engine, making: DemoMaking) -> None:

@@ -113,6 +113,8 @@ DECLARED: tuple[Setting, ...] = (
     Setting("PXP_CHECKER", "spec", "the checker the app's Settings start from", "app", "lexical", word="lexical"),
     Setting("PXP_BASE_URL", "url", "the OpenAI-compatible server the app's Settings start from", "app"),
     Setting("PXP_DEMO_FILMS", "flag", "whether the app's first start makes the demo films too", "app", True),
+    Setting("PXP_WARM", "flag", "whether the app computes the Analytics views' first results in the background "
+            "when its database opens and after the data changes", "app", True),
     Setting("PXP_MAX_LOGIN_HOURS", "float", "hours a login lasts before the user logs in again", "app", 12.0, 0,
             720, above=True, sources=(ENV, SECRET)),
     Setting("ANTHROPIC_API_KEY", "key", "the Anthropic key the app uses when the environment has none", "app",

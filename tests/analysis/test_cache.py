@@ -98,3 +98,36 @@ def test_counts_per_repetition_are_cached_until_a_session_is_stored(engine: Engi
     store_session(engine, "A", "i3", BOTH)
     fresh = repetition_frame(engine, sel)
     assert fresh.total_sessions.tolist() == [3] and fresh.two_way.tolist() == [2]
+
+
+def test_a_second_caller_waits_for_the_first_ones_result(engine: Engine) -> None:
+    """Two visitors (or a visitor and the background warming) opening the same view: one computes it."""
+    import threading
+
+    from pxp.analysis.queries import cached
+
+    calls: list[str] = []
+    started, go = threading.Event(), threading.Event()
+
+    def compute() -> list[str]:
+        calls.append(threading.current_thread().name)
+        started.set()
+        go.wait(10)
+        return ["the result"]
+
+    got: dict[str, list[str]] = {}
+
+    def visit(who: str) -> None:
+        got[who] = cached(engine, "test_wait", ("same",), compute)
+
+    first = threading.Thread(target=visit, args=("first",), name="first")
+    first.start()
+    assert started.wait(10)
+    second = threading.Thread(target=visit, args=("second",), name="second")
+    second.start()
+    second.join(0.5)
+    assert second.is_alive()  # waiting for the first one's result
+    go.set()
+    first.join(10)
+    second.join(10)
+    assert calls == ["first"] and got["first"] is got["second"]

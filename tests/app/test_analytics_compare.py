@@ -14,8 +14,8 @@ from streamlit.testing.v1 import AppTest
 from pxp.analysis.statistics import compare_experiments
 from pxp.analysis.study import study_json
 from pxp.analysis.tables import SHORT_LABELS
-from pxp.app.compare import sig3
 from pxp.app.router import VIEWS as VIEW_DIR
+from pxp.app.views.analytics_compare import sig3
 from pxp.running.pxp.config import RunConfig
 from pxp.running.pxp.controlled.grid import create_study, prepare_study
 from pxp.running.pxp.controlled.runner import run_experiment

@@ -14,6 +14,7 @@ import streamlit as st
 
 from pxp.analysis.queries import options
 from pxp.app import resources, ui
+from pxp.app.analytics_data import Request
 from pxp.app.views.analytics_common import VIEWS, S, filters
 from pxp.app.views.analytics_paper import view_figure1, view_figure2, view_lengths, view_table1, view_transitions
 from pxp.app.views.analytics_research import (
@@ -25,10 +26,10 @@ from pxp.app.views.analytics_research import (
 )
 
 
-def _compare(opts: Any, names: list[str]) -> None:
-    from pxp.app.compare import view_compare  # scipy, for its tests, loads only when Compare is shown
+def _compare(req: Request) -> None:
+    from pxp.app.views.analytics_compare import view_compare  # scipy, for its tests, loads only when Compare is shown
 
-    view_compare(opts, names)
+    view_compare(req)
 
 
 def render() -> None:
@@ -39,27 +40,27 @@ def render() -> None:
         st.info("No experiments yet. Run one on the Experiments page (or `pxp run`), annotate live, or import "
                 "transcripts; its Table 1 and figures appear here.")
         return
-    sel, by, names = filters(opts)
+    req = filters(opts)
     if "analytics_view" not in S:
         wanted = st.query_params.get("view") or S.get("analytics_keep_view")
         S["analytics_view"] = wanted if wanted in VIEWS else VIEWS[0]
     view = st.radio("View", VIEWS, horizontal=True, key="analytics_view", label_visibility="collapsed")
     S["analytics_keep_view"] = view
     st.query_params["view"] = view or VIEWS[0]
-    if sel.experiments:
-        st.caption("Experiments: " + ui.escape_md(", ".join(names)))
+    if req.sel.experiments:
+        st.caption("Experiments: " + ui.escape_md(", ".join(req.names)))
     views: dict[str, Any] = {
-        "Table 1": lambda: view_table1(sel, by, names),
-        "Figure 1": lambda: view_figure1(sel, by, names),
-        "Figure 2": lambda: view_figure2(sel),
-        "Transitions": lambda: view_transitions(sel),
-        "Session lengths": lambda: view_lengths(sel),
-        "Labels": lambda: view_labels(sel, opts),
-        "Annotators": lambda: view_annotators(sel),
-        "LLM cost": lambda: view_costs(sel),
-        "Per-session flags": lambda: view_sessions(sel),
-        "Compare": lambda: _compare(opts, names),
-        "Common ground": lambda: view_common_ground(sel, opts),
+        "Table 1": lambda: view_table1(req),
+        "Figure 1": lambda: view_figure1(req),
+        "Figure 2": lambda: view_figure2(req),
+        "Transitions": lambda: view_transitions(req),
+        "Session lengths": lambda: view_lengths(req),
+        "Labels": lambda: view_labels(req),
+        "Annotators": lambda: view_annotators(req),
+        "LLM cost": lambda: view_costs(req),
+        "Per-session flags": lambda: view_sessions(req),
+        "Compare": lambda: _compare(req),
+        "Common ground": lambda: view_common_ground(req),
     }
     views[view or "Table 1"]()
 

@@ -12,22 +12,11 @@ import pandas as pd
 import streamlit as st
 
 from pxp.analysis.queries import Options, Selection
-from pxp.analysis.tables import (
-    table1,
-    table1_by,
-)
-from pxp.app import resources, ui
+from pxp.app import ui
+from pxp.app.analytics_data import COLUMNS, Request, request
 from pxp.app.download import download
 from pxp.app.selection import format_ids, initial_experiments
-from pxp.protocols.pxp.intelligibility import Table1
 
-COLUMNS = {
-    "experiment": "one column per experiment",
-    "annotator": "one column per annotator (h1 vs h2)",
-    "label": "one column per label",
-    "dataset": "one column per dataset",
-    "pooled": "everything selected in one column",
-}
 FIG1_DEFAULT = ["one_way_human", "one_way_machine", "two_way"]
 S = st.session_state
 
@@ -46,8 +35,8 @@ def download_csv(label: str, df: pd.DataFrame, file_name: str, key: str) -> None
     download(label, csv_text(df), file_name=file_name, mime="text/csv", key=key)
 
 
-def filters(opts: Options) -> tuple[Selection, str | None, list[str]]:
-    """The page's filters; returns the selection, the column grouping and the chosen experiment names."""
+def filters(opts: Options) -> Request:
+    """The page's filters: what they ask for (the selection, the column grouping, the chosen experiments' names)."""
     names = {e["id"]: e["name"] for e in opts.experiments}
     top = st.columns([3, 2])
     if "analytics_experiments" not in S or any(i not in names for i in S["analytics_experiments"]):
@@ -75,13 +64,8 @@ def filters(opts: Options) -> tuple[Selection, str | None, list[str]]:
                                 key="analytics_since")
         until = d[1].date_input("Sessions until", value=None, min_value=opts.first_day, max_value=opts.last_day,
                                 key="analytics_until")
-    sel = Selection(
-        experiments=tuple(sorted(chosen)), datasets=tuple(sorted(datasets)), repetitions=tuple(sorted(reps)),
-        annotators=tuple(sorted(anns)), labels=tuple(sorted(labels)),
-        since=since if isinstance(since, date) else None, until=until if isinstance(until, date) else None,
-    )
-    by = None if columns == "pooled" else columns
-    return sel, by, [names[i] for i in chosen if i in names]
+    return request(opts, chosen, columns, datasets=datasets, repetitions=reps, annotators=anns, labels=labels,
+                   since=since if isinstance(since, date) else None, until=until if isinstance(until, date) else None)
 
 
 def pin_first(df: pd.DataFrame) -> dict[str, Any]:
@@ -104,19 +88,6 @@ def paper_table(df: pd.DataFrame, key: str) -> None:
 
 def is_filtered(sel: Selection) -> bool:
     return bool(sel.datasets or sel.repetitions or sel.annotators or sel.labels or sel.since or sel.until)
-
-
-def tables_for(sel: Selection, by: str | None, names: list[str] | None = None) -> dict[str, Table1]:
-    """Table 1 per column; experiment columns in the order they were chosen."""
-    engine = resources.engine()
-    if by is None:
-        t = table1(engine, sel)
-        return {"selected": t} if t.repetitions else {}
-    tables = {(g or "(none)"): t for g, t in table1_by(engine, sel, by).items()}
-    if by == "experiment" and names:
-        order = {n: i for i, n in enumerate(names)}
-        tables = dict(sorted(tables.items(), key=lambda kv: order.get(kv[0], len(order))))
-    return tables
 
 
 def reproduce_line(sel: Selection, by: str | None, names: list[str]) -> None:

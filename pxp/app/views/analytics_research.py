@@ -4,28 +4,23 @@ pxp/app/views/analytics.py calls them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
-from pxp.analysis.agreement import agreement, agreement_frame, agreement_report, disagreements
+from pxp.analysis.agreement import Agreement, agreement_frame
 from pxp.analysis.common_ground import probe_frame
-from pxp.analysis.costs import llm_costs, llm_summary
-from pxp.analysis.queries import Options, Selection
-from pxp.analysis.tables import (
-    breakdown_display,
-    breakdown_frame,
-    session_frame,
-    table1_by,
-    to_parquet,
-)
+from pxp.analysis.tables import breakdown_display, breakdown_frame, session_frame, to_parquet
 from pxp.app import resources, ui
+from pxp.app.analytics_data import WHICH, Request, annotators_view, breakdown, costs_view, flags_view
 from pxp.app.download import download
 from pxp.app.views.analytics_common import csv_text, download_csv, pin_first
+from pxp.protocols.pxp.intelligibility import Table1
 
 
-def view_breakdown(sel: Selection, by: str, what: str) -> pd.DataFrame:
-    tables = table1_by(resources.engine(), sel, by)
-    df = breakdown_frame({(g or "(none)"): t for g, t in tables.items()}, name=by)
+def view_breakdown(tables: dict[str, Table1], by: str, what: str) -> pd.DataFrame:
+    df = breakdown_frame(tables, name=by)
     if df.empty:
         st.info("No finished or aborted sessions in this selection yet.")
         return df
@@ -36,11 +31,11 @@ def view_breakdown(sel: Selection, by: str, what: str) -> pd.DataFrame:
     return df
 
 
-def view_labels(sel: Selection, opts: Options) -> None:
+def view_labels(req: Request) -> None:
     """Per label: RAD's diagnoses; DRUG datasets carry no label, and the page says so."""
-    df = view_breakdown(sel, "label", "labels (diagnoses)")
-    chosen = set(sel.experiments)
-    tasks = {str(e["task"]) for e in opts.experiments if not chosen or e["id"] in chosen}
+    df = view_breakdown(breakdown(resources.engine(), req, "label"), "label", "labels (diagnoses)")
+    chosen = set(req.sel.experiments)
+    tasks = {str(e["task"]) for e in req.opts.experiments if not chosen or e["id"] in chosen}
     if "drug" in tasks:
         st.info("DRUG (retrosynthesis) cases have no label: the study's CSV names a target and its reactants, "
                 "not a reaction type, so their sessions are counted under “(none)”.")
@@ -48,16 +43,23 @@ def view_labels(sel: Selection, opts: Options) -> None:
         st.caption("“(none)”: instances imported without a label.")
 
 
-def view_annotators(sel: Selection) -> None:
-    view_breakdown(sel, "annotator", "annotators' sessions")
+def view_annotators(req: Request) -> None:
+    top = st.container()  # Table 1 per annotator, drawn once the agreement's radio below is read
     st.subheader("Inter-annotator agreement")
-    which = st.radio("Compare each annotator's", ["first", "last"], horizontal=True, key="analytics_kappa_which",
+    which = st.radio("Compare each annotator's", WHICH, horizontal=True, key="analytics_kappa_which",
                      format_func=lambda w: {"first": "first tag (the reply to INIT)",
                                             "last": "last tag (the final verdict)"}[w])
-    ag = agreement(resources.engine(), sel, which=which)
-    if not ag:
+    data = annotators_view(resources.engine(), req, which=which or WHICH[0])
+    with top:
+        view_breakdown(data.tables, "annotator", "annotators' sessions")
+    if not data.agreement:
         st.info("No instance was annotated by two annotators in this selection.")
         return
+    view_kappa(data.agreement)
+    view_agreement(data.report, data.disagreements)
+
+
+def view_kappa(ag: list[Agreement]) -> None:
     df = pd.DataFrame([{"annotator A": a.annotator_a, "annotator B": a.annotator_b, "instances": a.instances,
                         "observed agreement": round(a.observed, 4),
                         "Cohen's κ": None if a.kappa is None else round(a.kappa, 4)} for a in ag])
@@ -65,20 +67,17 @@ def view_annotators(sel: Selection) -> None:
     st.caption("Cohen's κ on the human tags of the instances both annotators saw (their earliest session on "
                "each); empty when undefined (both always gave the same tag).")
     download_csv("Agreement (CSV)", df, "agreement.csv", "analytics_dl_kappa")
-    view_agreement(sel)
 
 
-def view_agreement(sel: Selection) -> None:
+def view_agreement(report: dict[str, Any], dis: pd.DataFrame) -> None:
     """κ per pair and α over all annotators on the first tag, match, agree and final prediction;
     the cases where two annotators differ, with both sessions (pxp.analysis.agreement)."""
     st.subheader("Agreement on tag, match, agree and prediction")
-    engine = resources.engine()
-    df = agreement_frame(agreement_report(engine, sel))
+    df = agreement_frame(report)
     ui.table(df, hide_index=True, key="analytics_agreement")
     st.caption("tag: the first human tag; match, agree: the human's judgements in that first reply; prediction: the "
                "human's final prediction. Cohen's κ per pair over the cases both saw; Krippendorff's α (nominal) over "
                "all annotators; empty when undefined. Same numbers: `pxp report --experiment X --agreement`.")
-    dis = disagreements(engine, sel)
     st.subheader(f"Disagreements ({len(dis)})")
     if dis.empty:
         return
@@ -88,10 +87,8 @@ def view_agreement(sel: Selection) -> None:
     download_csv("Disagreements (CSV)", dis, "disagreements.csv", "analytics_dl_disagreements")
 
 
-def view_costs(sel: Selection) -> None:
-    engine = resources.engine()
-    df = llm_costs(engine, sel)
-    summary = llm_summary(engine, sel)
+def view_costs(req: Request) -> None:
+    df, summary = costs_view(resources.engine(), req)
     if df.empty and summary.empty:
         st.info("No LLM calls recorded for this selection (the simulated machine makes none).")
         return
@@ -121,9 +118,9 @@ def view_costs(sel: Selection) -> None:
     download_csv("By model and purpose (CSV)", summary, "llm_summary.csv", "analytics_dl_cost_summary")
 
 
-def view_sessions(sel: Selection) -> None:
-    engine = resources.engine()
-    df = session_frame(engine, sel)
+def view_sessions(req: Request) -> None:
+    engine, sel = resources.engine(), req.sel
+    df = flags_view(engine, req)
     if df.empty:
         st.info("No finished or aborted sessions in this selection yet.")
         return
@@ -140,10 +137,10 @@ def view_sessions(sel: Selection) -> None:
                  key="analytics_dl_flags_parquet")
 
 
-def view_common_ground(sel: Selection, opts: Options) -> None:
+def view_common_ground(req: Request) -> None:
     """Probe accuracy against one-way intelligibility per session (the common-ground probe, docs/research.md,
     Common-ground probe)."""
-    ids = list(sel.experiments) or [int(e["id"]) for e in opts.experiments]
+    ids = list(req.sel.experiments) or [int(e["id"]) for e in req.opts.experiments]
     df = probe_frame(resources.engine(), ids)
     if df.empty:
         st.info("No common-ground probes in this selection: run an experiment with `pxp run --probe`.")

@@ -15,12 +15,12 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from pxp.analysis.queries import Options
 from pxp.analysis.report import ReportError
-from pxp.analysis.statistics import ComparisonError, compare_experiments, comparison_csv, difference_line
+from pxp.analysis.statistics import ComparisonError, comparison_csv, difference_line
 from pxp.analysis.study import study_json, study_names
 from pxp.analysis.tables import SHORT_LABELS
 from pxp.app import resources, ui
+from pxp.app.analytics_data import Request, compare_pair, compare_view
 from pxp.app.download import download
 
 
@@ -46,20 +46,20 @@ def show_comparison(cmp: dict[str, Any], key: str) -> None:
              key=f"{key}_csv")
 
 
-def _two_experiments(opts: Options, chosen: list[str]) -> None:
-    names = [str(e["name"]) for e in opts.experiments]
-    if len(names) < 2:
+def _two_experiments(req: Request) -> None:
+    names = [str(e["name"]) for e in req.opts.experiments]
+    pair = compare_pair(req)
+    if pair is None:
         st.info("Two experiments on the same instances are needed to compare.")
         return
-    first = [n for n in chosen if n in names] + [n for n in names if n not in chosen]
     c = st.columns(2)
-    a = c[0].selectbox("Experiment A", names, index=names.index(first[0]), key="analytics_compare_a")
-    b = c[1].selectbox("Experiment B", names, index=names.index(first[1]), key="analytics_compare_b")
+    a = c[0].selectbox("Experiment A", names, index=names.index(pair[0]), key="analytics_compare_a")
+    b = c[1].selectbox("Experiment B", names, index=names.index(pair[1]), key="analytics_compare_b")
     if a is None or b is None or a == b:
         st.info("Choose two different experiments.")
         return
     try:
-        cmp = compare_experiments(resources.engine(), a, b)
+        cmp = compare_view(resources.engine(), a, b)
     except ComparisonError as e:
         st.warning(ui.escape_md(str(e)))
         return
@@ -97,12 +97,12 @@ def _study() -> None:
     st.text(f"pxp report --study {shlex.quote(name)}")
 
 
-def view_compare(opts: Options, chosen: list[str]) -> None:
+def view_compare(req: Request) -> None:
     """Two experiments (the first two chosen above by default) or a study's machine pairs."""
     what = st.radio("Compare", ("Two experiments", "A study"), horizontal=True, key="analytics_compare_what")
     if what == "A study":
         _study()
     else:
-        _two_experiments(opts, chosen)
+        _two_experiments(req)
     st.caption("Sessions are paired by repetition and instance. A − B with a bootstrap 95 % interval (instances "
                "resampled, 10,000 times, seed 0); McNemar's exact test on the discordant pairs (A only, B only).")
