@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func
 from sqlalchemy import select as sa_select
 from sqlmodel import col
 
@@ -71,17 +71,22 @@ def aborted_by_reason(engine: Engine, experiment_ids: Sequence[int] = ()) -> dic
 
 
 def _aborted_by_reason(engine: Engine, experiment_ids: Sequence[int]) -> dict[str, int]:
-    q = (sa_select(col(Session.abort_reason)).join(Run, col(Run.id) == col(Session.run_id))
-         .where(col(Session.status) == "aborted"))
+    reason = col(Session.abort_reason)
+    q = (sa_select(reason, func.count()).join(Run, col(Run.id) == col(Session.run_id))
+         .where(col(Session.status) == "aborted").group_by(reason)
+         .order_by(func.min(col(Session.id))))  # ties keep the order the sessions were stored in
     if experiment_ids:
         q = q.where(col(Run.experiment_id).in_(list(experiment_ids)))  # bounded: named
     with engine.connect() as conn:
-        reasons = conn.execute(q).scalars().all()
-    if not reasons:
+        counted = conn.execute(q).all()  # one row per distinct reason, not one per aborted session
+    if not counted:
         return {}
     from pxp.running.pxp.controlled.attempts import format_kind  # the tasks' reply formats: only when needed
 
-    return dict(Counter(format_kind(r) or "other" for r in reasons).most_common())
+    kinds: Counter[str] = Counter()
+    for text, n in counted:
+        kinds[format_kind(text) or "other"] += n
+    return dict(kinds.most_common())
 
 
 def schedule_line(config: dict[str, Any]) -> str:
