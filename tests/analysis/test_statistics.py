@@ -10,7 +10,9 @@ import pytest
 from sqlalchemy import Engine
 
 from pxp.analysis.statistics import (
+    EXACT_UP_TO,
     ComparisonError,
+    binomial_p,
     bootstrap_ci,
     compare_experiments,
     comparison_lines,
@@ -31,6 +33,17 @@ def test_mcnemar_by_hand() -> None:
     assert stat == pytest.approx(16 / 5) and p == pytest.approx(0.0625)
     assert mcnemar(3, 3)[1] == pytest.approx(1.0)
     assert mcnemar(0, 0) == (None, 1.0)
+
+
+def test_binomial_p_is_scipys_exact_test() -> None:
+    """Whole numbers up to EXACT_UP_TO discordant pairs, logarithms beyond: both give scipy's binomtest."""
+    from scipy.stats import binomtest
+
+    cases = [(k, n) for n in (1, 2, 3, 7, 10, 25, 60, 200, 1001) for k in {0, 1, n // 3, n // 2, n - 1, n}]
+    cases += [(k, n) for n in (EXACT_UP_TO, EXACT_UP_TO + 1, 30_001) for k in (n // 2 - 200, n // 2 - 10, n // 2)]
+    for k, n in cases:
+        assert binomial_p(k, n) == pytest.approx(binomtest(k, n, 0.5).pvalue, rel=1e-9, abs=1e-300), (k, n)
+    assert binomial_p(4_000, 10_000) < 1e-80 and binomial_p(5_000, 10_001) == pytest.approx(1.0)
 
 
 def test_paired_proportions_by_hand() -> None:
