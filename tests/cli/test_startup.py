@@ -1,6 +1,7 @@
 """Start-up (docs/development.md, "Start-up"): `pxp --help` lists every command from pxp.cli.common.LAZY
-without importing it, a command's own help loads only its module, and a reading command on a database at
-the latest schema imports neither Alembic nor pandas. Their times are bench/bench_startup.py's."""
+without importing it, a command's own help loads only its module, a reading command on a database at
+the latest schema imports neither Alembic nor pandas, and `pxp report` reads through SQLAlchemy Core without
+SQLModel or the ORM. Their times are bench/bench_startup.py's."""
 
 from __future__ import annotations
 
@@ -74,6 +75,17 @@ def test_a_reading_command_at_the_latest_schema_imports_no_alembic_nor_pandas(db
     loaded = imported(tmp_path, "--db", db_url, "validate")
     assert "sqlalchemy" in loaded and "pxp.storage.tables" in loaded  # a database is opened
     assert not loaded & {"alembic", "pandas", "numpy"}
+
+
+def test_report_reads_through_core_without_sqlmodel_nor_the_orm(db_url: str, engine: Engine, tmp_path: Path) -> None:
+    """The ORM and the table classes cost a command about 0.25 s: `pxp report` reads pxp.storage.core_tables."""
+    make_rad(engine)
+    imported(tmp_path, "--db", db_url, "run", "--dataset", "toy-rad", "--name", "exp", "--no-progress")
+    for args in (("--experiment", "exp"), ("--experiment", "exp", "--by", "label", "--format", "json")):
+        loaded = imported(tmp_path, "--db", db_url, "report", *args)
+        assert {"pxp.analysis.report", "pxp.storage.core_tables"} <= loaded  # the report was made
+        assert not {m for m in loaded if m.split(".")[0] == "sqlmodel" or m.startswith("sqlalchemy.orm")}
+        assert not loaded & {"pxp.storage.tables", "pxp.storage.store", "alembic", "pandas"}
 
 
 def test_doctor_before_a_database_exists_opens_none(tmp_path: Path) -> None:
