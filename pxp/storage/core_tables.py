@@ -13,30 +13,24 @@ from pxp.storage.schema import UTCDateTime
 
 metadata = MetaData()
 
-
 annotator = Table(
-    "annotator",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "annotator", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("name", String(200), nullable=False),
     Column("role", String(100), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
-
 appsetting = Table(
-    "appsetting",
-    metadata,
-    Column("key", String(100), primary_key=True, nullable=False),
-    Column("value", JSON(), nullable=True),
+    "appsetting", metadata,
+    Column("key", String(100), primary_key=True),
+    Column("value", JSON()),
     Column("updated_at", UTCDateTime(), nullable=False),
 )
 
-
 asset = Table(
-    "asset",
-    metadata,
-    Column("sha256", String(64), primary_key=True, nullable=False),
+    "asset", metadata,
+    Column("sha256", String(64), primary_key=True),
     Column("mime", String(64), nullable=False),
     Column("width", Integer(), nullable=False),
     Column("height", Integer(), nullable=False),
@@ -46,27 +40,23 @@ asset = Table(
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
-
 audit_event = Table(
-    "audit_event",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "audit_event", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("at", UTCDateTime(), nullable=False),
     Column("actor", String(320), nullable=False),
-    Column("annotator_id", Integer(), nullable=True),
+    Column("annotator_id", Integer()),
     Column("action", String(32), nullable=False),
-    Column("session_id", Integer(), nullable=True),
-    Column("j", Integer(), nullable=True),
+    Column("session_id", Integer()),
+    Column("j", Integer()),
     Column("detail", Text(), nullable=False),
 )
 
-
 dataset = Table(
-    "dataset",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "dataset", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("name", String(200), nullable=False),
-    Column("identity", String(1000), nullable=True),
+    Column("identity", String(1000)),
     Column("task", String(64), nullable=False),
     Column("description", Text(), nullable=False),
     Column("source", String(500), nullable=False),
@@ -75,13 +65,11 @@ dataset = Table(
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
-
 experiment = Table(
-    "experiment",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "experiment", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("name", String(200), nullable=False),
-    Column("identity", String(1000), nullable=True),
+    Column("identity", String(1000)),
     Column("task", String(64), nullable=False),
     Column("mode", String(16), nullable=False),
     Column("status", String(16), nullable=False),
@@ -89,73 +77,63 @@ experiment = Table(
     Column("k", Integer(), nullable=False),
     Column("config", JSON(), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
-    Column("worker", String(200), nullable=True),
-    Column("heartbeat_at", UTCDateTime(), nullable=True),
+    Column("worker", String(200)),
+    Column("heartbeat_at", UTCDateTime()),
 )
 
-
 llmcall_pending = Table(
-    "llmcall_pending",
-    metadata,
+    "llmcall_pending", metadata,
     Column("provider", String(64), nullable=False),
     Column("model", String(200), nullable=False),
     Column("purpose", String(16), nullable=False),
     Column("attempt", Integer(), nullable=False),
-    Column("id", Integer(), primary_key=True, nullable=False),
-    Column("experiment_id", Integer(), nullable=True),
-    Column("run_id", Integer(), nullable=True),
-    Column("session_id", Integer(), nullable=True),
-    Column("j", Integer(), nullable=True),
+    Column("id", Integer(), primary_key=True),
+    Column("experiment_id", Integer()),
+    Column("run_id", Integer()),
+    Column("session_id", Integer()),
+    Column("j", Integer()),
     Column("sent_at", UTCDateTime(), nullable=False),
 )
 
-
 login_end = Table(
-    "login_end",
-    metadata,
-    Column("email", String(320), primary_key=True, nullable=False),
+    "login_end", metadata,
+    Column("email", String(320), primary_key=True),
     Column("ended_at", UTCDateTime(), nullable=False),
     Column("ended_iat", Integer(), nullable=False),
 )
 
-
 sk_game = Table(
-    "sk_game",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "sk_game", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("name", String(200), nullable=False),
     Column("source", String(16), nullable=False),
     Column("answerer", String(300), nullable=False),
     Column("seed", Integer(), nullable=False),
     Column("status", String(16), nullable=False),
-    Column("note", Text(), nullable=True),
+    Column("note", Text()),
     Column("config", JSON(), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
-
 team_member = Table(
-    "team_member",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "team_member", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("kind", String(8), nullable=False),
     Column("name", String(320), nullable=False),
-    Column("identity", String(1000), nullable=True),
+    Column("identity", String(1000)),
     Column("role", String(16), nullable=False),
     Column("added_by", String(320), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
-
 instance = Table(
-    "instance",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "instance", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("dataset_id", Integer(), ForeignKey("dataset.id"), nullable=False),
     Column("key", String(300), nullable=False),
     Column("ordinal", Integer(), nullable=False),
-    Column("split", String(16), nullable=True),
-    Column("asset_sha256", String(64), ForeignKey("asset.sha256"), nullable=True),
+    Column("split", String(16)),
+    Column("asset_sha256", String(64), ForeignKey("asset.sha256")),
     Column("payload", Text(), nullable=False),
     Column("label", String(200), nullable=False),
     Column("reference_prediction", Text(), nullable=False),
@@ -163,65 +141,57 @@ instance = Table(
     Column("meta", JSON(), nullable=False),
 )
 
-
 run = Table(
-    "run",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "run", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("experiment_id", Integer(), ForeignKey("experiment.id"), nullable=False),
     Column("repetition", Integer(), nullable=False),
     Column("seed", Integer(), nullable=False),
     Column("status", String(16), nullable=False),
     Column("instance_order", JSON(), nullable=False),
-    Column("note", Text(), nullable=True),
+    Column("note", Text()),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
 )
 
-
 sk_call = Table(
-    "sk_call",
-    metadata,
+    "sk_call", metadata,
     Column("provider", String(64), nullable=False),
     Column("model", String(200), nullable=False),
     Column("purpose", String(16), nullable=False),
     Column("attempt", Integer(), nullable=False),
-    Column("tokens_in", Integer(), nullable=True),
-    Column("tokens_out", Integer(), nullable=True),
+    Column("tokens_in", Integer()),
+    Column("tokens_out", Integer()),
     Column("cache_read", Integer(), nullable=False),
     Column("cache_write", Integer(), nullable=False),
     Column("latency_ms", Float(), nullable=False),
-    Column("cost_usd", Float(), nullable=True),
-    Column("error", Text(), nullable=True),
-    Column("id", Integer(), primary_key=True, nullable=False),
+    Column("cost_usd", Float()),
+    Column("error", Text()),
+    Column("id", Integer(), primary_key=True),
     Column("game_id", Integer(), ForeignKey("sk_game.id"), nullable=False),
     Column("episode_key", String(600), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
-
 sk_episode = Table(
-    "sk_episode",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "sk_episode", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("game_id", Integer(), ForeignKey("sk_game.id"), nullable=False),
     Column("model", String(300), nullable=False),
     Column("experiment", String(200), nullable=False),
     Column("episode", Integer(), nullable=False),
     Column("aborted", Boolean(), nullable=False),
-    Column("main_score", Float(), nullable=True),
+    Column("main_score", Float()),
     Column("scores", JSON(), nullable=False),
     Column("turn_scores", JSON(), nullable=False),
     Column("interactions", JSON(), nullable=False),
-    Column("instance", JSON(), nullable=True),
+    Column("instance", JSON()),
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
-
 sk_play = Table(
-    "sk_play",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "sk_play", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("game_id", Integer(), ForeignKey("sk_game.id"), nullable=False),
     Column("model", String(300), nullable=False),
     Column("experiment", String(200), nullable=False),
@@ -232,11 +202,9 @@ sk_play = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
 )
 
-
 evaluation = Table(
-    "evaluation",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "evaluation", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("run_id", Integer(), ForeignKey("run.id"), nullable=False),
     Column("after_session", Integer(), nullable=False),
     Column("split", String(16), nullable=False),
@@ -247,43 +215,37 @@ evaluation = Table(
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
-
 session = Table(
-    "session",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "session", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("run_id", Integer(), ForeignKey("run.id"), nullable=False),
     Column("instance_id", Integer(), ForeignKey("instance.id"), nullable=False),
     Column("ordinal", Integer(), nullable=False),
     Column("n", Integer(), nullable=False),
     Column("k", Integer(), nullable=False),
     Column("status", String(16), nullable=False),
-    Column("stop_reason", String(32), nullable=True),
-    Column("abort_reason", Text(), nullable=True),
-    Column("annotator_id", Integer(), ForeignKey("annotator.id"), nullable=True),
-    Column("context_kept", Boolean(), nullable=True),
-    Column("learn_note", Text(), nullable=True),
-    Column("learn_val_before", Float(), nullable=True),
-    Column("learn_val_after", Float(), nullable=True),
+    Column("stop_reason", String(32)),
+    Column("abort_reason", Text()),
+    Column("annotator_id", Integer(), ForeignKey("annotator.id")),
+    Column("context_kept", Boolean()),
+    Column("learn_note", Text()),
+    Column("learn_val_before", Float()),
+    Column("learn_val_after", Float()),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
 )
 
-
 context = Table(
-    "context",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "context", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("session_id", Integer(), ForeignKey("session.id"), nullable=False),
     Column("j", Integer(), nullable=False),
     Column("content", JSON(), nullable=False),
 )
 
-
 draft = Table(
-    "draft",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "draft", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("annotator_id", Integer(), ForeignKey("annotator.id"), nullable=False),
     Column("session_id", Integer(), ForeignKey("session.id"), nullable=False),
     Column("j", Integer(), nullable=False),
@@ -291,11 +253,9 @@ draft = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
 )
 
-
 live_claim = Table(
-    "live_claim",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "live_claim", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("run_id", Integer(), ForeignKey("run.id"), nullable=False),
     Column("instance_id", Integer(), ForeignKey("instance.id"), nullable=False),
     Column("annotator_id", Integer(), ForeignKey("annotator.id"), nullable=False),
@@ -303,63 +263,55 @@ live_claim = Table(
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
-
 llmcall = Table(
-    "llmcall",
-    metadata,
+    "llmcall", metadata,
     Column("provider", String(64), nullable=False),
     Column("model", String(200), nullable=False),
     Column("purpose", String(16), nullable=False),
     Column("attempt", Integer(), nullable=False),
-    Column("tokens_in", Integer(), nullable=True),
-    Column("tokens_out", Integer(), nullable=True),
+    Column("tokens_in", Integer()),
+    Column("tokens_out", Integer()),
     Column("cache_read", Integer(), nullable=False),
     Column("cache_write", Integer(), nullable=False),
     Column("latency_ms", Float(), nullable=False),
-    Column("cost_usd", Float(), nullable=True),
-    Column("error", Text(), nullable=True),
-    Column("id", Integer(), primary_key=True, nullable=False),
-    Column("experiment_id", Integer(), ForeignKey("experiment.id"), nullable=True),
-    Column("run_id", Integer(), ForeignKey("run.id"), nullable=True),
-    Column("session_id", Integer(), ForeignKey("session.id"), nullable=True),
-    Column("j", Integer(), nullable=True),
+    Column("cost_usd", Float()),
+    Column("error", Text()),
+    Column("id", Integer(), primary_key=True),
+    Column("experiment_id", Integer(), ForeignKey("experiment.id")),
+    Column("run_id", Integer(), ForeignKey("run.id")),
+    Column("session_id", Integer(), ForeignKey("session.id")),
+    Column("j", Integer()),
     Column("created_at", UTCDateTime(), nullable=False),
-    Column("thinking", Text(), nullable=True),
-    Column("detail", JSON(), nullable=True),
+    Column("thinking", Text()),
+    Column("detail", JSON()),
 )
 
-
 probe = Table(
-    "probe",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "probe", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("session_id", Integer(), ForeignKey("session.id"), nullable=False),
     Column("j", Integer(), nullable=False),
     Column("question", String(32), nullable=False),
     Column("truth", Boolean(), nullable=False),
-    Column("answer", Boolean(), nullable=True),
+    Column("answer", Boolean()),
     Column("valid", Boolean(), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
-
 session_attempt = Table(
-    "session_attempt",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "session_attempt", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("session_id", Integer(), ForeignKey("session.id"), nullable=False),
     Column("attempt", Integer(), nullable=False),
     Column("status", String(16), nullable=False),
-    Column("abort_reason", Text(), nullable=True),
+    Column("abort_reason", Text()),
     Column("messages", JSON(), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
 )
 
-
 message = Table(
-    "message",
-    metadata,
-    Column("id", Integer(), primary_key=True, nullable=False),
+    "message", metadata,
+    Column("id", Integer(), primary_key=True),
     Column("session_id", Integer(), ForeignKey("session.id"), nullable=False),
     Column("j", Integer(), nullable=False),
     Column("sender", String(8), nullable=False),
@@ -367,9 +319,9 @@ message = Table(
     Column("tag", String(8), nullable=False),
     Column("prediction", Text(), nullable=False),
     Column("explanation", Text(), nullable=False),
-    Column("match", Boolean(), nullable=True),
-    Column("agree", Boolean(), nullable=True),
-    Column("changed", Boolean(), nullable=True),
-    Column("llm_call_id", Integer(), ForeignKey("llmcall.id"), nullable=True),
+    Column("match", Boolean()),
+    Column("agree", Boolean()),
+    Column("changed", Boolean()),
+    Column("llm_call_id", Integer(), ForeignKey("llmcall.id")),
     Column("created_at", UTCDateTime(), nullable=False),
 )

@@ -272,9 +272,7 @@ def core_tables_source() -> str:
     names = {"Column", "MetaData", "Table"}
     body: list[str] = []
     for table in declared_tables():
-        body += ["", "", f"{table.name} = Table("]
-        body.append(f'    "{table.name}",')
-        body.append("    metadata,")
+        body += ["", f"{table.name} = Table(", f'    "{table.name}", metadata,']
         for c in table.columns:
             typ, need = _core_type(c)
             names.add(need)
@@ -284,7 +282,8 @@ def core_tables_source() -> str:
                 args.append(f'ForeignKey("{fk.target_fullname}")')
             if c.primary_key:
                 args.append("primary_key=True")
-            args.append(f"nullable={c.nullable}")
+            if c.nullable == c.primary_key:  # Column's default: a key is not nullable, another column is
+                args.append(f"nullable={c.nullable}")
             body.append(f"    Column({', '.join(args)}),")
         body.append(")")
     order = sorted(names - {""}, key=lambda n: (not n.isupper(), n))  # as ruff sorts them: constants first
