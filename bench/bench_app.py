@@ -123,7 +123,7 @@ def main() -> None:
         try:
             bench(admin.url.set(database=name).render_as_string(hide_password=False))
         finally:
-            from pxp.storage.store import _engines
+            from pxp.storage.core import _engines
 
             for e in _engines.values():
                 e.dispose()

@@ -18,16 +18,12 @@ from sqlalchemy import Engine, select
 from pxp.protocols.pxp.common_ground import ProbeResult, score
 from pxp.protocols.pxp.intelligibility import session_flags
 from pxp.protocols.pxp.rules import Sender, Tag
-from pxp.storage.store import table_of
-from pxp.storage.tables import Message, Probe, Run, Session
+from pxp.storage import core_tables as ct
 
 if TYPE_CHECKING:
     import pandas as pd
 
-_P = table_of(Probe)
-_S = table_of(Session)
-_R = table_of(Run)
-_M = table_of(Message)
+_P, _S, _R, _M = ct.probe, ct.session, ct.run, ct.message  # Core: no ORM (docs/development.md, "Start-up")
 
 COLUMNS = ["experiment_id", "repetition", "ordinal", "session_id", "status", "probes", "valid", "accuracy",
            "kappa", "one_way_human", "one_way_machine"]

@@ -7,7 +7,7 @@ import pandas as pd
 from sqlalchemy import Engine, select
 
 from pxp.analysis.queries import EV, E, R, Selection, cached
-from pxp.running.pxp.evaluate import Score, carry_forward
+from pxp.running.pxp.series import Score, carry_forward
 
 
 def evaluations(engine: Engine, sel: Selection, split: str = "test") -> pd.DataFrame:
@@ -40,7 +40,7 @@ PERFORMANCE = ("prediction", "explanation", "both")
 def performance_median(df: pd.DataFrame) -> pd.DataFrame:
     """Median, min and max over repetitions of each accuracy, per experiment and sessions processed.
 
-    As in pxp.running.pxp.evaluate.performance_series: a run is evaluated only after the sessions whose
+    As in pxp.running.pxp.series.performance_series: a run is evaluated only after the sessions whose
     context it kept, so its performance after session i is its latest evaluation at or before i.
     """
     cols = ["experiment", "after_session", *PERFORMANCE, *(f"{m}_{a}" for a in ("min", "max") for m in PERFORMANCE)]

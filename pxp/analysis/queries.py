@@ -21,31 +21,17 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import BigInteger, Engine, Integer, Table, and_, case, func, literal_column, select
+from sqlalchemy import BigInteger, Engine, Integer, and_, case, func, literal_column, select
 from sqlalchemy import cast as cast_
 from sqlalchemy.sql.elements import ColumnElement
 
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.rules import Sender, Tag
-from pxp.storage.tables import (
-    Annotator,
-    Dataset,
-    Evaluation,
-    Experiment,
-    Instance,
-    LLMCall,
-    Message,
-    Run,
-    Session,
-)
+from pxp.storage import core_tables as ct
 
-
-def _t(model: type[Any]) -> Table:
-    return cast(Table, model.__table__)
-
-
-S, M, R, IN, A, E, D = (_t(x) for x in (Session, Message, Run, Instance, Annotator, Experiment, Dataset))
-EV, LC = _t(Evaluation), _t(LLMCall)
+#: the Core tables (pxp.storage.core_tables: no ORM, docs/development.md "Start-up")
+S, M, R, IN, A, E, D = ct.session, ct.message, ct.run, ct.instance, ct.annotator, ct.experiment, ct.dataset
+EV, LC = ct.evaluation, ct.llmcall
 
 #: Group keys for side-by-side tables and breakdowns.
 GROUP_BY = ("experiment", "annotator", "label", "dataset")

@@ -1,6 +1,7 @@
 """Table 1 of the papers for an experiment, and its renderings (table, json, markdown, csv).
 
-One code path for `pxp report` and the analytics page.
+One code path for `pxp report` and the analytics page; SQLAlchemy Core only, so `pxp report` loads no ORM
+(docs/development.md, "Start-up").
 """
 
 from __future__ import annotations
@@ -14,17 +15,15 @@ from typing import Any
 
 from sqlalchemy import Engine, func
 from sqlalchemy import select as sa_select
-from sqlmodel import col
 
 from pxp.analysis.common_ground import probe_sessions, probe_summary, render_probes
-from pxp.analysis.queries import GROUP_BY, AnalysisError, Selection, cached
+from pxp.analysis.queries import GROUP_BY, AnalysisError, R, S, Selection, cached
 from pxp.analysis.tables import table1, table1_by
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.intelligibility import METRIC_LABELS, METRICS, Table1, table1_rows
 from pxp.running.pxp.config import RunConfig
-from pxp.running.pxp.evaluate import METRIC_NAMES, performance_series, render_series
-from pxp.storage.store import db_session, find_experiment
-from pxp.storage.tables import Experiment, Run, Session
+from pxp.running.pxp.series import METRIC_NAMES, performance_series, render_series
+from pxp.storage.core import ExperimentRow, experiment_row
 
 FORMATS = ("table", "json", "markdown", "csv")
 
@@ -33,31 +32,30 @@ class ReportError(PxpError, LookupError):
     """The experiment asked for does not exist."""
 
 
-def experiment_table(engine: Engine, exp: Experiment) -> Table1:
+def experiment_table(engine: Engine, exp: ExperimentRow) -> Table1:
     """Table 1 over the experiment's repetitions (pxp.analysis.tables, the page's code path).
 
     Open sessions are left out; a repetition counts once it has a finished or aborted session.
     """
-    return table1(engine, Selection(experiments=(exp.id or 0,)), n=exp.n)
+    return table1(engine, Selection(experiments=(exp.id,)), n=exp.n)
 
 
 def report_json(engine: Engine, name_or_id: str) -> dict[str, Any]:
     """The JSON report of one experiment (shape documented in docs/research.md, Exports)."""
-    with db_session(engine) as db:
-        exp = find_experiment(db, name_or_id=name_or_id)
+    exp = experiment_row(engine, name_or_id=name_or_id)
     if exp is None:
         raise ReportError(f"no experiment named {name_or_id!r}")
     rep = experiment_table(engine, exp).as_json(exp.name)
-    perf = performance_series(engine, exp.id or 0)  # machine performance (Figure 2), when evaluated
+    perf = performance_series(engine, exp.id)  # machine performance (Figure 2), when evaluated
     if perf:
         line = schedule_line(exp.config)
         for series in perf.values():  # which schedule produced each series (docs/research.md, Evaluation schedules)
             series["schedule"] = line
         rep["performance"] = perf
-    reasons = aborted_by_reason(engine, [exp.id or 0])
+    reasons = aborted_by_reason(engine, [exp.id])
     if reasons:
         rep["aborted_by_reason"] = reasons
-    probes = probe_sessions(engine, [exp.id or 0])  # the common-ground probe, when run
+    probes = probe_sessions(engine, [exp.id])  # the common-ground probe, when run
     if probes:
         rep["probes"] = {"summary": probe_summary(probes), "sessions": probes}
     return rep
@@ -71,12 +69,12 @@ def aborted_by_reason(engine: Engine, experiment_ids: Sequence[int] = ()) -> dic
 
 
 def _aborted_by_reason(engine: Engine, experiment_ids: Sequence[int]) -> dict[str, int]:
-    reason = col(Session.abort_reason)
-    q = (sa_select(reason, func.count()).join(Run, col(Run.id) == col(Session.run_id))
-         .where(col(Session.status) == "aborted").group_by(reason)
-         .order_by(func.min(col(Session.id))))  # ties keep the order the sessions were stored in
+    reason = S.c.abort_reason
+    q = (sa_select(reason, func.count()).select_from(S.join(R, R.c.id == S.c.run_id))
+         .where(S.c.status == "aborted").group_by(reason)
+         .order_by(func.min(S.c.id)))  # ties keep the order the sessions were stored in
     if experiment_ids:
-        q = q.where(col(Run.experiment_id).in_(list(experiment_ids)))  # bounded: named
+        q = q.where(R.c.experiment_id.in_(list(experiment_ids)))  # bounded: named
     with engine.connect() as conn:
         counted = conn.execute(q).all()  # one row per distinct reason, not one per aborted session
     if not counted:
@@ -108,11 +106,10 @@ def experiment_ids(engine: Engine, names_or_ids: list[str]) -> tuple[list[int], 
     """The ids of the named experiments (name or numeric id) and their largest message bound n."""
     ids, n = [], 1
     for name in names_or_ids:
-        with db_session(engine) as db:
-            exp = find_experiment(db, name_or_id=name)
+        exp = experiment_row(engine, name_or_id=name)
         if exp is None:
             raise ReportError(f"no experiment named {name!r}")
-        ids.append(exp.id or 0)
+        ids.append(exp.id)
         n = max(n, exp.n)
     return ids, n
 

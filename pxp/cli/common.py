@@ -252,8 +252,9 @@ class CliState:
 
     def reader(self) -> Engine:
         """The database of a command that only reads: it must exist (nothing is created), and a
-        read-only SQLite file opens read-only."""
-        from pxp.storage.store import StoreError, get_engine
+        read-only SQLite file opens read-only. Core only: no ORM (docs/development.md, "Start-up")."""
+        from pxp.storage.core import get_engine
+        from pxp.storage.schema import StoreError
 
         try:
             return get_engine(self.db, must_exist=True, migrate=False)

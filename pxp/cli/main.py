@@ -7,6 +7,9 @@ one-line help, and imported when its command runs (pxp.cli.common.LAZY).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from rich.markup import escape
 
@@ -60,6 +63,51 @@ def quiet_drivers() -> None:
         default(unraisable)
 
     sys.unraisablehook = hook
+
+
+#: the annotations whose values typer gets from the command line as they are: a str, a list of str, a bool flag
+PLAIN: dict[Any, type] = {str: str, list[str]: str, bool: bool}
+
+
+def plain_options() -> None:
+    """Take a str, list[str] or bool option's value as it is when it already is one (docs/development.md,
+    "Start-up"): typer 0.26 and later coerce every value through a pydantic TypeAdapter, built per option, which costs
+    each command about 0.1 s. Any other value or annotation, a parser or choices still go through typer's own
+    coercion; a typer without these internals is left as it is."""
+    try:
+        import typer.core as core
+        from typer._coercion import RuntimeParam
+    except ImportError:
+        return
+    found: Callable[[Any], Any] | None = getattr(core, "build_runtime_param", None)
+    if found is None or getattr(found, "plain", False):
+        return
+    typers: Callable[[Any], Any] = found
+
+    @dataclass(frozen=True)
+    class Plain(RuntimeParam):  # type: ignore[misc]
+        descriptor: Any = None
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            kind = PLAIN[self.annotation]
+            if isinstance(value, kind):
+                return value
+            if isinstance(value, list | tuple) and all(isinstance(v, kind) for v in value):
+                return list(value)
+            return typers(self.descriptor)._coerce_value(value, param=param, ctx=ctx)  # as typer would
+
+    def build(descriptor: Any) -> Any:
+        if (descriptor.annotation in PLAIN and descriptor.parameter_info.parser is None
+                and descriptor.file_annotation is None and not descriptor.is_choice):
+            return Plain(parameter_info=descriptor.parameter_info, annotation=descriptor.annotation,
+                         descriptor=descriptor)
+        return typers(descriptor)
+
+    build.plain = True  # type: ignore[attr-defined]
+    setattr(core, "build_runtime_param", build)  # noqa: B010  (typer calls it by this name: typer.core)
+
+
+plain_options()
 
 
 def _debug() -> bool:

@@ -6,27 +6,28 @@ or `--db`. Queries are plain functions with keyword-only arguments.
 
 from __future__ import annotations
 
-import os
-import stat
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, Table, event, func
+from sqlalchemy import Engine, Table, func
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy import select as sa_select
-from sqlalchemy.pool import NullPool
 from sqlmodel import Session as DB
-from sqlmodel import SQLModel, col, create_engine, select
+from sqlmodel import SQLModel, col, select
 
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
-from pxp.protocols.text import skeleton
+from pxp.storage import core_tables
+from pxp.storage.core import DatabaseMissing as DatabaseMissing  # engines live in pxp.storage.core (no ORM)
+from pxp.storage.core import forget_engine as forget_engine
+from pxp.storage.core import get_engine as get_engine
+from pxp.storage.core import is_read_only as is_read_only
+from pxp.storage.core import make_engine as make_engine
+from pxp.storage.core import read_only_mode as read_only_mode
+from pxp.storage.core import same_name_in
 from pxp.storage.schema import ForeignDatabase as ForeignDatabase  # schema checks live in pxp.storage.schema
 from pxp.storage.schema import StoreError as StoreError
 from pxp.storage.schema import alembic_config as alembic_config
-from pxp.storage.schema import check_head, check_schema
 from pxp.storage.schema import schema_state as schema_state
 from pxp.storage.schema import upgrade as upgrade
 from pxp.storage.tables import (
@@ -40,135 +41,6 @@ from pxp.storage.tables import (
 from pxp.storage.urls import database_url as database_url  # the URL rules live in pxp.storage.urls
 from pxp.storage.urls import sqlite_file as sqlite_file
 from pxp.storage.urls import supported_url as supported_url
-
-_engines: dict[str, Engine] = {}
-_lock = threading.Lock()
-
-
-class DatabaseMissing(StoreError):
-    """A database that a reading command was pointed at does not exist."""
-
-
-def _writable(path: Path) -> bool:
-    """Whether `path` can be written: os.access, and for root (whom os.access lets
-    through) also a write bit in the mode, so a chmod 444 archive is treated as read-only."""
-    if not os.access(path, os.W_OK):
-        return False
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        return bool(path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
-    return True
-
-
-def read_only_mode(path: Path) -> str | None:
-    """How a SQLite file must be opened: None (read-write), "ro" (file read-only, folder
-    writable: SQLite can still make its WAL index), "immutable" (folder read-only too)."""
-    if not path.exists() or _writable(path):
-        return None
-    return "ro" if _writable(path.parent) else "immutable"
-
-
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=30000")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.close()
-
-
-def _sqlite_ro_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA busy_timeout=30000")
-    cur.execute("PRAGMA query_only=ON")
-    cur.close()
-
-
-def make_engine(url: str | None = None, *, must_exist: bool = False) -> Engine:
-    """A new engine for `url`: SQLite files get WAL and a 30 s busy timeout.
-
-    `must_exist` (commands that only read, the app's existing-database setting): a SQLite
-    file that does not exist is refused with DatabaseMissing, naming the path, and nothing
-    is created. A SQLite file that cannot be written is opened read-only (mode=ro, or
-    immutable when its folder is read-only too).
-    """
-    url = database_url(url)
-    parsed = supported_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        db = parsed.database or ""
-        path = sqlite_file(url)
-        if path is not None and not path.exists():
-            if must_exist:
-                raise DatabaseMissing(f"no database at {path} (check the path; nothing was created)")
-            path.parent.mkdir(parents=True, exist_ok=True)
-        mode = read_only_mode(path) if path is not None else None
-        if path is not None and mode is not None:
-            flags = "mode=ro&immutable=1" if mode == "immutable" else "mode=ro"
-            engine = create_engine(
-                f"sqlite:///file:{path.resolve()}?{flags}&uri=true",
-                connect_args={"check_same_thread": False, "timeout": 30},
-            )
-            event.listen(engine, "connect", _sqlite_ro_pragmas)
-            return engine
-        engine = create_engine(
-            url,
-            connect_args={"check_same_thread": False, "timeout": 30},
-            poolclass=NullPool if db in ("", ":memory:") else None,
-        )
-        event.listen(engine, "connect", _sqlite_pragmas)
-        return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
-
-
-def is_read_only(engine: Engine) -> bool:
-    """Whether the engine opened a SQLite file read-only (make_engine)."""
-    return engine.url.get_backend_name() == "sqlite" and engine.url.query.get("mode") == "ro"
-
-
-def get_engine(url: str | None = None, *, migrate: bool = True, must_exist: bool = False) -> Engine:
-    """A cached engine per URL, checked (check_schema) and migrated to the latest schema on first use.
-
-    `must_exist`: see make_engine. A read-only database is not migrated; one whose
-    schema is older than this pxp's is refused with one line. `migrate` False (the reading
-    commands) never changes the schema.
-    """
-    key = database_url(url)
-    path = sqlite_file(key)
-    if must_exist and path is not None and not path.exists():
-        raise DatabaseMissing(f"no database at {path} (check the path; nothing was created)")
-    key_ro = f"{key}#ro" if path is not None and read_only_mode(path) else key
-    with _lock:
-        engine = _engines.get(key_ro)
-        if engine is None:
-            engine = make_engine(key, must_exist=must_exist)
-            try:
-                if is_read_only(engine):
-                    check_head(engine, path)
-                else:
-                    check_schema(engine, migrate=migrate)
-            except BaseException:
-                engine.dispose()
-                raise
-            _engines[key_ro] = engine
-            if migrate or is_read_only(engine):
-                _migrated.add(key_ro)
-        elif migrate and key_ro not in _migrated:
-            check_schema(engine, migrate=True)
-            _migrated.add(key_ro)
-    return engine
-
-
-_migrated: set[str] = set()
-
-
-def forget_engine(url: str | None = None) -> None:
-    """Dispose of the cached engines of `url` (before its file is removed)."""
-    key = database_url(url)
-    with _lock:
-        for k in (key, f"{key}#ro"):
-            _migrated.discard(k)
-            engine = _engines.pop(k, None)
-            if engine is not None:
-                engine.dispose()
 
 
 def holds_data(engine: Engine) -> bool:
@@ -216,11 +88,9 @@ def session_msgs(db: DB, *, session_id: int) -> list[Msg]:
 
 
 def same_name(db: DB, model: type[Dataset] | type[Experiment], name: str) -> str | None:
-    """The stored name that is the same identity as `name` (its own first, else an equal skeleton:
-    docs/development.md "The text rule"); None if there is none."""
-    if db.exec(select(model.name).where(model.name == name)).first() is not None:
-        return name  # the common case, answered without the confusables data (loading it costs a command 0.1 s)
-    return db.exec(select(model.name).where(model.identity == skeleton(name)).order_by(model.name)).first()
+    """The stored name that is the same identity as `name` (pxp.storage.core.same_name_in); None if there is none."""
+    table = core_tables.dataset if model is Dataset else core_tables.experiment
+    return same_name_in(db.connection(), table, name)
 
 
 def experiment_name_taken(db: DB, name: str) -> str | None:

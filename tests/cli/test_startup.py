@@ -1,6 +1,7 @@
 """Start-up (docs/development.md, "Start-up"): `pxp --help` lists every command from pxp.cli.common.LAZY
-without importing it, a command's own help loads only its module, and a reading command on a database at
-the latest schema imports neither Alembic nor pandas. Their times are bench/bench_startup.py's."""
+without importing it, a command's own help loads only its module, a reading command on a database at
+the latest schema imports neither Alembic nor pandas, and `pxp report` reads through SQLAlchemy Core without
+SQLModel or the ORM. Their times are bench/bench_startup.py's."""
 
 from __future__ import annotations
 
@@ -74,6 +75,48 @@ def test_a_reading_command_at_the_latest_schema_imports_no_alembic_nor_pandas(db
     loaded = imported(tmp_path, "--db", db_url, "validate")
     assert "sqlalchemy" in loaded and "pxp.storage.tables" in loaded  # a database is opened
     assert not loaded & {"alembic", "pandas", "numpy"}
+
+
+def test_report_reads_through_core_without_sqlmodel_nor_the_orm(db_url: str, engine: Engine, tmp_path: Path) -> None:
+    """The ORM and the table classes cost a command about 0.25 s: `pxp report` reads pxp.storage.core_tables."""
+    make_rad(engine)
+    imported(tmp_path, "--db", db_url, "run", "--dataset", "toy-rad", "--name", "exp", "--no-progress")
+    for args in (("--experiment", "exp"), ("--experiment", "exp", "--by", "label", "--format", "json")):
+        loaded = imported(tmp_path, "--db", db_url, "report", *args)
+        assert {"pxp.analysis.report", "pxp.storage.core_tables"} <= loaded  # the report was made
+        assert not {m for m in loaded if m.split(".")[0] == "sqlmodel" or m.startswith("sqlalchemy.orm")}
+        assert not loaded & {"pxp.storage.tables", "pxp.storage.store", "alembic", "pandas"}
+        assert "pydantic" not in loaded  # typer's option coercion: pxp.cli.main.plain_options
+
+
+def test_a_plain_option_value_is_what_typers_own_coercion_makes() -> None:
+    """pxp.cli.main.plain_options takes a str, list[str] or bool value as it is: the same value typer's pydantic
+    coercion gives, for every such option of every command; any other value still goes through typer's."""
+    import typer.core
+    from typer._coercion import build_runtime_param as typers
+
+    from pxp.cli.main import PLAIN
+
+    for module in {m for m, _ in LAZY.values()}:
+        importlib.import_module(f"pxp.cli.{module}")
+    root = typer.main.get_command(app)
+    commands = [root, *root.commands.values()]  # type: ignore[attr-defined]
+    commands += [c for g in commands[1:] for c in getattr(g, "commands", {}).values()]
+    values = {str: ["x", "", "  spaced ", "ünï/cødé", "--", b"bytes"], bool: [True, False, "true", "0"]}
+    checked = 0
+    for cmd in commands:
+        ctx = typer.Context(cmd)
+        for param in cmd.params:
+            descriptor = getattr(param, "type_descriptor", None)
+            if descriptor is None or descriptor.annotation not in PLAIN:
+                continue
+            ours, theirs = typer.core.build_runtime_param(descriptor), typers(descriptor)
+            kind = PLAIN[descriptor.annotation]
+            samples = values[kind] if kind is bool or not descriptor.is_list else [("a", "b c"), (), ["x"]]
+            for v in samples:
+                assert ours.coerce(v, param=param, ctx=ctx) == theirs.coerce(v, param=param, ctx=ctx), (cmd.name, v)
+            checked += type(ours).__name__ == "Plain"
+    assert checked > 20  # the plain path is the one taken
 
 
 def test_doctor_before_a_database_exists_opens_none(tmp_path: Path) -> None:
