@@ -257,7 +257,14 @@ class Store:
         ids = self._ids(list(self.named))
         new = [key for key in self.named if key not in ids]
         self.named = {}
-        if new:
+        if new and self.pg:  # one statement, the ids returned (an insert a row, then a look-up, took 0.3 s a batch)
+            ids |= dict(self.conn.exec_driver_sql(  # type: ignore[arg-type]
+                "INSERT INTO instance (dataset_id, key, ordinal, payload, label, reference_prediction, "
+                "reference_explanation, meta) SELECT %(ds)s, k.key, k.ordinal, '', '', '', '', '{}' "
+                "FROM unnest(%(keys)s::text[], %(ordinals)s::int[]) AS k(key, ordinal) RETURNING key, id",
+                {"ds": self.ds_id, "keys": new, "ordinals": list(range(self.top + 1, self.top + len(new) + 1))}).all())
+            self.top += len(new)
+        elif new:
             rows = [{"dataset_id": self.ds_id, "key": key, "ordinal": self.top + o, "payload": "", "label": "",
                      "reference_prediction": "", "reference_explanation": "", "meta": {}}
                     for o, key in enumerate(new, start=1)]
