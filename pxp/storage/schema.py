@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -169,6 +170,18 @@ def check_head(engine: Engine, path: Path | None) -> None:
     if current != head:
         raise StoreError(f"{path} is read-only and its schema ({current or 'none'}) is not this pxp's "
                          f"({head}); copy it to writable storage to upgrade it")
+
+
+def made_on(dialect: str) -> Callable[..., bool]:
+    """Alembic's `include_object` for a database of `dialect`: an index or constraint the models make only on
+    another database (`ddl_if`, as message's SQLite-only indexes in pxp.storage.tables) is not compared there."""
+
+    def include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+        only = getattr(obj, "_ddl_if", None)
+        wanted = getattr(only, "dialect", None)
+        return wanted is None or dialect in ((wanted,) if isinstance(wanted, str) else wanted)
+
+    return include
 
 
 def alembic_config(engine: Engine | None = None) -> Config:

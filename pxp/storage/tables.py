@@ -224,10 +224,13 @@ class Message(Row, table=True):
     """The M table: message j of session s, (tag, prediction, explanation) and its facts."""
 
     __table_args__ = (
-        UniqueConstraint("session_id", "j", name="uq_message_session_j"),
-        Index("ix_message_tag", "tag"),
-        # covering index: Table 1 / Figure 1 aggregate (sender, tag) per session without row lookups
-        Index("ix_message_session_tags", "session_id", "j", "sender", "tag"),
+        # covering: Table 1 / Figure 1 aggregate (sender, tag) per session without row look-ups. On PostgreSQL the
+        # unique index carries them (INCLUDE); SQLite has no INCLUDE, so there a second index covers them, and the
+        # Sessions page's tag filter uses ix_message_tag (PostgreSQL's planner prefers the unique index; each index
+        # costs every imported message: docs/development.md "Imports at dataset scale")
+        UniqueConstraint("session_id", "j", name="uq_message_session_j", postgresql_include=["sender", "tag"]),
+        Index("ix_message_tag", "tag").ddl_if(dialect="sqlite"),
+        Index("ix_message_session_tags", "session_id", "j", "sender", "tag").ddl_if(dialect="sqlite"),
     )
 
     id: int | None = Field(default=None, primary_key=True)

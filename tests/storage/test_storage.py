@@ -12,6 +12,7 @@ from sqlmodel import Session as DB
 from sqlmodel import SQLModel, select
 
 import pxp.storage.tables  # noqa: F401
+from pxp.storage.schema import made_on
 from pxp.storage.store import (
     alembic_config,
     find_dataset,
@@ -26,9 +27,48 @@ from pxp.storage.tables import Asset, Dataset, Experiment, Instance, Message, Ru
 
 def test_migration_matches_the_models(any_engine: Engine) -> None:
     with any_engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True,
+                                                     "include_object": made_on(conn.dialect.name)})
         diff = compare_metadata(ctx, SQLModel.metadata)
     assert diff == []
+
+
+def test_message_indexes_per_database(any_engine: Engine) -> None:
+    """PostgreSQL: one unique (session_id, j) index that carries sender and tag; SQLite (no INCLUDE): that unique
+    index, the covering one and tag's (pxp.storage.tables.Message)."""
+    insp = inspect(any_engine)
+    names = {ix["name"] for ix in insp.get_indexes("message")}
+    unique = [u for u in insp.get_unique_constraints("message") if u["name"] == "uq_message_session_j"]
+    assert unique and unique[0]["column_names"] == ["session_id", "j"]
+    if any_engine.dialect.name == "postgresql":
+        assert names <= {"uq_message_session_j"}
+        with any_engine.connect() as conn:
+            made = conn.execute(text("SELECT indexdef FROM pg_indexes WHERE indexname = 'uq_message_session_j'"))
+            assert made.scalar_one().endswith("(session_id, j) INCLUDE (sender, tag)")
+    else:
+        assert {"ix_message_tag", "ix_message_session_tags"} <= names
+
+
+def test_migration_0015_message_indexes_down_and_up(any_engine: Engine) -> None:
+    """A stored message kept down to 0014 (message's three indexes again on every database) and back up to head
+    (PostgreSQL's one unique index with INCLUDE), where a repeated (session, j) is still refused."""
+    with DB(any_engine) as db:
+        sid = _session(db)
+        db.add(Message(session_id=sid, j=1, sender="machine", receiver="human", tag="INIT"))
+        db.commit()
+    cfg = alembic_config(any_engine)
+    with any_engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0014")
+    names = {ix["name"] for ix in inspect(any_engine).get_indexes("message")}
+    assert {"ix_message_tag", "ix_message_session_tags"} <= names
+    upgrade(any_engine)
+    test_message_indexes_per_database(any_engine)
+    with DB(any_engine) as db:
+        assert len(db.exec(select(Message)).all()) == 1
+        db.add(Message(session_id=sid, j=1, sender="machine", receiver="human", tag="INIT"))
+        with pytest.raises(IntegrityError):
+            db.commit()
 
 
 def test_upgrade_is_idempotent(any_engine: Engine) -> None:

@@ -257,7 +257,14 @@ class Store:
         ids = self._ids(list(self.named))
         new = [key for key in self.named if key not in ids]
         self.named = {}
-        if new:
+        if new and self.pg:  # one statement, the ids returned (an insert a row, then a look-up, took 0.3 s a batch)
+            ids |= dict(self.conn.exec_driver_sql(  # type: ignore[arg-type]
+                "INSERT INTO instance (dataset_id, key, ordinal, payload, label, reference_prediction, "
+                "reference_explanation, meta) SELECT %(ds)s, k.key, k.ordinal, '', '', '', '', '{}' "
+                "FROM unnest(%(keys)s::text[], %(ordinals)s::int[]) AS k(key, ordinal) RETURNING key, id",
+                {"ds": self.ds_id, "keys": new, "ordinals": list(range(self.top + 1, self.top + len(new) + 1))}).all())
+            self.top += len(new)
+        elif new:
             rows = [{"dataset_id": self.ds_id, "key": key, "ordinal": self.top + o, "payload": "", "label": "",
                      "reference_prediction": "", "reference_explanation": "", "meta": {}}
                     for o, key in enumerate(new, start=1)]
@@ -311,7 +318,7 @@ class Store:
 
     def _store(self, batch: list[tuple[Staged, Sequence[Row], str | None]]) -> None:
         now = utcnow()
-        stamp: Any = now
+        stamp: Any = now.isoformat()  # PostgreSQL: COPY sends text (psycopg took 0.35 s to format 130,000 datetimes)
         if not self.pg:  # as SQLAlchemy writes a DateTime to SQLite
             dt = table_of(Session).c.created_at.type
             to_text = dt.dialect_impl(self.conn.dialect).bind_processor(self.conn.dialect)
