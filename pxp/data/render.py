@@ -9,7 +9,6 @@ pxp.tasks.base.InvalidSmiles with the offending string, never a crash.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +18,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DB
 
 from pxp.data.chem import InvalidSmiles, check_smiles_size
-from pxp.data.images import open_image
+from pxp.data.images import open_image, png_bytes
 from pxp.storage.tables import Asset, Instance
 
 
@@ -204,9 +203,7 @@ def xray_display_png(
         if invert:
             scaled = 255.0 - scaled
         out = Image.fromarray(np.round(scaled).astype(np.uint8))
-    buf = io.BytesIO()
-    out.save(buf, format="PNG")
-    return buf.getvalue()
+    return png_bytes(out)
 
 
 def instance_display_png(

@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from PIL import Image
 from sqlalchemy import Engine
 
-from pxp.data.images import MAX_FRAMES, MAX_PIXELS, PreparedImage
+from pxp.data.images import MAX_FRAMES, MAX_PIXELS, PreparedImage, png_bytes
 from pxp.data.importers.common import (
     ImportProblems,
     ImportResult,
@@ -108,9 +108,7 @@ def window_presets(ds: Any) -> list[dict[str, Any]]:
 
 
 def _png(arr: NDArray[Any]) -> bytes:
-    buf = io.BytesIO()
-    Image.fromarray(arr).save(buf, format="PNG")
-    return buf.getvalue()
+    return png_bytes(Image.fromarray(arr))
 
 
 def _image(data: bytes, meta: dict[str, Any]) -> PreparedImage:
