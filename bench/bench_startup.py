@@ -48,7 +48,10 @@ def main() -> None:
     args = ap.parse_args()
     from pxp.cli.main import LAZY
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
+    # bytecode written and read, as on a user's machine (an environment with PYTHONDONTWRITEBYTECODE, as this one,
+    # would have every run compile pxp's modules again: 0.03-0.07 s more a command)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=str(ROOT), COLUMNS="120")
     with tempfile.TemporaryDirectory() as tmp:
         db = f"sqlite:///{tmp}/demo.db"
         subprocess.run([*PXP, "--db", db, "demo"], env=env, check=True, capture_output=True)
