@@ -173,14 +173,21 @@ class ExperimentRow:
     config: dict[str, Any]
 
 
-def experiment_row(engine: Engine, *, name_or_id: str) -> ExperimentRow | None:
-    """An experiment by name (or one that looks the same), or by numeric id: pxp.storage.store.find_experiment in
-    Core."""
+def experiment_id_in(conn: Connection, name_or_id: str) -> int | None:
+    """The id of an experiment by name (or one that looks the same), else by numeric id; None if there is none."""
     e = core_tables.experiment
-    cols = (e.c.id, e.c.name, e.c.n, e.c.config)
+    name = same_name_in(conn, e, name_or_id)
+    found = conn.execute(select(e.c.id).where(e.c.name == name)).scalar() if name is not None else None
+    if found is None and name_or_id.isdigit():
+        found = conn.execute(select(e.c.id).where(e.c.id == int(name_or_id))).scalar()
+    return None if found is None else int(found)
+
+
+def experiment_row(engine: Engine, *, name_or_id: str) -> ExperimentRow | None:
+    """An experiment by name or id (experiment_id_in): pxp.storage.store.find_experiment in Core."""
+    e = core_tables.experiment
     with engine.connect() as conn:
-        name = same_name_in(conn, e, name_or_id)
-        row = conn.execute(select(*cols).where(e.c.name == name)).first() if name is not None else None
-        if row is None and name_or_id.isdigit():
-            row = conn.execute(select(*cols).where(e.c.id == int(name_or_id))).first()
+        found = experiment_id_in(conn, name_or_id)
+        row = None if found is None else conn.execute(
+            select(e.c.id, e.c.name, e.c.n, e.c.config).where(e.c.id == found)).first()
     return None if row is None else ExperimentRow(int(row.id), str(row.name), int(row.n), dict(row.config or {}))

@@ -19,12 +19,12 @@ from sqlmodel import SQLModel, col, select
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
 from pxp.storage import core_tables
 from pxp.storage.core import DatabaseMissing as DatabaseMissing  # engines live in pxp.storage.core (no ORM)
+from pxp.storage.core import experiment_id_in, same_name_in
 from pxp.storage.core import forget_engine as forget_engine
 from pxp.storage.core import get_engine as get_engine
 from pxp.storage.core import is_read_only as is_read_only
 from pxp.storage.core import make_engine as make_engine
 from pxp.storage.core import read_only_mode as read_only_mode
-from pxp.storage.core import same_name_in
 from pxp.storage.schema import ForeignDatabase as ForeignDatabase  # schema checks live in pxp.storage.schema
 from pxp.storage.schema import StoreError as StoreError
 from pxp.storage.schema import alembic_config as alembic_config
@@ -103,12 +103,9 @@ def experiment_name_taken(db: DB, name: str) -> str | None:
 
 
 def find_experiment(db: DB, *, name_or_id: str) -> Experiment | None:
-    """An experiment by name (or one that looks the same), or by numeric id."""
-    name = same_name(db, Experiment, name_or_id)
-    exp = db.exec(select(Experiment).where(Experiment.name == name)).first() if name is not None else None
-    if exp is None and name_or_id.isdigit():
-        exp = db.get(Experiment, int(name_or_id))
-    return exp
+    """An experiment by name (or one that looks the same), or by numeric id (pxp.storage.core.experiment_id_in)."""
+    found = experiment_id_in(db.connection(), name_or_id)
+    return None if found is None else db.get(Experiment, found)
 
 
 def find_dataset(db: DB, *, name: str) -> Dataset | None:
