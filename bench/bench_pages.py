@@ -11,6 +11,8 @@ launcher); Debian's chromium opens each page. Prints, per view:
 - warmed: the same on a new server once its warming is over (the first page, Experiments, opens the database and
   starts it; over when the server's CPU time stops growing), what a visitor finds after the server started;
 - again: the same URL in another new session (the data cached by data version);
+- returning: the same URL in a new tab of a browser that has opened the app before, so its cache holds the app's
+  scripts (a new Streamlit session all the same): what a user who has used pxp before waits for;
 - switch: in one session, the view chosen from the view picker after another view (a later interaction);
 - the server's resident memory after the view (VmRSS) and its peak so far (VmHWM), from /proc;
 - beside first and warmed, the server's CPU time during the visit (/proc: the browser's is not counted).
@@ -112,6 +114,18 @@ def opened(browser: Any, base: str, path: str) -> float:
     return took
 
 
+def returning(ctx: Any, base: str, path: str) -> float:
+    """Seconds from typing the URL in a new tab of `ctx` (a browser whose cache holds the app's scripts) to the
+    page drawn."""
+    page = ctx.new_page()
+    t0 = time.perf_counter()
+    page.goto(base + path, wait_until="commit")
+    page.wait_for_function(DRAWN, timeout=120_000, polling=25)
+    took = time.perf_counter() - t0
+    page.close()
+    return took
+
+
 def firsts(browser: Any, server: Server) -> dict[str, tuple[float, float]]:
     """Each page's first visit: (seconds, the server's CPU seconds meanwhile)."""
     out = {}
@@ -180,18 +194,21 @@ def main() -> None:
                     warmed = firsts(browser, server)
                     again = {p: min(opened(browser, server.base, p) for _ in range(args.visits)) for p in PAGES}
                     ctx = browser.new_context(viewport=VIEW)
+                    for p in PAGES:  # the browser's cache gets every script the app's pages load
+                        returning(ctx, server.base, p)
+                    back = {p: min(returning(ctx, server.base, p) for _ in range(args.visits)) for p in PAGES}
                     page = ctx.new_page()
                     page.goto(server.base + PAGES[0])
                     page.wait_for_function(DRAWN, timeout=120_000, polling=25)
                     print(f"{'page':<36} {'first':>7} {'CPU':>6} {'warmed':>7} {'CPU':>6} {'again':>7} "
-                          f"{'switch':>7} {'RSS':>8} {'peak':>8}")
+                          f"{'return':>7} {'switch':>7} {'RSS':>8} {'peak':>8}")
                     for p in PAGES:
                         view = p.split("view=")[1].replace("+", " ") if "view=" in p else None
                         switch = switched(page, view) if view and p != PAGES[0] else float("nan")
                         rss, peak = memory(server.proc.pid)
                         print(f"{p:<36} {first[p][0]:>6.2f}s {first[p][1]:>5.2f}s {warmed[p][0]:>6.2f}s "
-                              f"{warmed[p][1]:>5.2f}s {again[p]:>6.2f}s {switch:>6.2f}s {rss:>5.0f} MiB "
-                              f"{peak:>4.0f} MiB")
+                              f"{warmed[p][1]:>5.2f}s {again[p]:>6.2f}s {back[p]:>6.2f}s {switch:>6.2f}s "
+                              f"{rss:>5.0f} MiB {peak:>4.0f} MiB")
                 finally:
                     server.close()
                 browser.close()
