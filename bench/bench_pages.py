@@ -58,7 +58,8 @@ DRAWN = """() => {
   if ([...document.querySelectorAll('[data-testid="stDataFrame"]')]
       .some((d) => d.checkVisibility() && !d.closest('details:not([open])') && !d.querySelector('canvas')))
     return false;
-  if ([...document.querySelectorAll('[data-testid="stPlotlyChart"]')].some((c) => !c.querySelector('.main-svg')))
+  if ([...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
+      .some((c) => c.checkVisibility() && !c.querySelector('svg.marks, canvas.marks')))
     return false;
   return document.fonts.status === 'loaded';
 }"""

@@ -283,8 +283,60 @@ def test_empty_selection(engine: Engine) -> None:
     assert agreement.agreement(engine, Selection()) == []
     assert tables.session_lengths(engine, Selection()).empty
     assert (tables.figure1_frame(t)["median"] == 0).all()
-    figures.figure1({"x": t})
-    figures.figure2(performance.evaluations(engine, Selection()))
+    assert figures.figure1({"x": t})["data"]["values"]["median"].eq(0).all()
+    assert figures.figure2(performance.evaluations(engine, Selection()))["data"]["values"].empty
+
+
+#: a name that is markup, a Vega expression and a Vega-Lite field path at once
+HOSTILE = '<b>x</b> & "y" {datum.a} [0].b'
+
+
+def _fields_and_expressions(node: Any) -> tuple[set[str], list[str]]:
+    """Every `field` a spec names, and every place it holds an expression (a string Vega would evaluate)."""
+    fields: set[str] = set()
+    exprs: list[str] = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "field" and isinstance(v, str):
+                fields.add(v)
+            if k in ("expr", "calculate", "labelExpr") or (k in ("filter", "test") and isinstance(v, str)):
+                exprs.append(f"{k}: {v}")
+            f, e = _fields_and_expressions(v)
+            fields |= f
+            exprs += e
+    elif isinstance(node, list):
+        for v in node:
+            f, e = _fields_and_expressions(v)
+            fields |= f
+            exprs += e
+    return fields, exprs
+
+
+def test_names_are_chart_data_never_fields_or_expressions(engine: Engine, tmp_path: Path) -> None:
+    """Vega-Lite reads dots and brackets in a field as a path and evaluates expressions: a name people chose is
+    only ever a data value (pxp.analysis.figures)."""
+    import pandas as pd
+
+    import_transcripts(engine, write_vectors(tmp_path / "v.jsonl", VECTORS), name=HOSTILE, n=10, k=3)
+    t = tables.table1(engine, Selection())
+    evals = pd.DataFrame([{"experiment": HOSTILE, "repetition": 1, "after_session": s, "prediction": 0.5,
+                           "explanation": 0.4, "both": 0.3, "instances": 5} for s in range(3)])
+    board = pd.DataFrame([{"model": HOSTILE, "episodes": 2, "% Played": 50.0, "Quality Score": 40.0,
+                           "Quality Score (std)": None}])
+    lengths = pd.DataFrame([{"messages": 3, "status": "finished", "stop_reason": HOSTILE, "sessions": 2}])
+    specs = {"figure1": (figures.figure1({HOSTILE: t, "plain": t}), "panel"),
+             "figure2": (figures.figure2(evals), "panel"), "leaderboard": (figures.leaderboard(board), "model"),
+             "probe_curve": (figures.probe_curve({HOSTILE: {0: (0.5, 3)}}), "model"),
+             "lengths": (figures.lengths(lengths), "ended")}
+    for what, (spec, column) in specs.items():
+        data = spec["data"]["values"]
+        assert HOSTILE in set(data[column]), what
+        rest = {k: v for k, v in spec.items() if k != "data"}
+        assert HOSTILE not in json.dumps(rest, ensure_ascii=False), what
+        fields, exprs = _fields_and_expressions(rest)
+        assert fields <= set(data.columns) and all(f.isidentifier() for f in fields), (what, fields)
+        assert exprs == [], (what, exprs)
+        assert spec["description"], what
 
 
 # --- DESIGN §2 vectors as transcripts ---------------------------------------------------------
@@ -415,8 +467,12 @@ def test_figure2_costs_and_agreement(any_engine: Engine) -> None:
     assert row["prediction"] == pytest.approx(0.6 / 2)  # median of 0.6, 0.3, 0.2
     assert row["prediction_min"] == pytest.approx(0.2) and row["prediction_max"] == pytest.approx(0.6)
     assert len(performance.evaluations(any_engine, Selection(experiments=(exp_id,)), split="val")) == 3
-    fig = figures.figure2(ev)
-    assert len(fig.data) == 3 * 3 + 3  # per repetition and metric, plus the medians
+    data = figures.figure2(ev)["data"]["values"]
+    runs, meds = data[data.kind == "repetition"], data[data.kind == "median"]
+    assert len(runs.groupby(["repetition", "curve"])) == 3 * 3  # per repetition and metric
+    # the thick lines are the medians: at session 3, prediction's is the median over the repetitions
+    at3 = meds[(meds.after_session == 3) & (meds.curve == "prediction")]
+    assert at3.accuracy.tolist() == [pytest.approx(0.6 / 2)]
 
     per_session = costs.llm_costs(any_engine, Selection(experiments=(exp_id,)))
     status = {s["id"]: s["status"] for ss in truth[exp_id].values() for s in ss}

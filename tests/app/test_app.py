@@ -3,6 +3,7 @@ flow of the human in the browser against the simulated agent (DESIGN §1)."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -103,6 +104,14 @@ def md_tables(at: AppTest) -> list[pd.DataFrame]:
                 df[col] = pd.to_numeric(df[col])
         found.append(df)
     return found
+
+
+def vega_charts(at: AppTest) -> list[tuple[dict[str, Any], pd.DataFrame]]:
+    """Each Vega-Lite chart on the page: its spec and its data (Streamlit ships the data apart, as Arrow)."""
+    import pyarrow as pa
+
+    return [(json.loads(c.proto.spec), pa.ipc.open_stream(c.proto.data.data).read_pandas())
+            for c in at.get("vega_lite_chart")]
 
 
 def texts(at: AppTest) -> str:

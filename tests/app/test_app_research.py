@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session as DB
 from sqlmodel import func, select
@@ -23,7 +24,7 @@ from pxp.running.pxp.live.assignment import create_live_experiment
 from pxp.running.workers import pool as workers
 from pxp.storage.tables import Experiment, Session
 from tests.app import test_app
-from tests.app.test_app import APP, md_tables, new_app, ok, texts
+from tests.app.test_app import APP, md_tables, new_app, ok, texts, vega_charts
 from tests.factories import LABELS, make_drug, make_rad
 
 app_db = test_app.app_db  # the app's fixture: a fresh SQLite database, no API keys
@@ -193,14 +194,16 @@ def test_figure1_ticks_are_message_bounds_with_a_title_and_a_band_when_n_is_larg
     small, large = _run(engine, "small", n=4, k=2), _run(engine, "large", n=40, k=3)
     for eid, n in ((small, 4), (large, 40)):
         t = tables.table1(engine, Selection(experiments=(eid,)))
-        fig = figures.figure1({"x": t}).to_dict()
-        ax = fig["layout"]["xaxis"]
-        assert ax["tickvals"][0] == 1 and ax["tickvals"][-1] == n and all(1 <= v <= n for v in ax["tickvals"])
-        assert len(ax["tickvals"]) <= 21 and ax["range"][0] > 0
-        assert "Figure 1" in fig["layout"]["title"]["text"]
-        bars = [tr for tr in fig["data"] if tr.get("error_y")]
-        bands = [tr for tr in fig["data"] if tr.get("fill") == "toself"]
-        assert (bool(bars), bool(bands)) == ((True, False) if n == 4 else (False, True))
+        spec = figures.figure1({"x": t})
+        x = spec["encoding"]["x"]
+        ticks = x["axis"]["values"]
+        assert ticks[0] == 1 and ticks[-1] == n and all(1 <= v <= n for v in ticks)
+        assert len(ticks) <= 21 and x["scale"]["domain"][0] > 0
+        assert "Figure 1" in spec["title"]["text"] and spec["description"].startswith("Figure 1")
+        spread = spec["layer"][0]["mark"]["type"]  # error bars, or a band where they would crowd
+        assert spread == ("errorbar" if n == 4 else "area")
+        assert ("error bars" in spec["title"]["text"]) == (n == 4)
+        assert sorted(spec["data"]["values"].j.unique()) == list(range(1, n + 1))
 
 
 def test_figure2_repetition_lines_fade_with_r(app_db: tuple[str, Engine]) -> None:
@@ -210,10 +213,14 @@ def test_figure2_repetition_lines_fade_with_r(app_db: tuple[str, Engine]) -> Non
 
     rows = [{"experiment": "e", "repetition": r, "after_session": s, "prediction": 0.5, "explanation": 0.4,
              "both": 0.3, "instances": 5} for r in range(1, 101) for s in range(3)]
-    fig = figures.figure2(pd.DataFrame(rows)).to_dict()
-    faint = [tr["opacity"] for tr in fig["data"] if tr.get("opacity") is not None]
-    assert len(faint) == 300 and max(faint) <= 0.06
-    assert "Figure 2" in fig["layout"]["title"]["text"]
+    spec = figures.figure2(pd.DataFrame(rows))
+    faint, median = spec["layer"]
+    assert faint["transform"] == [{"filter": {"field": "kind", "equal": "repetition"}}]
+    assert faint["mark"]["opacity"] <= 0.06 and faint["encoding"]["detail"]["field"] == "repetition"
+    assert median["mark"]["strokeWidth"] > faint["mark"]["strokeWidth"]
+    runs = spec["data"]["values"].query("kind == 'repetition'")
+    assert len(runs.groupby(["repetition", "curve"])) == 300  # each repetition's three lines
+    assert "Figure 2" in spec["title"]["text"] and spec["encoding"]["y"]["scale"]["domain"] == [0, 1.02]
 
 
 def test_the_labels_view_says_why_drug_cases_have_no_label(app_db: tuple[str, Engine]) -> None:
@@ -235,8 +242,6 @@ def test_the_theme_primary_colour_is_not_red() -> None:
 
 
 def test_the_latency_histogram_starts_at_zero_seconds(app_db: tuple[str, Engine]) -> None:
-    import json
-
     from pxp.storage.store import db_session
     from pxp.storage.tables import LLMCall
 
@@ -249,10 +254,10 @@ def test_the_latency_histogram_starts_at_zero_seconds(app_db: tuple[str, Engine]
                            purpose="ask", tokens_in=10, tokens_out=5, latency_ms=3.0 + i, cost_usd=0.001))
     at = new_app("analytics")
     ok(at.radio(key="analytics_view").set_value("LLM cost").run())
-    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    (hist,) = [c for c in charts if c["data"] and c["data"][0].get("type") == "histogram"]
-    assert hist["layout"]["xaxis"]["rangemode"] == "nonnegative"
-    assert hist["data"][0]["xbins"]["start"] == 0
+    ((hist, data),) = vega_charts(at)
+    x = hist["encoding"]["x"]
+    assert x["bin"]["extent"][0] == 0 and x["scale"]["domainMin"] == 0
+    assert data.latency_s.min() >= 0 and data.latency_s.max() == pytest.approx(x["bin"]["extent"][1])
 
 
 def test_wide_tables_keep_their_first_column_in_view(app_db: tuple[str, Engine]) -> None:

@@ -14,7 +14,9 @@ from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
 from pxp.app.router import VIEWS as VIEW_DIR
+from pxp.protocols.scorekeeping.scores import QUALITY, QUALITY_STD
 from pxp.storage.store import get_engine
+from tests.app.test_app import vega_charts
 from tests.factories import make_rad
 
 PAGE = str(VIEW_DIR / "scorekeeping.py")
@@ -61,10 +63,11 @@ def test_leaderboard_curve_and_episode_viewer(app_db: tuple[str, Engine]) -> Non
     assert list(board["model"]) == ["simulated"] and list(board["episodes"]) == [40]
     assert board["Quality Score"][0] == f"{rep['models']['simulated']['Quality Score']:.2f}"
     assert board["% Played"][0] == f"{rep['models']['simulated']['% Played']:.1f}"
-    bars = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
-    assert bars["error_y"]["visible"] is True
-    curve = json.loads(at.get("plotly_chart")[1].proto.spec)["data"]
-    assert len(curve) == 1 and list(curve[0]["x"]) == [0, 1, 2, 3, 4, 5]
+    (board_spec, bars), (_, curve) = vega_charts(at)
+    assert [layer["mark"]["type"] for layer in board_spec["layer"]] == ["bar", "errorbar", "point"]
+    q, sd = rep["models"]["simulated"][QUALITY], rep["models"]["simulated"][QUALITY_STD]
+    assert list(bars.quality) == [pytest.approx(q)] and list(bars.hi) == [pytest.approx(q + sd)]
+    assert set(curve.model) == {"simulated"} and list(curve["round"]) == [0, 1, 2, 3, 4, 5]
     at.multiselect(key="sk_games").set_value(["b"]).run()
     at.selectbox(key="sk_view_game").set_value("b").run()
     assert not at.exception

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 from sqlmodel import Session as DB
@@ -16,7 +17,15 @@ from pxp.analysis.statistics import compare_experiments, difference_line
 from pxp.running.workers import pool as workers
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Experiment
-from tests.browser.test_browser_app import ARTIFACTS, _idle, launch, server  # noqa: F401  (server is a fixture)
+from tests.browser.test_browser_app import (  # noqa: F401  (server is a fixture)
+    ARTIFACTS,
+    _idle,
+    launch,
+    need_chromium,
+    server,
+    serving,
+)
+from tests.factories import make_rad
 
 pytestmark = pytest.mark.browser
 
@@ -67,7 +76,7 @@ def test_the_launch_summary_is_the_run_that_started(server: tuple[str, str]) -> 
             expect(page.get_by_text("Figure 1", exact=True)).to_be_visible(timeout=90_000)
             page.get_by_text("Figure 1", exact=True).click()
             _idle(page)
-            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=90_000)  # plotly draws after the script run
+            page.wait_for_selector('[data-testid="stVegaLiteChart"] svg', timeout=90_000)  # drawn after the script run
             page.screenshot(path=str(ARTIFACTS / "analytics-figure1.png"), full_page=True)
             assert f"exp={exp.id}" in page.url  # the selection is in the URL
 
@@ -78,5 +87,42 @@ def test_the_launch_summary_is_the_run_that_started(server: tuple[str, str]) -> 
             assert "A and B differ in " in line and " Paired " in line
             page.goto(f"{base}/analytics?view=Compare&exp={demo.id},{exp.id}")
             expect(page.get_by_text(f"A = {demo.name}, B = {exp.name}. {line}")).to_be_visible(timeout=90_000)
+        finally:
+            browser.close()
+
+
+HOSTILE = '<b>x</b> & "y" {datum.a} [0].b'
+
+
+def test_the_figures_draw_names_as_text(tmp_path: Path) -> None:
+    """Figures 1 and 2 with an experiment whose name is markup, an expression and a field path: Vega draws it as
+    the panel's heading, literally, and the chart's accessible name is its description."""
+    from playwright.sync_api import sync_playwright
+
+    from pxp.running.pxp.controlled.demo import ensure_demo
+    from tests.app.test_analytics_page import controlled
+
+    need_chromium()
+    ARTIFACTS.mkdir(exist_ok=True)
+    url = f"sqlite:///{tmp_path / 'names.db'}"
+    engine = get_engine(url)
+    ensure_demo(engine)  # what first start does; done here so seeding below does not race it
+    make_rad(engine, name="toy-rad")
+    ids = [controlled(engine, name, reps=2).id for name in (HOSTILE, "plain")]
+    with serving(url, tmp_path) as base, sync_playwright() as pw:
+        browser = launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            for view in ("Figure+1", "Figure+2"):
+                page.goto(f"{base}/analytics?view={view}&exp={ids[0]},{ids[1]}")
+                chart = page.locator('[data-testid="stVegaLiteChart"]')
+                chart.locator("svg.marks").wait_for(timeout=90_000)
+                page.wait_for_function("() => [...document.querySelectorAll('svg.marks text')].some("
+                                       "(t) => t.textContent === 'plain')", timeout=90_000)
+                headings = chart.locator("svg.marks text").all_text_contents()
+                assert HOSTILE in headings and "plain" in headings, headings
+                assert chart.locator("svg.marks b").count() == 0  # no element made of the name
+                assert chart.get_attribute("aria-label", timeout=5_000).startswith(view.replace("+", " ") + ":")
+            page.screenshot(path=str(ARTIFACTS / "analytics-figure2-names.png"), full_page=True)
         finally:
             browser.close()

@@ -73,7 +73,7 @@ def view_figure1(req: Request) -> None:
     # side by side, counts of different totals mislead (30 sessions vs 15 looks like half): proportions by default
     proportion = st.toggle("Proportions of total sessions", value=differ,
                            key="analytics_fig1_proportion" + ("_differ" if differ else ""))
-    st.plotly_chart(figures.figure1(found, metrics or FIG1_DEFAULT, proportion=proportion), key="analytics_fig1")
+    st.vega_lite_chart(figures.figure1(found, metrics or FIG1_DEFAULT, proportion=proportion), key="analytics_fig1")
     st.caption("Sessions with the property when each session is cut to its first j messages: the median over "
                "repetitions, error bars min–max (the follow-up paper's Figure 1).")
     if differ:
@@ -92,7 +92,7 @@ def view_figure2(req: Request) -> None:
         st.info("No machine-performance evaluations for this selection: controlled runs record them after "
                 "each session.")
         return
-    st.plotly_chart(figures.figure2(df), key="analytics_fig2")
+    st.vega_lite_chart(figures.figure2(df), key="analytics_fig2")
     st.caption("Prediction, explanation and both-correct accuracy after each session processed: thin lines "
                "per repetition, thick lines the median (the follow-up paper's Figure 2).")
     ui.chart_table("Figure 2's medians", performance_median(df), "analytics_fig2_table")
@@ -112,11 +112,7 @@ def view_transitions(req: Request) -> None:
     mat = transition_matrix(df)
     st.caption("Rows: the sender and tag of message j−1; columns: the tag that answered it (message j).")
     st.dataframe(mat, key="analytics_transitions")
-    import plotly.express as px
-
-    st.plotly_chart(px.imshow(mat, text_auto=True, color_continuous_scale="Blues",
-                              labels={"x": "answered with", "y": "message j−1", "color": "messages"}),
-                    key="analytics_transitions_fig")
+    st.vega_lite_chart(figures.transitions(mat), key="analytics_transitions_fig")
     download_csv("Transitions (CSV)", df, "transitions.csv", "analytics_dl_transitions")
 
 
@@ -125,10 +121,7 @@ def view_lengths(req: Request) -> None:
     if df.empty:
         st.info("No finished or aborted sessions in this selection yet.")
         return
-    import plotly.express as px
-
-    d = df.assign(ended=df.stop_reason.where(df.status != "aborted", "aborted").replace("", "(none)"))
-    st.plotly_chart(px.bar(d, x="messages", y="sessions", color="ended", barmode="stack"), key="analytics_len_fig")
+    st.vega_lite_chart(figures.lengths(df), key="analytics_len_fig")
     ui.table(df, hide_index=True)
     download_csv("Session lengths (CSV)", df, "session_lengths.csv", "analytics_dl_lengths")
 

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from pxp.analysis import figures
 from pxp.analysis.agreement import Agreement, agreement_frame
 from pxp.analysis.common_ground import probe_frame
 from pxp.analysis.tables import breakdown_display, breakdown_frame, session_frame, to_parquet
@@ -99,13 +100,7 @@ def view_costs(req: Request) -> None:
         c[1].metric("Cost per session (median)", f"${cost.median():.4f}" if len(cost) else "n/a")
         c[2].metric("Latency per session (median)", f"{df.latency_ms.median() / 1000:.2f} s")
         c[3].metric("Calls per session (median)", f"{df.calls.median():g}")
-        import plotly.express as px
-
-        hist = px.histogram(df.assign(latency_s=df.latency_ms.clip(lower=0) / 1000), x="latency_s", nbins=40,
-                            labels={"latency_s": "LLM latency per session (s)"})
-        hist.update_traces(xbins={"start": 0})
-        hist.update_xaxes(rangemode="nonnegative")
-        st.plotly_chart(hist, key="analytics_cost_fig")
+        st.vega_lite_chart(figures.latency(df), key="analytics_cost_fig")
         ui.table(df, counts=["calls", "tokens_in", "tokens_out", "cache_read", "errors"], hide_index=True,
                  key="analytics_cost_sessions")
         download_csv("Per session (CSV)", df, "llm_per_session.csv", "analytics_dl_costs")
@@ -145,14 +140,7 @@ def view_common_ground(req: Request) -> None:
     if df.empty:
         st.info("No common-ground probes in this selection: run an experiment with `pxp run --probe`.")
         return
-    import plotly.express as px
-
-    d = df.assign(one_way=df.one_way_human.map({True: "yes", False: "no"}))
-    st.plotly_chart(px.strip(d, x="one_way", y="accuracy", color="one_way", hover_data=["repetition", "ordinal",
-                                                                                          "kappa"],
-                             category_orders={"one_way": ["yes", "no"]},
-                             labels={"one_way": "1-way intelligible for the human", "accuracy": "probe accuracy"}),
-                    key="analytics_cg_fig")
+    st.vega_lite_chart(figures.probe_strip(df), key="analytics_cg_fig")
     st.caption("Each point a probed session: its probe accuracy (invalid replies count as wrong) against "
                "whether the session is one-way intelligible for the human; κ per session in the table.")
     ui.table(df, hide_index=True, key="analytics_cg")

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 from sqlalchemy import Engine
 
+from pxp.analysis import figures
 from pxp.analysis.scorekeeping import build, probe_accuracy_by_round
 from pxp.app import resources, ui
 from pxp.app.scorekeeping import TABS
@@ -40,25 +40,13 @@ def leaderboard(rep: dict[str, Any]) -> None:
                                                                         (QUALITY_STD, "{:.2f}"))})
     st.dataframe(shown, hide_index=True, column_config={
         c: st.column_config.TextColumn(alignment="right") for c in (PLAYED, QUALITY, QUALITY_STD)})
-    fig = go.Figure(go.Bar(x=df["model"], y=df[QUALITY], name=QUALITY,
-                           error_y={"type": "data", "array": df[QUALITY_STD].fillna(0).tolist(), "visible": True}))
-    fig.add_trace(go.Scatter(x=df["model"], y=df[PLAYED], name=PLAYED, mode="markers", marker={"size": 12}))
-    fig.update_layout(yaxis={"title": "score (0–100)", "range": [0, 105]}, height=380,
-                      legend={"orientation": "h"}, margin={"t": 30})
-    st.plotly_chart(fig, key="sk_leaderboard")
+    st.vega_lite_chart(figures.leaderboard(df), key="sk_leaderboard")
     st.caption("Quality Score: mean Main Score of the played episodes, error bar ± one standard deviation; "
                "% Played: episodes not aborted.")
 
 
 def probe_curve(curves: dict[str, dict[int, tuple[float, int]]]) -> None:
-    fig = go.Figure()
-    for model, by in curves.items():
-        fig.add_trace(go.Scatter(x=list(by), y=[a for a, _ in by.values()], mode="lines+markers", name=model,
-                                 customdata=[n for _, n in by.values()],
-                                 hovertemplate="round %{x}: %{y:.3f} (%{customdata} episodes)"))
-    fig.update_layout(xaxis={"title": "probing round (0 = before the first question)", "dtick": 1},
-                      yaxis={"title": "probe accuracy", "range": [0, 1.05]}, height=360, margin={"t": 30})
-    st.plotly_chart(fig, key="sk_probe_curve")
+    st.vega_lite_chart(figures.probe_curve(curves), key="sk_probe_curve")
     ui.chart_table("Probe accuracy per round", pd.DataFrame(
         [{"model": m, "round": r, "probe accuracy": a, "episodes": n} for m, by in curves.items()
          for r, (a, n) in by.items()]), "sk_probe_curve_table")
