@@ -117,13 +117,12 @@ def validate_cmd(
 ) -> None:
     """Check every stored session against the protocol (docs/protocol.md); exit 1 listing each violation."""
     from pxp.analysis.validate import validate
-    from pxp.storage.store import db_session, find_experiment
+    from pxp.storage.core import experiment_row
 
     engine = state.reader()
     exp_id = None
     if experiment is not None:
-        with db_session(engine) as db:
-            exp = find_experiment(db, name_or_id=experiment)
+        exp = experiment_row(engine, name_or_id=experiment)
         if exp is None:
             fail(f"no experiment named {experiment!r}")
         exp_id = exp.id
