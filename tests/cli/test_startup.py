@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer.main
@@ -147,6 +148,40 @@ def test_a_plain_option_value_is_what_typers_own_coercion_makes() -> None:
                 assert ours.coerce(v, param=param, ctx=ctx) == theirs.coerce(v, param=param, ctx=ctx), (cmd.name, v)
             checked += type(ours).__name__ == "Plain"
     assert checked > 20  # the plain path is the one taken
+
+
+def _outcome(runtime: Any, value: Any, param: Any, ctx: Any) -> Any:
+    """The value a runtime parameter makes of `value`, or the type and words of its refusal."""
+    try:
+        return runtime.coerce(value, param=param, ctx=ctx)
+    except Exception as e:  # compared, not handled
+        return type(e), str(e)
+
+
+def test_a_parsed_option_value_is_what_typers_own_coercion_makes() -> None:
+    """pxp.cli.main.plain_options gives an option with a parser (every path: pxp.cli.common.named_path) its parser's
+    value without pydantic: the same value, or the same refusal in the same words, as typer's own coercion."""
+    import typer.core
+    from typer._coercion import build_runtime_param as typers
+
+    for module in {m for m, _ in LAZY.values()}:
+        importlib.import_module(f"pxp.cli.{module}")
+    root = typer.main.get_command(app)
+    commands = [root, *root.commands.values()]  # type: ignore[attr-defined]
+    commands += [c for g in commands[1:] for c in getattr(g, "commands", {}).values()]
+    samples = ["out", "a/b.csv", "", "   ", "x" * 300, "/" + "d/" * 2100, "ünï/cødé", "--"]
+    checked = 0
+    for cmd in commands:
+        ctx = typer.Context(cmd)
+        for param in cmd.params:
+            descriptor = getattr(param, "type_descriptor", None)
+            if descriptor is None or descriptor.parameter_info.parser is None:
+                continue
+            ours, theirs = typer.core.build_runtime_param(descriptor), typers(descriptor)
+            for v in samples:
+                assert _outcome(ours, v, param, ctx) == _outcome(theirs, v, param, ctx), (cmd.name, param.name, v)
+            checked += type(ours).__name__ == "Parsed"
+    assert checked >= 15  # the parser's path is the one taken
 
 
 def test_doctor_before_a_database_exists_opens_none(tmp_path: Path) -> None:
