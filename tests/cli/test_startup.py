@@ -120,6 +120,27 @@ def test_export_reads_through_core_without_sqlmodel_nor_the_orm(study: str, tmp_
     assert not unneeded, unneeded
 
 
+@pytest.mark.parametrize("args", [("calls", "--experiment", "exp"), ("calls", "--experiment", "exp", "--format", "json"),
+                                  ("report", "--experiment", "exp", "--calls")])
+def test_calls_reads_through_core_without_sqlmodel_nor_the_orm(study: str, tmp_path: Path,
+                                                               args: tuple[str, ...]) -> None:
+    """`pxp calls` and `pxp report --calls`: the totals (pxp.analysis.calls) and the experiment through Core, and
+    no estimate's module for an experiment without one."""
+    loaded = imported(tmp_path, "--db", study, *args)
+    assert {"pxp.analysis.calls", "pxp.storage.core_tables"} <= loaded
+    assert not _unneeded(loaded), _unneeded(loaded)
+    assert not loaded & {"pydantic", "pxp.running.pxp.journal", "pxp.running.pxp.controlled.estimate"}
+
+
+def test_doctor_on_a_database_at_the_latest_schema_loads_no_orm_nor_alembic(study: str, tmp_path: Path) -> None:
+    """`pxp doctor` on an existing database: its schema by one query, the settings and the runs through Core; the
+    interrupted runs' module only when a run is marked running, the LLM's only with a local server saved."""
+    loaded = imported(tmp_path, "--db", study, "doctor")
+    assert {"pxp.storage.schema", "pxp.storage.core_tables"} <= loaded  # the database was read
+    assert not _unneeded(loaded), _unneeded(loaded)
+    assert not loaded & {"streamlit", "pydantic", "pxp.running.workers.interrupted", "pxp.llm.models"}
+
+
 def test_a_plain_option_value_is_what_typers_own_coercion_makes() -> None:
     """pxp.cli.main.plain_options takes a str, list[str] or bool value as it is: the same value typer's pydantic
     coercion gives, for every such option of every command; any other value still goes through typer's."""
