@@ -120,7 +120,8 @@ def test_export_reads_through_core_without_sqlmodel_nor_the_orm(study: str, tmp_
     assert not unneeded, unneeded
 
 
-@pytest.mark.parametrize("args", [("calls", "--experiment", "exp"), ("calls", "--experiment", "exp", "--format", "json"),
+@pytest.mark.parametrize("args", [("calls", "--experiment", "exp"),
+                                  ("calls", "--experiment", "exp", "--format", "json"),
                                   ("report", "--experiment", "exp", "--calls")])
 def test_calls_reads_through_core_without_sqlmodel_nor_the_orm(study: str, tmp_path: Path,
                                                                args: tuple[str, ...]) -> None:
@@ -139,6 +140,19 @@ def test_doctor_on_a_database_at_the_latest_schema_loads_no_orm_nor_alembic(stud
     assert {"pxp.storage.schema", "pxp.storage.core_tables"} <= loaded  # the database was read
     assert not _unneeded(loaded), _unneeded(loaded)
     assert not loaded & {"streamlit", "pydantic", "pxp.running.workers.interrupted", "pxp.llm.models"}
+
+
+def test_an_import_into_a_database_at_the_latest_schema_loads_no_alembic_nor_the_confusables_data(
+        study: str, tmp_path: Path) -> None:
+    """`pxp import csv` into an existing database: whether it is empty is one query (pxp.storage.schema.schema_state),
+    and an ASCII name's skeleton needs no UTS #39 data (pxp.protocols.text.skeleton). It writes through the table
+    classes."""
+    table = tmp_path / "tiny.csv"
+    table.write_text("id,text,answer\na1,What is 2+2?,four\na2,Capital of France?,Paris\n", encoding="utf-8")
+    loaded = imported(tmp_path, "--db", study, "import", "csv", str(table), "--map", "id=key", "--map", "text=input",
+                      "--map", "answer=prediction", "--no-progress")
+    assert {"pxp.data.importers.generic", "pxp.storage.tables"} <= loaded  # the dataset was written
+    assert not loaded & {"alembic", "pandas", "numpy", "confusable_homoglyphs.confusables"}
 
 
 def test_a_plain_option_value_is_what_typers_own_coercion_makes() -> None:
