@@ -1,4 +1,5 @@
-"""Totals of the LLMCall rows per run (DESIGN §5, accounting): `pxp calls`."""
+"""Totals of the LLMCall rows per run (DESIGN §5, accounting): `pxp calls`, through SQLAlchemy Core without the ORM
+(docs/development.md, "Start-up")."""
 
 from __future__ import annotations
 
@@ -6,12 +7,11 @@ from typing import Any
 
 from sqlalchemy import Engine, Table, case, func, select
 
-from pxp.storage.store import table_of
-from pxp.storage.tables import LLMCall, PendingCall, Run
+from pxp.storage import core_tables as ct
 
-_L: Table = table_of(LLMCall)
-_R: Table = table_of(Run)
-_P: Table = table_of(PendingCall)
+_L: Table = ct.llmcall
+_R: Table = ct.run
+_P: Table = ct.llmcall_pending
 
 
 def call_totals(engine: Engine, experiment_id: int) -> list[dict[str, Any]]:

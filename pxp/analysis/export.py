@@ -1,4 +1,5 @@
-"""`pxp export`: an experiment's blackboard Δ = {D, M, C}, its evaluations, calls and probes, as files.
+"""`pxp export`: an experiment's blackboard Δ = {D, M, C}, its evaluations, calls and probes, as files, read through
+SQLAlchemy Core without the ORM (docs/development.md, "Start-up").
 
 Layout (one directory, `--out PATH`; EXT is jsonl, csv or parquet):
 
@@ -33,31 +34,20 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, String, cast, func, select
 
 from pxp import __version__
-from pxp.agents.base import call_fields
 from pxp.data.sinks import Sink
+from pxp.llm.redact import redact_any
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.common_ground import QUESTIONS
+from pxp.storage import core_tables as ct
 from pxp.storage.batches import chunks, page_rows, pages, run_pages
-from pxp.storage.store import db_session, find_experiment, table_of
-from pxp.storage.tables import (
-    Annotator,
-    Context,
-    Evaluation,
-    Experiment,
-    Instance,
-    LLMCall,
-    Message,
-    Probe,
-    Run,
-    Session,
-    utcnow,
-)
+from pxp.storage.core import experiment_id_in
 
 FORMATS = ("jsonl", "csv", "parquet")
 TABLES = ("sessions", "messages", "contexts", "evaluations", "calls", "probes")
@@ -78,8 +68,9 @@ def _iso(v: Any) -> Any:
     return v.isoformat() if hasattr(v, "isoformat") else v
 
 
-_S, _R, _I, _A, _M, _C, _P, _EV, _LC = (table_of(t) for t in (Session, Run, Instance, Annotator, Message, Context,
-                                                                Probe, Evaluation, LLMCall))
+#: the Core tables (pxp.storage.core_tables: no ORM, docs/development.md "Start-up")
+_S, _R, _I, _A, _M, _C, _P, _EV, _LC, _E = (ct.session, ct.run, ct.instance, ct.annotator, ct.message, ct.context,
+                                            ct.probe, ct.evaluation, ct.llmcall, ct.experiment)
 _RANK = {q: i for i, q in enumerate(QUESTIONS)}
 _NO_MESSAGE = dict.fromkeys(("j", "sender", "receiver", "tag", "prediction", "explanation", "match", "agree",
                              "changed"))
@@ -125,7 +116,7 @@ def _session_rows(conn: Connection, rid: int, rep: int, page: list[Any], sinks: 
                            for p in probes])
 
 
-def write_tables(engine: Engine, exp: Experiment, sinks: dict[str, Sink]) -> list[dict[str, Any]]:
+def write_tables(engine: Engine, experiment_id: int, sinks: dict[str, Sink]) -> list[dict[str, Any]]:
     """Write the D, M, C, evaluation, call and probe rows of one experiment into `sinks`, a page of
     sessions at a time (pxp.storage.batches); returns the repetitions' metadata for experiment.json."""
     sess = (select(_S.c.ordinal, _S.c.id, _S.c.status, _S.c.stop_reason, _S.c.abort_reason, _S.c.context_kept,
@@ -135,7 +126,7 @@ def write_tables(engine: Engine, exp: Experiment, sinks: dict[str, Sink]) -> lis
             .select_from(_S.outerjoin(_I, _I.c.id == _S.c.instance_id).outerjoin(_A, _A.c.id == _S.c.annotator_id)))
     meta = []
     with engine.connect() as conn:
-        of_exp = select(_R).where(_R.c.experiment_id == exp.id).order_by(_R.c.repetition)
+        of_exp = select(_R).where(_R.c.experiment_id == experiment_id).order_by(_R.c.repetition)
         for r, page in run_pages(conn, of_exp, sess):
             _session_rows(conn, r.id, r.repetition, page, sinks)
             del page  # not held while the next page is read
@@ -152,9 +143,9 @@ def write_tables(engine: Engine, exp: Experiment, sinks: dict[str, Sink]) -> lis
                 keys.update((i, k) for i, k in conn.execute(q))
             meta.append({"repetition": r.repetition, "seed": r.seed, "status": r.status, "note": r.note,
                          "instance_order": [keys.get(i, str(i)) for i in r.instance_order]})
-        for page in pages(conn, select(_LC).where(_LC.c.experiment_id == exp.id), _LC.c.id):
+        for page in pages(conn, select(_LC).where(_LC.c.experiment_id == experiment_id), _LC.c.id):
             sinks["calls"].write([{"repetition": rep.get(c.run_id) if c.run_id is not None else None,
-                                   "session": c.session_id, "j": c.j, **call_fields(c)} for c in page])
+                                   "session": c.session_id, "j": c.j, **_call_fields(c)} for c in page])
     return meta
 
 
@@ -172,12 +163,25 @@ _COLUMNS = {
 }
 
 
+#: the call-cost fields of a calls row: pxp.agents.base.CALL_FIELDS, named here so that an export loads no table class
+#: (tests/analysis/test_export.py checks they are the same)
+CALL_FIELDS = tuple(_COLUMNS["calls"][3:])
+
+
+def _call_fields(c: Any) -> dict[str, Any]:
+    """pxp.agents.base.call_fields of an llmcall row: its accounting, the provider's error text redacted."""
+    fields = {f: getattr(c, f) for f in CALL_FIELDS}
+    fields["error"] = redact_any(fields["error"])  # provider text: never a key
+    return fields
+
+
 def export_experiment(engine: Engine, name_or_id: str, out: Path, fmt: str = "jsonl") -> Exported:
     """Write the experiment's tables into directory `out` in the layout above."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
-    with db_session(engine) as db:
-        exp = find_experiment(db, name_or_id=name_or_id)
+    with engine.connect() as conn:
+        found = experiment_id_in(conn, name_or_id)
+        exp = None if found is None else conn.execute(select(_E).where(_E.c.id == found)).first()
     if exp is None:
         raise ExportError(f"no experiment named {name_or_id!r}")
     if out.exists() and not out.is_dir():
@@ -192,7 +196,7 @@ def export_experiment(engine: Engine, name_or_id: str, out: Path, fmt: str = "js
         try:
             for name in TABLES:
                 sinks[name] = Sink(files[name], fmt, _COLUMNS[name])
-            runs_meta = write_tables(engine, exp, sinks)
+            runs_meta = write_tables(engine, exp.id, sinks)
         finally:
             for sink in sinks.values():
                 sink.close()
@@ -206,7 +210,7 @@ def export_experiment(engine: Engine, name_or_id: str, out: Path, fmt: str = "js
             "config": exp.config,
             "runs": runs_meta,
             "created_at": _iso(exp.created_at),
-            "exported_at": utcnow().isoformat(),
+            "exported_at": datetime.now(UTC).isoformat(),
             "exported_by": f"pxp {__version__}",
             "format": fmt,
             "files": {name: f"{name}.{fmt}" for name in TABLES},

@@ -2,10 +2,11 @@
 match and changed facts its content decides where the task's MATCH is exact.
 
 Each run's sessions are read in pages of pxp.storage.batches and each page's messages by the range of
-its ordinals, so memory does not grow with the study (docs/development.md, "Reading a study"). A study repeats
-a few shapes of session: a session whose `conformance_key` is one that conformed before conforms too, and only
-the others are checked message by message; MATCH answers a pair of predictions it has seen from memory. Both
-memories are bounded and emptied when full."""
+its ordinals, so memory does not grow with the study (docs/development.md, "Reading a study"), through
+SQLAlchemy Core without the ORM (docs/development.md, "Start-up"). A study repeats a few shapes of session: a
+session whose `conformance_key` is one that conformed before conforms too, and only the others are checked
+message by message; MATCH answers a pair of predictions it has seen from memory. Both memories are bounded and
+emptied when full."""
 
 from __future__ import annotations
 
@@ -17,13 +18,13 @@ from sqlalchemy import Engine, select
 
 from pxp.protocols.pxp.facts import Row, Vouched, conformance_key, conformance_with_content, remembered
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, Violation
+from pxp.storage import core_tables as ct
 from pxp.storage.batches import page_rows, run_pages
-from pxp.storage.store import table_of
-from pxp.storage.tables import Dataset, Experiment, Instance, Message, Run, Session
 from pxp.tasks.base import content_match
 from pxp.tasks.registry import dataset_match_kind
 
-_S, _R, _E, _I, _M, _D = (table_of(t) for t in (Session, Run, Experiment, Instance, Message, Dataset))
+#: the Core tables (pxp.storage.core_tables: no ORM, docs/development.md "Start-up")
+_S, _R, _E, _I, _M, _D = ct.session, ct.run, ct.experiment, ct.instance, ct.message, ct.dataset
 
 
 _Match = Callable[[str, str], bool | None]

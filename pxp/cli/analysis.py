@@ -95,13 +95,12 @@ def _agreement(experiment: list[str], fmt: str) -> None:
 def _call_totals(experiments: list[str]) -> dict[str, dict[str, Any]]:
     """LLM call totals per run of each named experiment, keyed by experiment name."""
     from pxp.analysis.calls import call_totals, grand_total
-    from pxp.storage.store import db_session, find_experiment
+    from pxp.storage.core import experiment_row
 
     out_: dict[str, dict[str, Any]] = {}
     for e in experiments:
-        with db_session(state.reader()) as db:
-            exp = find_experiment(db, name_or_id=e)
-        if exp is not None and exp.id is not None:
+        exp = experiment_row(state.reader(), name_or_id=e)
+        if exp is not None:
             rows = call_totals(state.reader(), exp.id)
             out_[exp.name] = {"rows": rows, "total": grand_total(rows)}
             if exp.config.get("estimate"):  # made by `pxp run` before the run: shown beside the actual
@@ -117,13 +116,12 @@ def validate_cmd(
 ) -> None:
     """Check every stored session against the protocol (docs/protocol.md); exit 1 listing each violation."""
     from pxp.analysis.validate import validate
-    from pxp.storage.store import db_session, find_experiment
+    from pxp.storage.core import experiment_row
 
     engine = state.reader()
     exp_id = None
     if experiment is not None:
-        with db_session(engine) as db:
-            exp = find_experiment(db, name_or_id=experiment)
+        exp = experiment_row(engine, name_or_id=experiment)
         if exp is None:
             fail(f"no experiment named {experiment!r}")
         exp_id = exp.id

@@ -174,7 +174,7 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
         if path is not None and not path.exists():
             out.append((True, f"database: {path} does not exist yet; pxp makes it on first start (`pxp demo`)"))
         else:
-            from pxp.storage.store import make_engine  # the table classes: only for a database that exists
+            from pxp.storage.core import make_engine  # SQLAlchemy Core: no ORM (docs/development.md, "Start-up")
 
             engine = make_engine(url)
             try:
@@ -255,29 +255,33 @@ def _open_login_line(url: str, secrets: Any) -> tuple[bool, str]:
 
 def _model_checks(url: str) -> list[tuple[bool, str]]:
     """With a local server saved in Settings (a base URL): is the machine's model among those it lists?"""
-    from sqlalchemy import select
-
-    from pxp.llm.base import LLMConfigError, LLMError, is_llm_spec
-    from pxp.llm.models import served_models
     from pxp.storage.urls import sqlite_file
 
     path = sqlite_file(url)
     if path is not None and not path.exists():
         return []  # no database yet: said by the database line
-    from pxp.storage.store import make_engine
-    from pxp.storage.tables import AppSetting
+    from sqlalchemy import select
+
+    from pxp.storage.core import make_engine
+    from pxp.storage.core_tables import appsetting
 
     try:
         engine = make_engine(url, must_exist=True)
         with engine.connect() as conn:
             rows: dict[str, Any] = {str(k): v for k, v in conn.execute(
-                select(AppSetting.__table__.c.key, AppSetting.__table__.c.value)).all()}  # type: ignore[attr-defined]
+                select(appsetting.c.key, appsetting.c.value)).all()}
         engine.dispose()
     except Exception:  # no database yet, or not pxp's: said by the database line
         return []
     base, spec = rows.get("base_url") or "", rows.get("generator") or ""
-    if not base or not is_llm_spec(str(spec)):
+    if not base:
         return []
+    from pxp.llm.base import LLMConfigError, LLMError, is_llm_spec  # only with a local server saved
+
+    if not is_llm_spec(str(spec)):
+        return []
+    from pxp.llm.models import served_models
+
     try:
         served = served_models(str(spec), str(base))
     except (LLMConfigError, LLMError) as err:
@@ -291,11 +295,14 @@ def _model_checks(url: str) -> list[tuple[bool, str]]:
 
 def _interrupted_lines(url: str) -> list[tuple[bool, str]]:
     """A ✗ for every run whose process ended without finishing or pausing, with the command that resumes it."""
-    from pxp.running.workers.interrupted import interrupted_runs
-    from pxp.storage.store import make_engine
+    from pxp.storage.core import any_running, make_engine
 
     engine = make_engine(url)
     try:
+        if not any_running(engine):  # none to name: the workers' modules (and the ORM) are not loaded
+            return []
+        from pxp.running.workers.interrupted import interrupted_runs
+
         found = interrupted_runs(engine)
     finally:
         engine.dispose()
@@ -305,7 +312,7 @@ def _interrupted_lines(url: str) -> list[tuple[bool, str]]:
 def _workers_line(url: str) -> str:
     """PostgreSQL's `pxp worker`s seen in the last STALLED_SECONDS."""
     from pxp.running.workers.queue_schema import STALLED_SECONDS, live_workers
-    from pxp.storage.store import make_engine
+    from pxp.storage.core import make_engine
 
     engine = make_engine(url)
     try:

@@ -57,17 +57,17 @@ def calls_cmd(
 ) -> None:
     """LLM calls of an experiment per run: calls, errors, tokens, cache, cost, latency."""
     from pxp.analysis.calls import call_totals, grand_total
-    from pxp.running.pxp.journal import unknown_calls
-    from pxp.storage.store import db_session, find_experiment
+    from pxp.storage.core import experiment_row
 
     if fmt not in ("table", "json"):
         fail(f"unknown format {fmt!r} (table or json)")
     engine = state.reader()
-    with db_session(engine) as db:
-        exp = find_experiment(db, name_or_id=experiment)
-    if exp is None or exp.id is None:
+    exp = experiment_row(engine, name_or_id=experiment)
+    if exp is None:
         fail(f"no experiment named {experiment!r}")
     if unknown:
+        from pxp.running.pxp.journal import unknown_calls
+
         pending = unknown_calls(engine, exp.id)
         if fmt == "json":
             dump({"experiment": exp.name, "unknown": pending})
@@ -82,9 +82,11 @@ def calls_cmd(
         return
     rows = call_totals(engine, exp.id)
     total = grand_total(rows)
-    from pxp.running.pxp.controlled.estimate_text import versus_actual
+    versus = None
+    if exp.config.get("estimate"):  # made by `pxp run` before the run: shown beside the actual
+        from pxp.running.pxp.controlled.estimate_text import versus_actual
 
-    versus = versus_actual(exp.config["estimate"], rows) if exp.config.get("estimate") else None
+        versus = versus_actual(exp.config["estimate"], rows)
     if fmt == "json":
         dump({"experiment": exp.name, "rows": rows, "total": total, **({"estimate": versus} if versus else {})})
         return

@@ -70,10 +70,11 @@ PLAIN: dict[Any, type] = {str: str, list[str]: str, bool: bool}
 
 
 def plain_options() -> None:
-    """Take a str, list[str] or bool option's value as it is when it already is one (docs/development.md,
-    "Start-up"): typer 0.26 and later coerce every value through a pydantic TypeAdapter, built per option, which costs
-    each command about 0.1 s. Any other value or annotation, a parser or choices still go through typer's own
-    coercion; a typer without these internals is left as it is."""
+    """Take a str, list[str] or bool option's value as it is when it already is one, and a parser's value as the
+    parser gives it (docs/development.md, "Start-up"): typer 0.26 and later coerce every value through a pydantic
+    TypeAdapter, built per option, which costs each command about 0.1 s. Any other value or annotation, a value
+    its parser refuses (parsed again by typer, for typer's own error), a list or tuple and choices still go through
+    typer's own coercion; a typer without these internals is left as it is."""
     try:
         import typer.core as core
         from typer._coercion import RuntimeParam
@@ -96,11 +97,28 @@ def plain_options() -> None:
                 return list(value)
             return typers(self.descriptor)._coerce_value(value, param=param, ctx=ctx)  # as typer would
 
+    @dataclass(frozen=True)
+    class Parsed(RuntimeParam):  # type: ignore[misc]
+        descriptor: Any = None
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            parse = self.parameter_info.parser
+            assert parse is not None  # build() makes a Parsed only for an option with a parser
+            try:
+                return parse(value)  # what typer's adapter returns: the parser's value
+            except Exception:  # refused: typer parses it again and words the error its own way
+                return typers(self.descriptor)._coerce_value(value, param=param, ctx=ctx)
+
     def build(descriptor: Any) -> Any:
-        if (descriptor.annotation in PLAIN and descriptor.parameter_info.parser is None
-                and descriptor.file_annotation is None and not descriptor.is_choice):
-            return Plain(parameter_info=descriptor.parameter_info, annotation=descriptor.annotation,
-                         descriptor=descriptor)
+        parser = descriptor.parameter_info.parser
+        args = {"parameter_info": descriptor.parameter_info, "annotation": descriptor.annotation,
+                "descriptor": descriptor}
+        if descriptor.file_annotation is not None or descriptor.is_choice:
+            return typers(descriptor)
+        if parser is None and descriptor.annotation in PLAIN:
+            return Plain(**args)
+        if parser is not None and not descriptor.is_list and not descriptor.is_tuple:
+            return Parsed(**args)
         return typers(descriptor)
 
     build.plain = True  # type: ignore[attr-defined]

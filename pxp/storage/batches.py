@@ -1,6 +1,10 @@
 """Reading a study in bounded pieces (docs/development.md, "Reading a study"): keyset pages of rows,
 each page one statement, and lists of values cut into chunks, so that no statement binds one
-parameter per stored row and memory does not grow with the study."""
+parameter per stored row and memory does not grow with the study.
+
+Pages join the Core `session` of pxp.storage.core_tables (no ORM: docs/development.md, "Start-up"), so the
+statements given to them name that copy's tables too: a table class's `session` beside it would be a second
+table of one name."""
 
 from __future__ import annotations
 
@@ -10,13 +14,11 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Row, Select, Table, select, tuple_
 from sqlalchemy.sql.elements import ColumnElement
 
-from pxp.storage.store import table_of
-from pxp.storage.tables import Session
+from pxp.storage.core_tables import session as _S
 
 #: rows per page, values per chunk: a statement's parameters and a page's objects stay this small
 BATCH = 1000
 T = TypeVar("T")
-_S = table_of(Session)
 
 
 def pages(conn: Connection, q: Select[Any], *key: ColumnElement[Any], size: int = BATCH) -> Iterator[list[Row[Any]]]:

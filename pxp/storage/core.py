@@ -191,3 +191,12 @@ def experiment_row(engine: Engine, *, name_or_id: str) -> ExperimentRow | None:
         row = None if found is None else conn.execute(
             select(e.c.id, e.c.name, e.c.n, e.c.config).where(e.c.id == found)).first()
     return None if row is None else ExperimentRow(int(row.id), str(row.name), int(row.n), dict(row.config or {}))
+
+
+def any_running(engine: Engine) -> bool:
+    """Whether a controlled experiment is marked running: one that may have been interrupted
+    (pxp.running.workers.interrupted decides; `pxp doctor` asks it only then)."""
+    e = core_tables.experiment
+    with engine.connect() as conn:
+        return conn.execute(select(e.c.id).where(e.c.mode == "controlled", e.c.status == "running")
+                            .limit(1)).first() is not None

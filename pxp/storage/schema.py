@@ -50,6 +50,8 @@ def schema_state(engine: Engine) -> tuple[str, str | None]:
     pxp's migrations know (another application's, or a newer pxp's); "old": pxp's, before head;
     "unfinished": pxp's own first creation stopped part-way (only pxp's tables, all empty, no revision).
     """
+    if at_head(engine):  # one query, without Alembic (docs/development.md, "Start-up")
+        return "pxp", head_revision()
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
     from sqlalchemy import inspect

@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pxp.tasks.base import task_match_kind
-from pxp.tasks.custom import task_config
 from pxp.tasks.drug import drug_spec
 from pxp.tasks.rad import rad_spec
 from pxp.tasks.spec import TaskSpec
@@ -22,6 +21,8 @@ def task_spec(task: str, config: Mapping[str, Any] | None = None,
     config = config or {}
     custom = config.get("task_config")
     if isinstance(custom, Mapping):
+        from pxp.tasks.custom import task_config  # pydantic: only for a custom task (docs/development.md, "Start-up")
+
         return task_config(custom).spec()
     if task == "rad":
         return rad_spec(config, labels)

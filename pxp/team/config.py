@@ -212,7 +212,7 @@ def check_database(url: str) -> None:
         if not path.parent.is_dir():
             raise ConfigError(f"{path}: its folder {path.parent} does not exist; create it or choose another path")
         return
-    from pxp.storage.store import make_engine  # the table classes: only for a database that exists
+    from pxp.storage.core import make_engine  # SQLAlchemy only for a database that exists
 
     try:
         engine = make_engine(url)
@@ -280,7 +280,7 @@ def team_size(url: str) -> dict[str, int]:
     path = sqlite_file(url)
     if path is not None and not path.exists():
         return {}
-    from pxp.storage.store import make_engine  # the table classes: only for a database that exists
+    from pxp.storage.core import make_engine  # SQLAlchemy only for a database that exists
 
     engine = make_engine(url)
     try:

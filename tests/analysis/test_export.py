@@ -95,6 +95,29 @@ def test_csv_and_parquet_hold_the_same_rows(engine: Engine, done: Experiment, tm
     assert set(e["split"]) == {"val", "test"}
 
 
+def test_calls_carry_the_agents_call_fields_with_the_providers_text_redacted(engine: Engine, done: Experiment,
+                                                                             tmp_path: Path) -> None:
+    """An export names the call-cost fields itself (it loads no table class: docs/development.md, "Start-up"): they
+    are pxp.agents.base.CALL_FIELDS in their order, and a provider's error text is redacted as call_fields does."""
+    from pxp.agents.base import CALL_FIELDS, call_fields
+    from pxp.analysis import export
+
+    assert export.CALL_FIELDS == CALL_FIELDS
+    with DB(engine) as db:
+        call = db.exec(select(LLMCall).order_by(LLMCall.id)).first()
+        assert call is not None
+        call.error, call.tokens_in = "HTTP 401: bad key sk-abcdefghijklmnop", None
+        db.add(call)
+        db.commit()
+        db.refresh(call)
+        expected = call_fields(call)
+    export_experiment(engine, "X", tmp_path / "out", "jsonl")
+    first = json.loads((tmp_path / "out" / "calls.jsonl").read_text().splitlines()[0])
+    assert list(first)[3:] == list(CALL_FIELDS)
+    assert {k: first[k] for k in CALL_FIELDS} == expected
+    assert first["error"] == "HTTP 401: bad key [redacted]" and first["tokens_in"] is None
+
+
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
 def test_a_probed_run_exports_its_probes(engine: Engine, tmp_path: Path, fmt: str) -> None:
     """`--probe` (docs/research.md, Common-ground probe): probes.EXT holds every stored probe row, with its repetition

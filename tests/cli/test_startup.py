@@ -1,7 +1,7 @@
 """Start-up (docs/development.md, "Start-up"): `pxp --help` lists every command from pxp.cli.common.LAZY
 without importing it, a command's own help loads only its module, a reading command on a database at
-the latest schema imports neither Alembic nor pandas, and `pxp report` reads through SQLAlchemy Core without
-SQLModel or the ORM. Their times are bench/bench_startup.py's."""
+the latest schema imports neither Alembic nor pandas, and `pxp report`, `pxp validate` and `pxp export` read through
+SQLAlchemy Core without SQLModel or the ORM. Their times are bench/bench_startup.py's."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer.main
@@ -68,25 +69,90 @@ def test_a_commands_help_loads_its_module_and_no_database_layer(command: str, tm
     assert not loaded & set(HEAVY), loaded & set(HEAVY)
 
 
-def test_a_reading_command_at_the_latest_schema_imports_no_alembic_nor_pandas(db_url: str, engine: Engine,
-                                                                             tmp_path: Path) -> None:
+#: what a reading command does not load (docs/development.md, "Start-up"): SQLModel, the ORM and the table classes
+#: (about 0.25 s of a command), Alembic (only for a database not at the latest schema), pandas and numpy
+NOT_READING = ("pxp.storage.tables", "pxp.storage.store", "pxp.storage.scorekeeping")
+NOT_READING_PACKAGES = ("sqlmodel", "alembic", "pandas", "numpy")
+
+
+def _unneeded(loaded: set[str], *allowed: str) -> set[str]:
+    """The modules of `loaded` a reading command does not need, but for the packages `allowed`."""
+    top = set(NOT_READING_PACKAGES) - set(allowed)
+    return {m for m in loaded if m in NOT_READING or m.split(".")[0] in top or m.startswith("sqlalchemy.orm")}
+
+
+@pytest.fixture
+def study(db_url: str, engine: Engine, tmp_path: Path) -> str:
+    """A database at the latest schema holding one finished simulated experiment, "exp"."""
     make_rad(engine)
     assert head_revision() is not None
-    loaded = imported(tmp_path, "--db", db_url, "validate")
-    assert "sqlalchemy" in loaded and "pxp.storage.tables" in loaded  # a database is opened
-    assert not loaded & {"alembic", "pandas", "numpy"}
-
-
-def test_report_reads_through_core_without_sqlmodel_nor_the_orm(db_url: str, engine: Engine, tmp_path: Path) -> None:
-    """The ORM and the table classes cost a command about 0.25 s: `pxp report` reads pxp.storage.core_tables."""
-    make_rad(engine)
     imported(tmp_path, "--db", db_url, "run", "--dataset", "toy-rad", "--name", "exp", "--no-progress")
+    return db_url
+
+
+def test_report_reads_through_core_without_sqlmodel_nor_the_orm(study: str, tmp_path: Path) -> None:
+    """`pxp report` reads pxp.storage.core_tables."""
     for args in (("--experiment", "exp"), ("--experiment", "exp", "--by", "label", "--format", "json")):
-        loaded = imported(tmp_path, "--db", db_url, "report", *args)
+        loaded = imported(tmp_path, "--db", study, "report", *args)
         assert {"pxp.analysis.report", "pxp.storage.core_tables"} <= loaded  # the report was made
-        assert not {m for m in loaded if m.split(".")[0] == "sqlmodel" or m.startswith("sqlalchemy.orm")}
-        assert not loaded & {"pxp.storage.tables", "pxp.storage.store", "alembic", "pandas"}
+        assert not _unneeded(loaded), _unneeded(loaded)
         assert "pydantic" not in loaded  # typer's option coercion: pxp.cli.main.plain_options
+
+
+@pytest.mark.parametrize("args", [("validate",), ("validate", "--experiment", "exp")])
+def test_validate_reads_through_core_without_sqlmodel_nor_the_orm(study: str, tmp_path: Path,
+                                                                  args: tuple[str, ...]) -> None:
+    """`pxp validate`, and the pages of pxp.storage.batches it reads, name the tables of pxp.storage.core_tables."""
+    loaded = imported(tmp_path, "--db", study, *args)
+    assert {"pxp.analysis.validate", "pxp.storage.batches", "pxp.storage.core_tables"} <= loaded
+    assert not _unneeded(loaded), _unneeded(loaded)
+    assert "pydantic" not in loaded
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_export_reads_through_core_without_sqlmodel_nor_the_orm(study: str, tmp_path: Path, fmt: str) -> None:
+    """`pxp export` too (csv imports pandas to write its chunks, jsonl nothing more)."""
+    loaded = imported(tmp_path, "--db", study, "export", "--experiment", "exp", "--format", fmt, "--out",
+                      str(tmp_path / "out"))
+    assert (tmp_path / "out" / f"messages.{fmt}").stat().st_size > 0  # the export was written
+    assert {"pxp.analysis.export", "pxp.storage.batches", "pxp.storage.core_tables"} <= loaded
+    unneeded = _unneeded(loaded, *(("pandas", "numpy") if fmt == "csv" else ()))
+    assert not unneeded, unneeded
+
+
+@pytest.mark.parametrize("args", [("calls", "--experiment", "exp"),
+                                  ("calls", "--experiment", "exp", "--format", "json"),
+                                  ("report", "--experiment", "exp", "--calls")])
+def test_calls_reads_through_core_without_sqlmodel_nor_the_orm(study: str, tmp_path: Path,
+                                                               args: tuple[str, ...]) -> None:
+    """`pxp calls` and `pxp report --calls`: the totals (pxp.analysis.calls) and the experiment through Core, and
+    no estimate's module for an experiment without one."""
+    loaded = imported(tmp_path, "--db", study, *args)
+    assert {"pxp.analysis.calls", "pxp.storage.core_tables"} <= loaded
+    assert not _unneeded(loaded), _unneeded(loaded)
+    assert not loaded & {"pydantic", "pxp.running.pxp.journal", "pxp.running.pxp.controlled.estimate"}
+
+
+def test_doctor_on_a_database_at_the_latest_schema_loads_no_orm_nor_alembic(study: str, tmp_path: Path) -> None:
+    """`pxp doctor` on an existing database: its schema by one query, the settings and the runs through Core; the
+    interrupted runs' module only when a run is marked running, the LLM's only with a local server saved."""
+    loaded = imported(tmp_path, "--db", study, "doctor")
+    assert {"pxp.storage.schema", "pxp.storage.core_tables"} <= loaded  # the database was read
+    assert not _unneeded(loaded), _unneeded(loaded)
+    assert not loaded & {"streamlit", "pydantic", "pxp.running.workers.interrupted", "pxp.llm.models"}
+
+
+def test_an_import_into_a_database_at_the_latest_schema_loads_no_alembic_nor_the_confusables_data(
+        study: str, tmp_path: Path) -> None:
+    """`pxp import csv` into an existing database: whether it is empty is one query (pxp.storage.schema.schema_state),
+    and an ASCII name's skeleton needs no UTS #39 data (pxp.protocols.text.skeleton). It writes through the table
+    classes."""
+    table = tmp_path / "tiny.csv"
+    table.write_text("id,text,answer\na1,What is 2+2?,four\na2,Capital of France?,Paris\n", encoding="utf-8")
+    loaded = imported(tmp_path, "--db", study, "import", "csv", str(table), "--map", "id=key", "--map", "text=input",
+                      "--map", "answer=prediction", "--no-progress")
+    assert {"pxp.data.importers.generic", "pxp.storage.tables"} <= loaded  # the dataset was written
+    assert not loaded & {"alembic", "pandas", "numpy", "confusable_homoglyphs.confusables"}
 
 
 def test_a_plain_option_value_is_what_typers_own_coercion_makes() -> None:
@@ -119,6 +185,40 @@ def test_a_plain_option_value_is_what_typers_own_coercion_makes() -> None:
     assert checked > 20  # the plain path is the one taken
 
 
+def _outcome(runtime: Any, value: Any, param: Any, ctx: Any) -> Any:
+    """The value a runtime parameter makes of `value`, or the type and words of its refusal."""
+    try:
+        return runtime.coerce(value, param=param, ctx=ctx)
+    except Exception as e:  # compared, not handled
+        return type(e), str(e)
+
+
+def test_a_parsed_option_value_is_what_typers_own_coercion_makes() -> None:
+    """pxp.cli.main.plain_options gives an option with a parser (every path: pxp.cli.common.named_path) its parser's
+    value without pydantic: the same value, or the same refusal in the same words, as typer's own coercion."""
+    import typer.core
+    from typer._coercion import build_runtime_param as typers
+
+    for module in {m for m, _ in LAZY.values()}:
+        importlib.import_module(f"pxp.cli.{module}")
+    root = typer.main.get_command(app)
+    commands = [root, *root.commands.values()]  # type: ignore[attr-defined]
+    commands += [c for g in commands[1:] for c in getattr(g, "commands", {}).values()]
+    samples = ["out", "a/b.csv", "", "   ", "x" * 300, "/" + "d/" * 2100, "ünï/cødé", "--"]
+    checked = 0
+    for cmd in commands:
+        ctx = typer.Context(cmd)
+        for param in cmd.params:
+            descriptor = getattr(param, "type_descriptor", None)
+            if descriptor is None or descriptor.parameter_info.parser is None:
+                continue
+            ours, theirs = typer.core.build_runtime_param(descriptor), typers(descriptor)
+            for v in samples:
+                assert _outcome(ours, v, param, ctx) == _outcome(theirs, v, param, ctx), (cmd.name, param.name, v)
+            checked += type(ours).__name__ == "Parsed"
+    assert checked >= 15  # the parser's path is the one taken
+
+
 def test_doctor_before_a_database_exists_opens_none(tmp_path: Path) -> None:
     """`pxp doctor` on a SQLite file not made yet reads Streamlit's options itself and loads no table class."""
     missing = tmp_path / "not-yet.db"
@@ -127,11 +227,9 @@ def test_doctor_before_a_database_exists_opens_none(tmp_path: Path) -> None:
     assert not missing.exists()
 
 
-def test_a_name_found_as_stored_needs_no_confusables_data(db_url: str, engine: Engine, tmp_path: Path) -> None:
+def test_a_name_found_as_stored_needs_no_confusables_data(study: str, tmp_path: Path) -> None:
     """The UTS #39 data (0.05-0.1 s to load) is read only when a name is not found as given."""
-    make_rad(engine)
-    imported(tmp_path, "--db", db_url, "run", "--dataset", "toy-rad", "--name", "exp", "--no-progress")
-    loaded = imported(tmp_path, "--db", db_url, "report", "--experiment", "exp")
+    loaded = imported(tmp_path, "--db", study, "report", "--experiment", "exp")
     assert "confusable_homoglyphs.confusables" not in loaded
     assert "pxp.running.pxp.controlled.attempts" not in loaded  # no aborted session: the reply formats unread
 

@@ -32,6 +32,20 @@ def test_the_skeleton_is_that_of_uts_39() -> None:
     assert skeleton("Café") == skeleton("Cafe\u0301")  # NFD first
 
 
+def test_an_ascii_skeleton_is_the_confusables_data_s_without_loading_it() -> None:
+    """ASCII text maps through pxp.protocols.text._ASCII_PROTOTYPES (no data loaded: docs/development.md,
+    "Start-up"): the same prototypes as UTS #39's data, and so the same skeleton as the whole mapping gives."""
+    import unicodedata
+
+    from pxp.protocols.text import _ASCII_PROTOTYPES, _prototypes
+
+    ascii_ = "".join(map(chr, range(128)))
+    whole = _prototypes()
+    assert {ord(c): p for c, p in whole.items() if c.isascii()} == _ASCII_PROTOTYPES
+    for text in (ascii_, "demo-rad 1%", "I|1l0O `m\"", ""):
+        assert skeleton(text) == unicodedata.normalize("NFD", "".join(whole.get(ch, ch) for ch in text))
+
+
 @pytest.mark.parametrize(("typed", "named"), [
     ("аdmin", "U+0430 (CYRILLIC SMALL LETTER A)"),
     ("bοss", "U+03BF (GREEK SMALL LETTER OMICRON)"),

@@ -8,9 +8,10 @@ actual.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pxp.running.pxp.controlled.estimate import Estimate
+if TYPE_CHECKING:  # `pxp calls` sets an estimate beside the actual without the estimate's module and its ORM
+    from pxp.running.pxp.controlled.estimate import Estimate
 
 
 def _num(v: float | None, usd: bool = False) -> str:
