@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pxp.llm.redact import redact_any
+from pxp.llm.redact import accounting
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
 from pxp.storage.tables import CallCost
@@ -84,10 +84,8 @@ CALL_FIELDS: tuple[str, ...] = tuple(CallCost.model_fields)
 
 
 def call_fields(c: Any) -> dict[str, Any]:
-    """The accounting fields of a CallRecord or an LLMCall row."""
-    fields = {f: getattr(c, f) for f in CALL_FIELDS}
-    fields["error"] = redact_any(fields["error"])  # provider text: never a key
-    return fields
+    """The accounting fields of a CallRecord or an LLMCall row, the error text redacted."""
+    return accounting(c, CALL_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)

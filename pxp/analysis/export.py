@@ -42,7 +42,7 @@ from sqlalchemy import Connection, Engine, String, cast, func, select
 
 from pxp import __version__
 from pxp.data.sinks import Sink
-from pxp.llm.redact import redact_any
+from pxp.llm.redact import accounting
 from pxp.protocols.errors import PxpError
 from pxp.protocols.pxp.common_ground import QUESTIONS
 from pxp.storage import core_tables as ct
@@ -145,7 +145,7 @@ def write_tables(engine: Engine, experiment_id: int, sinks: dict[str, Sink]) -> 
                          "instance_order": [keys.get(i, str(i)) for i in r.instance_order]})
         for page in pages(conn, select(_LC).where(_LC.c.experiment_id == experiment_id), _LC.c.id):
             sinks["calls"].write([{"repetition": rep.get(c.run_id) if c.run_id is not None else None,
-                                   "session": c.session_id, "j": c.j, **_call_fields(c)} for c in page])
+                                   "session": c.session_id, "j": c.j, **accounting(c, CALL_FIELDS)} for c in page])
     return meta
 
 
@@ -166,13 +166,6 @@ _COLUMNS = {
 #: the call-cost fields of a calls row: pxp.agents.base.CALL_FIELDS, named here so that an export loads no table class
 #: (tests/analysis/test_export.py checks they are the same)
 CALL_FIELDS = tuple(_COLUMNS["calls"][3:])
-
-
-def _call_fields(c: Any) -> dict[str, Any]:
-    """pxp.agents.base.call_fields of an llmcall row: its accounting, the provider's error text redacted."""
-    fields = {f: getattr(c, f) for f in CALL_FIELDS}
-    fields["error"] = redact_any(fields["error"])  # provider text: never a key
-    return fields
 
 
 def export_experiment(engine: Engine, name_or_id: str, out: Path, fmt: str = "jsonl") -> Exported:

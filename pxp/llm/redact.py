@@ -62,3 +62,11 @@ def redact_data(value: T) -> T:
 def redact_any(value: Any) -> Any:
     """`redact` of a text that may be None."""
     return redact(value) if isinstance(value, str) else value
+
+
+def accounting(call: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """The accounting fields `names` of a call (a CallRecord or an llmcall row), its provider's `error` text redacted:
+    never a key in what is stored or exported."""
+    fields = {f: getattr(call, f) for f in names}
+    fields["error"] = redact_any(fields["error"])
+    return fields
