@@ -103,14 +103,18 @@ def build(url: str, tmp: Path, sessions: int) -> None:
           f"{time.perf_counter() - t0:.1f} s")
 
 
+def drawn_in(page: Any, url: str) -> float:
+    """Seconds from typing `url` in `page` to the page drawn."""
+    t0 = time.perf_counter()
+    page.goto(url, wait_until="commit")
+    page.wait_for_function(DRAWN, timeout=120_000, polling=25)
+    return time.perf_counter() - t0
+
+
 def opened(browser: Any, base: str, path: str) -> float:
     """Seconds from typing the URL in a new browser session to the page drawn."""
     ctx = browser.new_context(viewport=VIEW)
-    page = ctx.new_page()
-    t0 = time.perf_counter()
-    page.goto(base + path, wait_until="commit")
-    page.wait_for_function(DRAWN, timeout=120_000, polling=25)
-    took = time.perf_counter() - t0
+    took = drawn_in(ctx.new_page(), base + path)
     ctx.close()
     return took
 
@@ -119,10 +123,7 @@ def returning(ctx: Any, base: str, path: str) -> float:
     """Seconds from typing the URL in a new tab of `ctx` (a browser whose cache holds the app's scripts) to the
     page drawn."""
     page = ctx.new_page()
-    t0 = time.perf_counter()
-    page.goto(base + path, wait_until="commit")
-    page.wait_for_function(DRAWN, timeout=120_000, polling=25)
-    took = time.perf_counter() - t0
+    took = drawn_in(page, base + path)
     page.close()
     return took
 
