@@ -75,7 +75,8 @@ def view_figure1(req: Request) -> None:
                            key="analytics_fig1_proportion" + ("_differ" if differ else ""))
     st.vega_lite_chart(figures.figure1(found, metrics or FIG1_DEFAULT, proportion=proportion), key="analytics_fig1")
     st.caption("Sessions with the property when each session is cut to its first j messages: the median over "
-               "repetitions, error bars min–max (the follow-up paper's Figure 1).")
+               "repetitions, and their least and greatest as error bars, or as a band above "
+               f"{figures.BAND_ABOVE} bounds (the follow-up paper's Figure 1).")
     if differ:
         st.caption(("Shown as proportions: " if proportion else "Counts of different totals do not compare: ") +
                    "the session totals differ (" + ", ".join(f"{ui.escape_md(n)} {t:g}" for n, t in totals.items())
