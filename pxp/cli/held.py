@@ -22,10 +22,8 @@ from pxp.llm.local import listening
 from pxp.running.pxp.config import RunError
 from pxp.running.pxp.controlled.progress import StudyProgress, make_progress
 from pxp.running.pxp.controlled.repetition import NullObserver
-from pxp.running.pxp.controlled.runner import RunOutcome
+from pxp.running.pxp.controlled.runner import RunOutcome, run_experiment
 from pxp.running.workers.pool import WorkerError, hold
-from pxp.running.workers.queue_schema import ensure_schema
-from pxp.running.workers.queue_wait import run_many, runner
 from pxp.storage.faults import is_database_error
 
 
@@ -42,6 +40,18 @@ def _hear_ctrl_c() -> None:
     shell without job control (`pxp run … &` in a script) inherits SIGINT ignored, and would never stop."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def runner(engine: Any, distributed: bool) -> Callable[..., RunOutcome]:
+    """How `pxp run` runs an experiment: run_experiment in-process, or over the workers (PostgreSQL), whose modules
+    (procrastinate, psycopg) load only then (docs/development.md, "Start-up")."""
+    if not distributed:
+        return run_experiment
+    from pxp.running.workers.queue_schema import ensure_schema
+    from pxp.running.workers.queue_wait import run_distributed
+
+    ensure_schema(engine)
+    return run_distributed
 
 
 def run_held(engine: Any, experiment_id: int, name: str, *, show_progress: bool, concurrency: int | None,
@@ -80,6 +90,9 @@ def run_study_held(engine: Any, experiments: list[tuple[int, str]], *, show_prog
     display: Any = StudyProgress(engine, experiments, err) if show_progress else None
     cancel = threading.Event()  # set by any experiment's cancel from the app; never a second Ctrl-C
     holds = [hold(engine, eid, on_cancel=cancel.set) for eid, _ in experiments]
+    from pxp.running.workers.queue_schema import ensure_schema
+    from pxp.running.workers.queue_wait import run_many
+
     try:
         ensure_schema(engine)
         with contextlib.ExitStack() as stack:

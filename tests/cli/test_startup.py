@@ -155,6 +155,15 @@ def test_an_import_into_a_database_at_the_latest_schema_loads_no_alembic_nor_the
     assert not loaded & {"alembic", "pandas", "numpy", "confusable_homoglyphs.confusables"}
 
 
+def test_a_run_in_process_loads_no_workers_queue(study: str, tmp_path: Path) -> None:
+    """`pxp run` without --distributed loads neither the workers' queue (procrastinate) nor psycopg on SQLite: they
+    load only for a distributed run (pxp.cli.held.runner)."""
+    loaded = imported(tmp_path, "--db", study, "run", "--dataset", "toy-rad", "--name", "again", "--no-progress")
+    assert "pxp.running.pxp.controlled.runner" in loaded  # it ran
+    assert not loaded & {"procrastinate", "psycopg", "pxp.running.workers.queue", "pxp.running.workers.queue_wait",
+                         "pxp.running.workers.queue_schema"}
+
+
 def test_a_plain_option_value_is_what_typers_own_coercion_makes() -> None:
     """pxp.cli.main.plain_options takes a str, list[str] or bool value as it is: the same value typer's pydantic
     coercion gives, for every such option of every command; any other value still goes through typer's."""

@@ -21,9 +21,8 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from pxp.running.pxp.controlled.repetition import NullObserver, Observer
-from pxp.running.pxp.controlled.runner import RunOutcome, run_experiment
+from pxp.running.pxp.controlled.runner import RunOutcome
 from pxp.running.workers.queue import FINAL, abort, enqueue, jobs_of, set_experiment, workers
-from pxp.running.workers.queue_schema import ensure_schema
 from pxp.storage.store import db_session, experiment_runs
 from pxp.storage.tables import Experiment
 
@@ -175,11 +174,3 @@ def _conclude(engine: Engine, experiment_id: int, seconds: float) -> RunOutcome:
     status = "finished" if all(st == "finished" for st, _ in statuses.values()) else "paused"
     set_experiment(engine, experiment_id, status, unless=None if status == "finished" else "cancelled")
     return RunOutcome(name, status, statuses, seconds)
-
-
-def runner(engine: Engine, distributed: bool) -> Callable[..., RunOutcome]:
-    """How `pxp run` runs an experiment: run_experiment in-process, or over the workers (PostgreSQL)."""
-    if not distributed:
-        return run_experiment
-    ensure_schema(engine)
-    return run_distributed
