@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event, select
+from sqlalchemy import ColumnElement, Connection, Engine, Table, and_, create_engine, event, select
 from sqlalchemy.pool import NullPool
 
 from pxp.storage import core_tables
@@ -193,10 +193,14 @@ def experiment_row(engine: Engine, *, name_or_id: str) -> ExperimentRow | None:
     return None if row is None else ExperimentRow(int(row.id), str(row.name), int(row.n), dict(row.config or {}))
 
 
+def marked_running(experiment: Table) -> ColumnElement[bool]:
+    """A controlled experiment marked running: one that may have been interrupted (pxp.running.workers.interrupted
+    decides), on the Core table or the table class's own."""
+    return and_(experiment.c.mode == "controlled", experiment.c.status == "running")
+
+
 def any_running(engine: Engine) -> bool:
-    """Whether a controlled experiment is marked running: one that may have been interrupted
-    (pxp.running.workers.interrupted decides; `pxp doctor` asks it only then)."""
+    """Whether an experiment is marked running (`pxp doctor` asks pxp.running.workers.interrupted only then)."""
     e = core_tables.experiment
     with engine.connect() as conn:
-        return conn.execute(select(e.c.id).where(e.c.mode == "controlled", e.c.status == "running")
-                            .limit(1)).first() is not None
+        return conn.execute(select(e.c.id).where(marked_running(e)).limit(1)).first() is not None

@@ -19,6 +19,8 @@ from sqlmodel import Session as DB
 from sqlmodel import col, select
 
 from pxp.running.workers.pool import _aware, _dead_here, _fresh
+from pxp.storage.core import marked_running
+from pxp.storage.store import table_of
 from pxp.storage.tables import Experiment
 
 
@@ -54,8 +56,7 @@ def is_interrupted(exp: Experiment) -> bool:
 def interrupted_runs(engine: Engine) -> list[Interrupted]:
     """Every interrupted run of the database, oldest first."""
     with DB(engine) as db:
-        running = db.exec(select(Experiment).where(col(Experiment.mode) == "controlled",
-                                                   col(Experiment.status) == "running")
+        running = db.exec(select(Experiment).where(marked_running(table_of(Experiment)))
                           .order_by(col(Experiment.id))).all()
     found = [e for e in running if is_interrupted(e)]
     queued: set[int] = set()
