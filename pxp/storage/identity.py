@@ -11,9 +11,9 @@ from sqlalchemy.engine.default import DefaultExecutionContext
 from pxp.protocols.text import skeleton
 
 
-def _identity(context: DefaultExecutionContext) -> str:
+def stored_identity(context: DefaultExecutionContext) -> str:
     return skeleton(context.get_current_parameters()["name"])  # type: ignore[no-untyped-call]
 
 
 #: the column arguments of an `identity` field (a String(1000))
-IDENTITY: dict[str, Any] = {"default": _identity}
+IDENTITY: dict[str, Any] = {"default": stored_identity}

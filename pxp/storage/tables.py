@@ -6,7 +6,7 @@ these classes needs an Alembic migration in pxp/storage/migrations/versions.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, Column, Index, LargeBinary, Text, UniqueConstraint
@@ -14,10 +14,7 @@ from sqlmodel import Field, SQLModel
 from sqlmodel._compat import SQLModelConfig
 
 from pxp.storage.identity import IDENTITY
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+from pxp.storage.schema import utcnow as utcnow  # (its home: the Core copy needs it without SQLModel)
 
 
 class Row(SQLModel):

@@ -17,7 +17,7 @@ from pxp.running.pxp.controlled.runner import run_experiment
 from pxp.running.pxp.experiments import create_experiment
 from pxp.storage import core_tables
 from pxp.storage.core import experiment_row
-from pxp.storage.schema import CORE_TABLES, UTCDateTime, core_tables_source, declared_tables
+from pxp.storage.schema import CORE_TABLES, UTCDateTime, core_tables_source, declared_tables, default_function
 from pxp.storage.store import db_session, find_experiment
 from pxp.storage.tables import ALL_TABLES, Evaluation, Experiment, Message, Run, Session
 from tests.factories import make_rad
@@ -41,6 +41,11 @@ def test_each_core_table_has_the_declared_columns_types_and_keys() -> None:
             assert {f.target_fullname for f in k.foreign_keys} == {f.target_fullname for f in c.foreign_keys}
             for dialect in (sqlite.dialect(), postgresql.dialect()):  # the same column type in each database
                 assert k.type.compile(dialect=dialect) == c.type.compile(dialect=dialect), f"{name}.{c.name}"
+            # the same default: the same value, or the same function called (a Core insert stores what the ORM's does)
+            assert (k.default is None) == (c.default is None), f"{name}.{c.name}"
+            if c.default is not None:
+                assert (default_function(k), k.default.arg if k.default.is_scalar else None) == (
+                    default_function(c), c.default.arg if c.default.is_scalar else None), f"{name}.{c.name}"
 
 
 def test_a_datetime_reads_back_as_sqlmodels_type_reads_it() -> None:
