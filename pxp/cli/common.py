@@ -167,7 +167,8 @@ class CliState:
     def engine(self, *, must_exist: bool = False, atomic: bool = False) -> Engine:
         """The database of a command that creates data (a new SQLite file is announced at the end); `atomic`: a new
         file is made whole or not at all (see `atomic`)."""
-        from pxp.storage.store import StoreError, get_engine
+        from pxp.storage.core import get_engine
+        from pxp.storage.schema import StoreError
 
         if must_exist:
             return self.reader()
@@ -192,8 +193,8 @@ class CliState:
 
     def where(self) -> str:
         """The command's database as a line names it: the file it creates, else its URL without a password."""
+        from pxp.storage.core import make_engine
         from pxp.storage.faults import shown_database
-        from pxp.storage.store import make_engine
 
         if self.created is not None:
             return str(self.created[0])
@@ -274,8 +275,8 @@ def sqlite_file(url: str | None) -> Path | None:
 
 def _empty(url: str | None) -> bool:
     """Whether an existing database holds no table at all (pxp would make its tables in it)."""
+    from pxp.storage.core import make_engine
     from pxp.storage.schema import schema_state
-    from pxp.storage.store import make_engine
 
     try:
         engine = make_engine(url)
@@ -289,7 +290,7 @@ def _empty(url: str | None) -> bool:
 
 def _holds_data(url: str | None) -> bool:
     """Whether the database holds rows of pxp's (a command that failed after storing them keeps the file)."""
-    from pxp.storage.store import get_engine, holds_data
+    from pxp.storage.core import get_engine, holds_data
 
     try:
         return holds_data(get_engine(url))
@@ -299,7 +300,7 @@ def _holds_data(url: str | None) -> bool:
 
 def _settle(url: str | None) -> None:
     """Close the command's connections to `url`, its SQLite WAL written into the file."""
-    from pxp.storage.store import forget_engine
+    from pxp.storage.core import forget_engine
 
     forget_engine(url)
     path = sqlite_file(url)
@@ -312,8 +313,8 @@ def _settle(url: str | None) -> None:
 
 def _empty_again(url: str) -> None:
     """A failed command's tables removed from a database that had none when it began."""
+    from pxp.storage.core import make_engine
     from pxp.storage.schema import remove_tables
-    from pxp.storage.store import make_engine
 
     _settle(url)
     with contextlib.suppress(Exception):  # the database went away: nothing more to do

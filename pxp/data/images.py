@@ -1,4 +1,5 @@
-"""Safe image loading and content-addressed Asset storage (DESIGN §4, §6).
+"""Safe image loading, and images prepared for content-addressed Asset storage (DESIGN §4, §6; stored by
+pxp.data.importers.sending).
 
 Untrusted image files are bounded before anything is decoded: a file-size limit,
 formats restricted to PNG and JPEG (DICOM has its own reader, pxp.data.importers.dicom),
@@ -20,10 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from PIL import Image, ImageOps, UnidentifiedImageError
-from sqlmodel import Session as DB
 
 from pxp.protocols.errors import PxpError
-from pxp.storage.tables import Asset
 
 MAX_IMAGE_BYTES = 32 * 1024 * 1024
 """Largest image file accepted (bytes)."""
@@ -56,10 +55,6 @@ class PreparedImage:
     @property
     def sha256(self) -> str:
         return self.digest or hashlib.sha256(self.data).hexdigest()
-
-    def asset(self) -> Asset:
-        return Asset(sha256=self.sha256, mime=self.mime, width=self.width, height=self.height,
-                     size=len(self.data), data=self.data, meta=dict(self.meta))
 
 
 def _line(err: BaseException) -> str:
@@ -176,18 +171,3 @@ class ImageCache:
             img = read_image_file(path, where=f"{where}: {relative.strip()}")
             self._seen[path] = dataclasses.replace(img, data=b"", digest=img.sha256)
         return img
-
-
-def store_assets(db: DB, images: list[PreparedImage]) -> int:
-    """Add the images not stored yet (by sha256); returns how many were added."""
-    added = 0
-    seen: set[str] = set()
-    for img in images:
-        sha = img.sha256
-        if sha in seen:
-            continue
-        seen.add(sha)
-        if db.get(Asset, sha) is None:
-            db.add(img.asset())
-            added += 1
-    return added

@@ -152,6 +152,13 @@ def forget_engine(url: str | None = None) -> None:
 # --- lookups by name ------------------------------------------------------------------------------------------
 
 
+def holds_data(engine: Engine) -> bool:
+    """True when the database holds a dataset or an experiment."""
+    with engine.connect() as conn:
+        return any(conn.execute(select(t.c.id).limit(1)).first() is not None
+                   for t in (core_tables.dataset, core_tables.experiment))
+
+
 def same_name_in(conn: Connection, table: Table, name: str) -> str | None:
     """The stored name of `table` (dataset or experiment) that is the same identity as `name` (its own first, else
     an equal skeleton: docs/development.md "The text rule"); None if there is none."""

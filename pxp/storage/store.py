@@ -22,6 +22,7 @@ from pxp.storage.core import DatabaseMissing as DatabaseMissing  # engines live 
 from pxp.storage.core import experiment_id_in, same_name_in
 from pxp.storage.core import forget_engine as forget_engine
 from pxp.storage.core import get_engine as get_engine
+from pxp.storage.core import holds_data as holds_data
 from pxp.storage.core import is_read_only as is_read_only
 from pxp.storage.core import make_engine as make_engine
 from pxp.storage.core import read_only_mode as read_only_mode
@@ -41,12 +42,6 @@ from pxp.storage.tables import (
 from pxp.storage.urls import database_url as database_url  # the URL rules live in pxp.storage.urls
 from pxp.storage.urls import sqlite_file as sqlite_file
 from pxp.storage.urls import supported_url as supported_url
-
-
-def holds_data(engine: Engine) -> bool:
-    """True when the database holds a dataset or an experiment."""
-    with DB(engine) as db:
-        return count_rows(db, Dataset) + count_rows(db, Experiment) > 0
 
 
 @contextmanager

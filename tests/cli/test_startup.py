@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 import typer.main
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from pxp.cli.common import LAZY, app
 from pxp.cli.main import LAZY as REGISTERED
+from pxp.storage import core_tables
+from pxp.storage.core import make_engine
 from pxp.storage.schema import head_revision
 from tests.factories import make_rad
 
@@ -142,17 +144,25 @@ def test_doctor_on_a_database_at_the_latest_schema_loads_no_orm_nor_alembic(stud
     assert not loaded & {"streamlit", "pydantic", "pxp.running.workers.interrupted", "pxp.llm.models"}
 
 
-def test_an_import_into_a_database_at_the_latest_schema_loads_no_alembic_nor_the_confusables_data(
+def test_an_import_into_a_database_at_the_latest_schema_loads_no_orm_alembic_nor_the_confusables_data(
         study: str, tmp_path: Path) -> None:
     """`pxp import csv` into an existing database: whether it is empty is one query (pxp.storage.schema.schema_state),
-    and an ASCII name's skeleton needs no UTS #39 data (pxp.protocols.text.skeleton). It writes through the table
-    classes."""
+    an ASCII name's skeleton needs no UTS #39 data (pxp.protocols.text.skeleton), and it writes the dataset and
+    its instances through pxp.storage.core_tables, whose defaults are the table classes'
+    (tests/storage/test_core_tables.py)."""
     table = tmp_path / "tiny.csv"
     table.write_text("id,text,answer\na1,What is 2+2?,four\na2,Capital of France?,Paris\n", encoding="utf-8")
     loaded = imported(tmp_path, "--db", study, "import", "csv", str(table), "--map", "id=key", "--map", "text=input",
                       "--map", "answer=prediction", "--no-progress")
-    assert {"pxp.data.importers.generic", "pxp.storage.tables"} <= loaded  # the dataset was written
-    assert not loaded & {"alembic", "pandas", "numpy", "confusable_homoglyphs.confusables"}
+    assert {"pxp.data.importers.generic", "pxp.storage.core_tables"} <= loaded  # the dataset was written
+    assert not _unneeded(loaded), _unneeded(loaded)
+    assert not loaded & {"confusable_homoglyphs.confusables"}
+    with make_engine(study).connect() as conn:  # stored, with the defaults the table classes give
+        ds = conn.execute(select(core_tables.dataset).where(core_tables.dataset.c.name == "tiny")).one()
+        keys = conn.execute(select(core_tables.instance.c.key).where(core_tables.instance.c.dataset_id == ds.id)
+                            .order_by(core_tables.instance.c.ordinal)).scalars().all()
+    assert (ds.task, ds.synthetic, ds.identity, keys) == ("text", False, "tiny", ["a1", "a2"])
+    assert ds.created_at is not None
 
 
 def test_a_run_in_process_loads_no_workers_queue(study: str, tmp_path: Path) -> None:

@@ -15,14 +15,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine
-from sqlmodel import select
+from sqlalchemy import Engine, select
 
 from pxp.data.images import PreparedImage
 from pxp.data.importers.limits import MAX_FIELD_CHARS
 from pxp.protocols.errors import PxpError
-from pxp.storage.store import db_session
-from pxp.storage.tables import Dataset
+from pxp.storage import core_tables
 
 SPLITS = ("train", "val", "test")
 
@@ -136,8 +134,9 @@ BUILTIN_TASKS = ("rad", "drug", "text")
 def check_task(engine: Engine, task: str) -> str:
     """The task name if known (built in, or already the task of a stored dataset)."""
     name = (task or "").strip().lower()
-    with db_session(engine) as db:
-        stored = sorted({str(t) for t in db.exec(select(Dataset.task)).all()} - set(BUILTIN_TASKS))
+    with engine.connect() as conn:
+        stored = sorted({str(t) for t in conn.execute(select(core_tables.dataset.c.task)).scalars()}
+                        - set(BUILTIN_TASKS))
     known = [*BUILTIN_TASKS, *stored]
     if name not in known:
         raise ImportProblems([f"unknown task {task!r}; known tasks: {', '.join(known)} "

@@ -24,7 +24,8 @@ from sqlalchemy.engine import Connection
 from pxp.data.images import PreparedImage
 from pxp.data.importers.common import ImportResult, NewInstance
 from pxp.data.importers.reading import Meter
-from pxp.storage.tables import Asset, utcnow
+from pxp.storage import core_tables
+from pxp.storage.schema import utcnow
 
 #: rows sent to the database at a time
 BATCH = 5000
@@ -49,7 +50,7 @@ _DIRECT = ["dataset_id", "key", "ordinal", "split", "asset_sha256", "payload", "
 #: the columns of a checked stage's row (no key repeats there: no line or row hash to tell them apart)
 _CHECKED = ["seq", "key", "split", "asset_sha256", "payload", "label", "reference_prediction",
             "reference_explanation", "meta"]
-ASSET: Table = Asset.__table__  # type: ignore[attr-defined]
+ASSET: Table = core_tables.asset
 
 
 class KeyRepeated(Exception):

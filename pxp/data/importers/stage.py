@@ -20,7 +20,6 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     Select,
-    Table,
     Text,
     and_,
     bindparam,
@@ -34,20 +33,17 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session as DB
-from sqlmodel import select as sm_select
 
 from pxp.data.importers.common import ImportProblems, ImportResult, NewInstance
 from pxp.data.importers.reading import Meter
 from pxp.data.importers.sending import STAGE, KeyRepeated, Stager, send_items, whole_tables
 from pxp.protocols.text import TextRefused, identity
-from pxp.storage.store import db_session, same_name
-from pxp.storage.tables import Dataset, Instance, Session
+from pxp.storage import core_tables
+from pxp.storage.core import same_name_in
 
-INSTANCE: Table = Instance.__table__  # type: ignore[attr-defined]
-SESSION: Table = Session.__table__  # type: ignore[attr-defined]
+DATASET, INSTANCE, SESSION = core_tables.dataset, core_tables.instance, core_tables.session
 
 
 def _repeats(conn: Connection, what: tuple[str, str] | None, problems: list[str]) -> tuple[list[str], int]:
@@ -177,26 +173,32 @@ def _insert_new(conn: Connection, ds_id: int, fresh: bool, dense: bool) -> int:
     return int(conn.execute(select(func.count()).select_from(i).where(i.c.dataset_id == ds_id)).scalar_one()) - before
 
 
-def _dataset(db: DB, name: str, task: str, *, ds: Dataset | None, synthetic: bool, **about: str) -> Dataset:
+def _find(conn: Connection, name: str) -> Row[Any] | None:
+    """The dataset `name`, or None."""
+    return conn.execute(select(DATASET).where(DATASET.c.name == name)).first()
+
+
+def _dataset(conn: Connection, name: str, task: str, *, ds: Row[Any] | None, synthetic: bool,
+             **about: str) -> Row[Any]:
     """The dataset `name` (`ds` if found), made now if new; refused if another import just made it."""
     if ds is None:
-        other = same_name(db, Dataset, name)
+        other = same_name_in(conn, DATASET, name)
         if other is not None and other != name:
             raise ImportProblems([f"the dataset name {name!r} looks the same as the dataset {other!r}: give that "
                                   "name exactly to add to it, or another --name"])
-        ds = Dataset(name=name, task=task, synthetic=synthetic, config={}, description=about["description"],
-                     source=about["source"])
-        db.add(ds)
         try:
-            db.flush()
+            conn.execute(insert(DATASET).values(name=name, task=task, synthetic=synthetic, config={},
+                                                description=about["description"], source=about["source"]))
         except IntegrityError:  # another import made a dataset of this name since this one began
             raise ImportProblems([f"dataset {name!r} was created by another import meanwhile; nothing of "
                                   f"{about['source'] or 'this file'} was stored: import it again (it then updates that "
                                   "dataset) or choose another --name"]) from None
+        ds = _find(conn, name)
+        assert ds is not None
     return ds
 
 
-def _configure(db: DB, ds: Dataset, config: dict[str, Any] | None, synthetic: bool) -> None:
+def _configure(conn: Connection, ds: Row[Any], config: dict[str, Any] | None, synthetic: bool) -> None:
     """Merge `config` into the dataset's: labels united in order, other entries replaced."""
     merged = dict(ds.config or {})
     for k, v in (config or {}).items():
@@ -207,11 +209,9 @@ def _configure(db: DB, ds: Dataset, config: dict[str, Any] | None, synthetic: bo
                 del merged["labels"]
         else:
             merged[k] = v
-    ds.config = merged
-    if synthetic:
-        ds.synthetic = True
-    db.add(ds)
-    db.flush()
+    if merged != (ds.config or {}) or (synthetic and not ds.synthetic):
+        conn.execute(update(DATASET).where(DATASET.c.id == ds.id).values(
+            config=merged, synthetic=bool(ds.synthetic or synthetic)))
 
 
 def _has_instances(conn: Connection, ds_id: int) -> bool:
@@ -274,19 +274,18 @@ def store_instances(
     problems = problems if problems is not None else []
     result = ImportResult(dataset=name)
     about = {"description": description, "source": source}
-    with db_session(engine) as db:
-        conn = db.connection()
-        ds: Dataset | None = None
+    with engine.begin() as conn:
+        ds: Row[Any] | None = None
         checked: _Checked | None = None
         if conn.dialect.name == "postgresql":  # the repeated-key grouping of a million keys, in memory
             conn.exec_driver_sql("SET LOCAL work_mem = '64MB'")
-            ds = db.exec(sm_select(Dataset).where(Dataset.name == name)).first()
+            ds = _find(conn, name)
             if not direct or (ds is not None and ds.task != task):  # refused below, as through the stage
                 direct = False
             elif ds is not None and _has_instances(conn, int(ds.id or 0)):  # compared as it is sent
                 checked, direct = _Checked(conn, int(ds.id or 0)), False
             else:
-                ds = _dataset(db, name, task, ds=ds, synthetic=synthetic, **about)
+                ds = _dataset(conn, name, task, ds=ds, synthetic=synthetic, **about)
         stager = Stager(conn, int(ds.id or 0) if direct and ds is not None else None, checked=checked)
         seq = send_items(conn, stager, items, problems, result, meter)
         if problems:
@@ -294,12 +293,12 @@ def store_instances(
         if stager.ds_id is not None and ds is not None:  # stored already; no key repeated
             result.added = seq
             result.warnings = list(warnings)
-            _configure(db, ds, config, synthetic)
+            _configure(conn, ds, config, synthetic)
             return result
         whole_tables(conn)
         # the stored tables are first read here, after the file: on SQLite a read transaction held
         # while another connection writes could not become a write one (a stale snapshot)
-        ds = db.exec(sm_select(Dataset).where(Dataset.name == name)).first()
+        ds = _find(conn, name)
         if ds is not None and ds.task != task:
             raise ImportProblems([f"dataset {name!r} already exists for task {ds.task!r}, "
                                   f"not {task!r}; choose another --name"])
@@ -309,8 +308,8 @@ def store_instances(
         if problems:
             raise ImportProblems(problems)
         fresh = ds is None
-        ds = _dataset(db, name, task, ds=ds, synthetic=synthetic, **about)
-        _configure(db, ds, config, synthetic)
+        ds = _dataset(conn, name, task, ds=ds, synthetic=synthetic, **about)
+        _configure(conn, ds, config, synthetic)
         ds_id = int(ds.id or 0)
         if not fresh and _has_instances(conn, ds_id):
             matched = _merge(conn, ds_id, name, problems, result, checked.counts if checked else None)
