@@ -10,7 +10,8 @@ differs from what the table classes make now).
 from sqlalchemy import JSON, Boolean, Column, Float, ForeignKey, Integer, LargeBinary, MetaData, String, Table, Text
 
 from pxp.storage.identity import stored_identity
-from pxp.storage.schema import UTCDateTime, utcnow
+from pxp.storage.schema import UTCDateTime
+from pxp.storage.times import utcnow
 
 metadata = MetaData()
 

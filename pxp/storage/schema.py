@@ -212,11 +212,6 @@ def upgrade(engine: Engine) -> None:
 CORE_TABLES = Path(__file__).with_name("core_tables.py")
 
 
-def utcnow() -> datetime:
-    """Now, in UTC: every stored time's default."""
-    return datetime.now(UTC)
-
-
 class UTCDateTime(TypeDecorator[datetime]):
     """SQLModel's UTCDateTime (the type of the table classes' datetimes) without importing SQLModel: aware
     datetimes stored in UTC, read back aware in UTC (tests/storage/test_core_tables.py compares the two)."""
@@ -261,7 +256,7 @@ metadata = MetaData()
 
 #: the callable defaults a Core copy may name, by the function the table classes give: where each is imported from
 _DEFAULT_FUNCTIONS = {("builtins", "dict"): None, ("builtins", "list"): None,
-                      ("pxp.storage.schema", "utcnow"): "pxp.storage.schema",
+                      ("pxp.storage.times", "utcnow"): "pxp.storage.times",
                       ("pxp.storage.identity", "stored_identity"): "pxp.storage.identity"}
 
 

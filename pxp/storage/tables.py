@@ -14,7 +14,7 @@ from sqlmodel import Field, SQLModel
 from sqlmodel._compat import SQLModelConfig
 
 from pxp.storage.identity import IDENTITY
-from pxp.storage.schema import utcnow as utcnow  # (its home: the Core copy needs it without SQLModel)
+from pxp.storage.times import utcnow as utcnow  # (its home: the Core copy needs it without SQLModel)
 
 
 class Row(SQLModel):

@@ -25,7 +25,7 @@ from pxp.data.images import PreparedImage
 from pxp.data.importers.common import ImportResult, NewInstance
 from pxp.data.importers.reading import Meter
 from pxp.storage import core_tables
-from pxp.storage.schema import utcnow
+from pxp.storage.times import utcnow
 
 #: rows sent to the database at a time
 BATCH = 5000
