@@ -12,6 +12,7 @@ from pxp.protocols.text import skeleton
 
 
 def stored_identity(context: DefaultExecutionContext) -> str:
+    """The `identity` column's default: the skeleton of the row's name, computed as the row is inserted."""
     return skeleton(context.get_current_parameters()["name"])  # type: ignore[no-untyped-call]
 
 
