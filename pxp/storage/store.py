@@ -22,7 +22,6 @@ from pxp.storage.core import DatabaseMissing as DatabaseMissing  # engines live 
 from pxp.storage.core import experiment_id_in, same_name_in
 from pxp.storage.core import forget_engine as forget_engine
 from pxp.storage.core import get_engine as get_engine
-from pxp.storage.core import holds_data as holds_data
 from pxp.storage.core import is_read_only as is_read_only
 from pxp.storage.core import make_engine as make_engine
 from pxp.storage.core import read_only_mode as read_only_mode
