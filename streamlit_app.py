@@ -1,9 +1,9 @@
-"""Entry point for `streamlit run streamlit_app.py` in a checkout: routing only, see pxp.app.router."""
+"""Entry point for `streamlit run streamlit_app.py` in a checkout: the app's server (as pxp.app.server), serving the
+package's page script pxp/app/streamlit_app.py for every visit and opening the database as it starts."""
 
-from pxp.app import first_start_at_once
+import streamlit as st
 
-drawn = first_start_at_once()  # a fresh database's first page, drawn before the app's imports
+from pxp.app import PAGE
+from pxp.app.resources import opened
 
-from pxp.app.router import route  # noqa: E402
-
-route(drawn)
+app = st.App(str(PAGE), lifespan=opened)

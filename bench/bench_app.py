@@ -68,14 +68,14 @@ def bench_page() -> None:
     """The Annotate page's script run as a browser rerun would time it (no network)."""
     from streamlit.testing.v1 import AppTest
 
+    from pxp.app import PAGE
     from pxp.app.router import VIEWS
     from pxp.running.pxp.controlled.demo import ensure_demo
 
     url = f"sqlite:///{tempfile.mkdtemp()}/page.db"
     os.environ["PXP_DATABASE_URL"] = url
     ensure_demo(get_engine(url))
-    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "streamlit_app.py"),
-                           default_timeout=60)
+    at = AppTest.from_file(str(PAGE), default_timeout=60)
     at.run()
     at.switch_page(str(VIEWS / "annotate.py")).run()
     at.sidebar.text_input(key="annotate_name").input("bench").run()

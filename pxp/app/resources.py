@@ -1,4 +1,4 @@
-"""Cached resources of the app: the database engine, first start, machine agents.
+"""Cached resources of the app: the database engine (opened as the server starts), first start, machine agents.
 
 The engine is a Streamlit cached resource (one per database URL); the machine agents (which
 hold the LLM SDK clients) sit in a byte-bounded LRU (pxp.llm.bytecache). Both are shared by every
@@ -7,20 +7,21 @@ browser session of the server process.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 
 import streamlit as st
 from sqlalchemy import Engine
 
 from pxp.agents.base import Agent
+from pxp.app import bound_native_heap
 from pxp.app import database_url as database_url
 from pxp.app import secret as secret
-from pxp.app.heap import bound_native_heap
 from pxp.app.prefs import KEY_NAMES
 from pxp.app.ui import escape_md
 from pxp.errors import one_line
@@ -204,8 +205,6 @@ def demo_films_wanted() -> bool:
 def _make_demo_films(engine: Engine) -> None:
     """First start's background step: the demo films, after the demo (all-or-nothing, like every import); a
     failure is one log line and leaves the demo as it is."""
-    import logging
-
     from pxp.errors import user_message
     from pxp.running.pxp.controlled.demo import ensure_demo_films
 
@@ -334,3 +333,39 @@ def auth_configured() -> bool:
         return bool(st.secrets.get("auth"))
     except Exception:  # no secrets at all: login off (the demo)
         return False
+
+
+#: the thread that opens the database as the server starts, and its log
+OPENING = "pxp-open"
+_LOG = logging.getLogger("pxp.app")
+
+
+@asynccontextmanager
+async def opened(_app: object) -> AsyncIterator[None]:
+    """The server's lifespan (Streamlit's st.App): the database opened in a thread as the server starts
+    (open_at_start), so that the first visitor does not wait for it (docs/development.md, Reading a study)."""
+    threading.Thread(target=open_at_start, name=OPENING, daemon=True).start()
+    yield
+
+
+class _NoRunWarning(logging.Filter):
+    """Streamlit warns that a cached resource is made outside a script run: expected in the opening thread."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName != OPENING
+
+
+def open_at_start() -> None:
+    """What the first page would do first, done as the server starts: the database migrated, first start's demo
+    begun and the Analytics warming started (start), shared with every visit by Streamlit's
+    resource cache. A broken configuration or a database that cannot be opened is left to the first page, which
+    says why in one line and serves nothing else (docs/operations.md, Troubleshooting)."""
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_NoRunWarning())
+    problem = config_problem()
+    if problem is not None:
+        _LOG.warning("pxp serves only this line until the configuration is mended: %s", problem)
+        return
+    try:
+        start()
+    except DatabaseUnavailable as unavailable:
+        _LOG.warning("pxp could not open its database at start (each page will try again): %s", unavailable)

@@ -1,4 +1,5 @@
-"""The package's Streamlit main script (run by `pxp app`): routing only, see pxp.app.router."""
+"""The app's page script: the server (pxp.app.server, a checkout's streamlit_app.py) runs it for every visit;
+routing only, see pxp.app.router."""
 
 from pxp.app import first_start_at_once
 

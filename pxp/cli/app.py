@@ -23,7 +23,7 @@ from pxp.cli.common import app, err, require_settings, state
 from pxp.protocols.settings import USES
 from pxp.team.config import ConfigError, check_serving
 
-MAIN = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
+MAIN = Path(__file__).resolve().parents[1] / "app" / "server.py"
 
 #: pxp's Streamlit settings: no usage statistics leave the machine, no developer toolbar
 #: for clinicians, no exception trace on screen, light theme with a success-green primary

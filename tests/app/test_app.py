@@ -19,6 +19,7 @@ from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
 from pxp.agents.base import AgentBase, Answer, Query
+from pxp.app import PAGE
 from pxp.app.router import VIEWS
 from pxp.data.pixels import read_header
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, conformance
@@ -30,7 +31,7 @@ from tests.app.test_app_imports import Up
 from tests.factories import DRUGS, make_drug, make_rad, make_rad_images
 from tests.study_sample import Study
 
-APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
+APP = str(PAGE)  # the page script the server runs for every visit
 XSS = (
     '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> '
     "[click](http://evil.example) ![i](http://evil.example/i.png) http://evil.example"

@@ -19,6 +19,7 @@ from sqlmodel import Session as DB
 from sqlmodel import select
 from streamlit.testing.v1 import AppTest
 
+from pxp.app import PAGE
 from pxp.app.auth import OPEN_NOTE
 from pxp.app.router import VIEWS
 from pxp.app.ui import escape_md
@@ -29,7 +30,7 @@ from pxp.team.access import add_member
 from tests.app.test_app import plain
 from tests.factories import make_rad
 
-APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
+APP = str(PAGE)  # the page script the server runs for every visit
 AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
         "client_id": "pxp", "client_secret": "s",
         "server_metadata_url": "http://localhost:1/.well-known/openid-configuration"}

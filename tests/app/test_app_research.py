@@ -236,7 +236,7 @@ def test_the_theme_primary_colour_is_not_red() -> None:
     import tomllib
     from pathlib import Path
 
-    theme = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())["theme"]
+    theme = tomllib.loads((Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml").read_text())["theme"]
     r, g, b = (int(theme["primaryColor"][i:i + 2], 16) for i in (1, 3, 5))
     assert not (r > 180 and g < 110 and b < 110), theme["primaryColor"]  # Streamlit's default is #ff4b4b
 

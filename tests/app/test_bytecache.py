@@ -13,8 +13,7 @@ import pytest
 from sqlmodel import Session as DB
 from sqlmodel import select
 
-from pxp.app import resources, ui
-from pxp.app.heap import bound_native_heap
+from pxp.app import bound_native_heap, resources, ui
 from pxp.llm.bytecache import MB, cache_of, nbytes
 from pxp.storage.store import get_engine
 from pxp.storage.tables import Instance

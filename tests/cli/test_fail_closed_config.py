@@ -13,11 +13,12 @@ import pytest
 from streamlit.config_option import ConfigOption
 from streamlit.testing.v1 import AppTest
 
+from pxp.app import PAGE
 from pxp.app.ui import escape_md
 from pxp.storage.store import get_engine
 from pxp.team.config import ConfigError, check_database, read_secrets
 
-APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
+APP = str(PAGE)  # the page script the server runs for every visit
 GOOD_AUTH = (b'[auth]\nredirect_uri = "http://localhost:8501/oauth2callback"\ncookie_secret = "' + b"x" * 32
              + b'"\nclient_id = "pxp"\nclient_secret = "s"\n'
              b'server_metadata_url = "http://localhost:1/.well-known/openid-configuration"\n')
@@ -104,7 +105,7 @@ def test_under_streamlit_run_a_broken_secrets_file_serves_only_its_line(tmp_path
         for page in ("home", "annotate", "settings", "audit", "datasets"):
             at = AppTest.from_file(APP, default_timeout=60)
             at.run()
-            at.switch_page(str(Path(APP).parent / "pxp" / "app" / "views" / f"{page}.py"))
+            at.switch_page(str(Path(APP).parent / "views" / f"{page}.py"))
             at.run()
             assert [e.value for e in at.error] == [escape_md(f"{secrets}: 'auht' is not a setting pxp knows: did "
                                                              "you mean [auth]? Rename it, or remove it")]

@@ -17,12 +17,13 @@ import pytest
 from sqlalchemy import Engine, text
 from streamlit.testing.v1 import AppTest
 
+from pxp.app import PAGE
 from pxp.app.ui import escape_md
 from pxp.team.access import add_member
 from pxp.team.config import ConfigError, read_secrets
 
-APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
-VIEWS = Path(APP).parent / "pxp" / "app" / "views"
+APP = str(PAGE)  # the page script the server runs for every visit
+VIEWS = Path(APP).parent / "views"
 LOGIN = ('redirect_uri = "http://localhost:8501/oauth2callback"\ncookie_secret = "' + "x" * 32 + '"\n'
          'client_id = "pxp"\nclient_secret = "s"\nserver_metadata_url = "http://localhost:1/.well-known/openid"\n')
 
