@@ -7,9 +7,9 @@ experiments on the same cases so Compare pairs them. A real `streamlit run` serv
 launcher); Debian's chromium opens each page. Prints, per view:
 
 - first: the view opened from its URL in a new browser session just after the server started (its data computed
-  then, or by the background warming the first page started: pxp.analysis.warm);
-- warmed: the same on a new server once its warming is over (the first page, Experiments, opens the database and
-  starts it; over when the server's CPU time stops growing), what a visitor finds after the server started;
+  then, or by the background warming the server started as it started: pxp.app.server, pxp.analysis.warm);
+- warmed: the same on a new server once its warming is over (started with the server, no page opened before;
+  over when the server's CPU time stops growing), what a visitor finds a few seconds after the server started;
 - again: the same URL in another new session (the data cached by data version);
 - returning: the same URL in a new tab of a browser that has opened the app before, so its cache holds the app's
   scripts (a new Streamlit session all the same): what a user who has used pxp before waits for;
@@ -188,10 +188,9 @@ def main() -> None:
                     server.close()
                 server = Server(url, tmp)
                 try:
-                    opened(browser, server.base, "/experiments")  # the database opens: the warming starts
-                    took, used = quiet(server.proc.pid)
+                    took, used = quiet(server.proc.pid)  # the server opened the database and warms as it starts
                     rss, peak = memory(server.proc.pid)
-                    print(f"warming over {took:.1f} s after the first page, {used:.1f} s of server CPU; "
+                    print(f"warming over {took:.1f} s after the server answered, {used:.1f} s of server CPU; "
                           f"server {rss:.0f} MiB, peak {peak:.0f} MiB; load {os.getloadavg()[0]:.2f}")
                     warmed = firsts(browser, server)
                     again = {p: min(opened(browser, server.base, p) for _ in range(args.visits)) for p in PAGES}
