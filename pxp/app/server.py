@@ -1,6 +1,6 @@
-"""The app's server (`pxp app` runs this file): Streamlit's st.App serving the page script pxp/app/streamlit_app.py
-for every visit, which opens the database as the server starts (pxp.app.resources.opened; docs/development.md, Reading a
-study). A checkout's streamlit_app.py is the same server."""
+"""The app's server (`pxp app` runs this file): Streamlit's st.App, which opens the database as it starts
+(pxp.app.resources.opened; docs/development.md, Reading a study) and runs the page script pxp/app/streamlit_app.py
+for every visit. A checkout's streamlit_app.py is the same server."""
 
 import streamlit as st
 
