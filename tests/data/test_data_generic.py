@@ -214,10 +214,13 @@ def test_killed_mid_import_leaves_nothing_and_the_next_import_succeeds(
     url = any_engine.url.render_as_string(hide_password=False)
     child = subprocess.Popen([sys.executable, "-c", CHILD, url, str(f)], cwd=ROOT, text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    assert child.stdout is not None
+    assert child.stdout is not None and child.stdin is not None
     line = child.stdout.readline()
     assert line.startswith("stored 5000"), line  # a first batch went to the database
     child.send_signal(how)
+    # the waiting readline returns: the kernel may hand SIGINT to the writer thread, and Python raises
+    # KeyboardInterrupt in the main thread only once it runs again (signal module docs, "Signals and threads")
+    child.stdin.close()
     child.wait(timeout=30)
     with DB(any_engine) as db:
         assert (count_rows(db, Dataset), count_rows(db, Instance)) == (0, 0)
