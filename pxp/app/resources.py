@@ -356,10 +356,10 @@ class _NoRunWarning(logging.Filter):
 
 
 def open_at_start() -> None:
-    """What the first page would do first, done as the server starts: the database migrated, first start's demo
-    begun and the Analytics warming started (start), shared with every visit by Streamlit's
-    resource cache. A broken configuration or a database that cannot be opened is left to the first page, which
-    says why in one line and serves nothing else (docs/operations.md, Troubleshooting)."""
+    """What the first page would do first, done as the server starts by `start`: the database migrated, first
+    start's demo begun and the Analytics warming started, shared with every visit by Streamlit's resource cache.
+    A broken configuration opens nothing, and a database that cannot be opened is tried again by each page: each
+    is one line in the server's log, and the pages say it as before (docs/operations.md, Troubleshooting)."""
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_NoRunWarning())
     problem = config_problem()
     if problem is not None:
