@@ -11,7 +11,8 @@ Layout (one directory, `--out PATH`; EXT is jsonl, csv or parquet):
     messages.EXT        M: one row per message — session, instance, repetition, j, sender,
                         receiver, tag, prediction, explanation, match, agree, changed, annotator,
                         status (of the session), created_at
-    contexts.EXT        C: one row per message — repetition, session, j, content (JSON text in csv/parquet)
+    contexts.EXT        C: one row per message of a session pxp ran — repetition, session, j, content (JSON text in
+                        csv/parquet); none for an imported experiment (a transcript holds no context)
     evaluations.EXT     machine performance — repetition, after_session, split,
                         prediction_accuracy, explanation_accuracy, both_accuracy, instances
     calls.EXT           LLM call accounting — repetition, session, j, provider, model, purpose,

@@ -58,7 +58,7 @@ def test_sessions_stored_from_their_key_are_those_checked_whole(tmp_path: Path,
         stored.append(_stored(engine))
         engine.dispose()
     assert stored[0] == stored[1]
-    assert len(stored[0]) == 600 + 2 * len(lines)
+    assert len(stored[0]) == 600 + len(lines)  # sessions and messages: a transcript gives no context C_j
 
 
 def test_a_key_decides_what_settling_finds_and_what_is_stored() -> None:

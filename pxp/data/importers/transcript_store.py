@@ -3,13 +3,13 @@ docs/development.md "Imports at dataset scale").
 
 A file whose sessions each have their lines together is stored as it is read (`Seen` notices a session
 met again); otherwise the checked lines wait in a temporary table (`STAGE`) and `staged_sessions` reads
-them back in the order each session first appears, as plain tuples. `Store` writes the sessions, their
-messages and contexts in batches: the driver's own `executemany` on SQLite (the session ids read back by
-their (run, ordinal) index), `COPY` on PostgreSQL (ids drawn from the sequence first)."""
+them back in the order each session first appears, as plain tuples. `Store` writes the sessions and their
+messages in batches (no context rows: a transcript holds no agent's context C_j): the driver's own
+`executemany` on SQLite (the session ids read back by their (run, ordinal) index), `COPY` on PostgreSQL (ids
+drawn from the sequence first)."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -42,7 +42,7 @@ from pxp.protocols.pxp.facts import Row
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
 from pxp.storage.batches import chunks
 from pxp.storage.store import table_of
-from pxp.storage.tables import Annotator, Context, Dataset, Experiment, Instance, Message, Run, Session, utcnow
+from pxp.storage.tables import Annotator, Dataset, Experiment, Instance, Run, Session, utcnow
 
 _MD = MetaData()
 #: a transcript's checked lines, one row each (j NULL: a session aborted before its first message)
@@ -191,7 +191,7 @@ class Seen:
 class Store:
     """Where the sessions go: the experiment, its runs, the annotators and the instances the file
     names, made from the staged lines (`staged`) or as the sessions come, each in the order of its first
-    line; then sessions, messages and contexts in batches."""
+    line; then sessions and messages in batches."""
 
     def __init__(self, db: DB, path: Path, name: str, task: str, n: int, k: int, *, staged: bool = True,
                  writer: Callable[[Callable[[], None]], None] | None = None) -> None:
@@ -306,7 +306,7 @@ class Store:
             self.finish()
 
     def finish(self) -> None:
-        """Store the sessions waiting, with their messages and contexts: through `writer` if given (in its thread
+        """Store the sessions waiting, with their messages: through `writer` if given (in its thread
         on PostgreSQL, while the next batch is read and checked)."""
         if not self.batch:
             return
@@ -336,21 +336,19 @@ class Store:
                          stop, None, self.annotators.get(one.annotator or ""), True, f"imported session {one.sid}",
                          None, None, stamp, stamp))
         ids = self._sessions(rows)
-        msg_rows: list[tuple[Any, ...]] = []
-        ctx_rows: list[tuple[Any, ...]] = []
-        for session_id, (one, msgs, _) in zip(ids, batch, strict=True):
-            content = json.dumps({"imported": True, "session": one.sid})
-            for j, sender, tag, pred, expl, m, a, c in msgs:
-                msg_rows.append((session_id, j, sender, _OTHER[sender], tag, pred, expl, m, a, c, None, stamp))
-                ctx_rows.append((session_id, j, content))
-        for table, cols, part in ((table_of(Message), "session_id, j, sender, receiver, tag, prediction, explanation, "
-                                   "match, agree, changed, llm_call_id, created_at", msg_rows),
-                                  (table_of(Context), "session_id, j, content", ctx_rows)):
-            if part and self.pg:
-                copy_rows(self.conn, f'"{table.name}"', cols, part)
-            elif part:
-                marks = ", ".join("?" for _ in part[0])
-                self.conn.exec_driver_sql(f'INSERT INTO "{table.name}" ({cols}) VALUES ({marks})', part)
+        # the messages alone: a transcript carries no agent's context, so no C_j row is made (DESIGN §4's C table
+        # holds what an agent of pxp's saw); the file's session name is the session's note
+        messages = [(session_id, j, sender, _OTHER[sender], tag, pred, expl, m, a, c, None, stamp)
+                    for session_id, (_, msgs, _) in zip(ids, batch, strict=True)
+                    for j, sender, tag, pred, expl, m, a, c in msgs]
+        if messages and self.pg:
+            copy_rows(self.conn, "message", self._MESSAGE_COLS, messages)
+        elif messages:
+            self.conn.exec_driver_sql(f"INSERT INTO message ({self._MESSAGE_COLS}) VALUES "
+                                      f"({', '.join('?' for _ in messages[0])})", messages)
+
+    _MESSAGE_COLS = ("session_id, j, sender, receiver, tag, prediction, explanation, match, agree, changed, "
+                     "llm_call_id, created_at")
 
     _SESSION_COLS = ("run_id, instance_id, ordinal, n, k, status, stop_reason, abort_reason, annotator_id, "
                      "context_kept, learn_note, learn_val_before, learn_val_after, created_at, updated_at")
