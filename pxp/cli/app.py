@@ -148,7 +148,6 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
     from pxp.protocols.errors import PxpError
     from pxp.protocols.settings import problems
     from pxp.storage.faults import describe
-    from pxp.storage.schema import schema_state
     from pxp.storage.urls import sqlite_file
     from pxp.team.config import Secrets, check_database, read_secrets, serving_url, shown_url
 
@@ -175,6 +174,7 @@ def doctor_checks(files: list[str], explicit: str | None, environ: dict[str, str
             out.append((True, f"database: {path} does not exist yet; pxp makes it on first start (`pxp demo`)"))
         else:
             from pxp.storage.core import make_engine  # SQLAlchemy Core: no ORM (docs/development.md, "Start-up")
+            from pxp.storage.schema import schema_state  # SQLAlchemy only for a database there is
 
             engine = make_engine(url)
             try:

@@ -16,6 +16,11 @@ from typing import Any, TypeVar
 
 from pxp.protocols.errors import PxpError
 
+
+class StoreError(PxpError, RuntimeError):
+    """A database problem worth one clear line to the user."""
+
+
 #: (pattern in the driver's message, the phrase shown), first match wins
 _PHRASES: tuple[tuple[str, str], ...] = (
     (r"database or disk is full|no space left|disk full|could not extend file|SQLITE_FULL",

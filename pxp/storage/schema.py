@@ -24,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.operators import OperatorType
 from sqlalchemy.types import TypeEngine
 
-from pxp.protocols.errors import PxpError
+from pxp.storage.faults import StoreError as StoreError
 from pxp.storage.faults import shown_database
 
 if TYPE_CHECKING:
@@ -33,10 +33,6 @@ if TYPE_CHECKING:
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 _REVISION = re.compile(r"^(down_)?revision\b[^=]*=(.*)$", re.M)
-
-
-class StoreError(PxpError, RuntimeError):
-    """A database problem worth one clear line to the user."""
 
 
 

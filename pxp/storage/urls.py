@@ -4,13 +4,16 @@ doctor` before a database exists) does not load them (docs/development.md, "Star
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.engine import make_url
-
-from pxp.storage.schema import StoreError
+from pxp.storage.faults import StoreError
 from pxp.storage.settings import get_settings
+
+#: a SQLite URL whose file SQLAlchemy's `make_url` reads as the text after `///` (no query, nothing unquoted):
+#: its file is known without loading SQLAlchemy (tests/storage/test_urls.py compares the two)
+_PLAIN_SQLITE = re.compile(r"sqlite(?:\+pysqlite)?:///([^?%]+)")
 
 
 def database_url(url: str | None = None) -> str:
@@ -29,7 +32,11 @@ def database_url(url: str | None = None) -> str:
 
 def sqlite_file(url: str | None = None) -> Path | None:
     """The file of a SQLite URL (None for other databases and in-memory ones)."""
-    parsed = supported_url(database_url(url))
+    url = database_url(url)
+    plain = _PLAIN_SQLITE.fullmatch(url)
+    if plain is not None and plain[1] != ":memory:" and not plain[1].startswith("file:"):
+        return Path(plain[1]).expanduser()
+    parsed = supported_url(url)
     if parsed.get_backend_name() != "sqlite":
         return None
     db = parsed.database or ""
@@ -43,6 +50,7 @@ _EXAMPLE_URLS = "sqlite:///pxp.db or postgresql+psycopg://user@host/db"
 
 def supported_url(url: str) -> Any:
     """The parsed URL of a SQLite or PostgreSQL database; StoreError (one line) for anything else."""
+    from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
     try:

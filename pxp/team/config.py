@@ -199,20 +199,19 @@ def has_bom(files: Iterable[str | Path]) -> bool:
 def check_database(url: str) -> None:
     """The database URL pxp would serve with: a URL, of a driver pxp knows, reachable, and empty or
     pxp's (a SQLite file not yet made is fine: pxp makes it); `ConfigError` otherwise."""
-    from pxp.storage.faults import describe
-    from pxp.storage.schema import StoreError, schema_state
-    from pxp.storage.urls import sqlite_file, supported_url
+    from pxp.storage.faults import StoreError, describe
+    from pxp.storage.urls import sqlite_file
 
     try:
-        supported_url(url)
+        path = sqlite_file(url)  # a URL pxp cannot use is refused here (supported_url)
     except StoreError as err:
         raise ConfigError(f"{err}; fix --db, PXP_DATABASE_URL or database_url") from None
-    path = sqlite_file(url)
     if path is not None and not path.exists():
         if not path.parent.is_dir():
             raise ConfigError(f"{path}: its folder {path.parent} does not exist; create it or choose another path")
         return
     from pxp.storage.core import make_engine  # SQLAlchemy only for a database that exists
+    from pxp.storage.schema import schema_state
 
     try:
         engine = make_engine(url)

@@ -144,6 +144,39 @@ def test_doctor_on_a_database_at_the_latest_schema_loads_no_orm_nor_alembic(stud
     assert not loaded & {"streamlit", "pydantic", "pxp.running.workers.interrupted", "pxp.llm.models"}
 
 
+def test_doctor_on_a_database_not_made_yet_loads_no_database_layer(tmp_path: Path) -> None:
+    """`pxp doctor` before the first start: the SQLite file is read off its URL (pxp.storage.urls), so SQLAlchemy
+    is not loaded at all."""
+    loaded = imported(tmp_path, "--db", f"sqlite:///{tmp_path}/not-yet.db", "doctor")
+    assert "pxp.storage.urls" in loaded  # the URL was read
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+    assert not (tmp_path / "not-yet.db").exists()
+
+
+@pytest.mark.parametrize("url", ["sqlite:///pxp.db", "sqlite:////tmp/a b/pxp.db", "sqlite+pysqlite:///x/y.db",
+                                 "sqlite:///~/pxp.db", "sqlite:///a@b:c/d.db", "sqlite:///a#b.db", "sqlite:///ünï.db",
+                                 "sqlite:///a%20b.db", "sqlite:///a.db?mode=ro", "sqlite:///:memory:x",
+                                 "sqlite:///file:a.db", "sqlite://host/a.db", "SQLITE:///a.db",
+                                 "postgresql+psycopg://u@h/db"])
+def test_a_sqlite_file_read_off_its_url_is_the_one_sqlalchemy_reads(url: str) -> None:
+    """pxp.storage.urls.sqlite_file, which reads a plain SQLite URL without SQLAlchemy, gives the file SQLAlchemy's
+    `make_url` gives, and refuses what it refuses."""
+    from sqlalchemy.engine import make_url
+
+    from pxp.storage.faults import StoreError
+    from pxp.storage.urls import sqlite_file
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        with pytest.raises(StoreError):
+            sqlite_file(url)
+        return
+    db = parsed.database or ""
+    expected = Path(db).expanduser() if parsed.get_backend_name() == "sqlite" and db and db != ":memory:" \
+        and not db.startswith("file:") else None
+    assert sqlite_file(url) == expected
+
+
 def test_an_import_into_a_database_at_the_latest_schema_loads_no_orm_alembic_nor_the_confusables_data(
         study: str, tmp_path: Path) -> None:
     """`pxp import csv` into an existing database: whether it is empty is one query (pxp.storage.schema.schema_state),
