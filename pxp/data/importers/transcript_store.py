@@ -264,12 +264,12 @@ class Store:
                 "FROM unnest(%(keys)s::text[], %(ordinals)s::int[]) AS k(key, ordinal) RETURNING key, id",
                 {"ds": self.ds_id, "keys": new, "ordinals": list(range(self.top + 1, self.top + len(new) + 1))}).all())
             self.top += len(new)
-        elif new:
-            rows = [{"dataset_id": self.ds_id, "key": key, "ordinal": self.top + o, "payload": "", "label": "",
-                     "reference_prediction": "", "reference_explanation": "", "meta": {}}
-                    for o, key in enumerate(new, start=1)]
+        elif new:  # the driver's own executemany (SQLAlchemy's took 0.1-0.2 s of 5,000 instances' import)
+            rows = [(self.ds_id, key, self.top + o) for o, key in enumerate(new, start=1)]
             self.top += len(new)
-            self.conn.execute(insert(table_of(Instance)), rows)
+            self.conn.exec_driver_sql(  # type: ignore[arg-type]
+                "INSERT INTO instance (dataset_id, key, ordinal, payload, label, reference_prediction, "
+                "reference_explanation, meta) VALUES (?, ?, ?, '', '', '', '', '{}')", rows)
             ids |= self._ids(new)
         return ids
 
