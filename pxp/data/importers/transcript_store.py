@@ -336,8 +336,8 @@ class Store:
                          stop, None, self.annotators.get(one.annotator or ""), True, f"imported session {one.sid}",
                          None, None, stamp, stamp))
         ids = self._sessions(rows)
-        # the messages alone: a transcript carries no agent's context, so no C_j row is made (DESIGN §4's C table
-        # holds what an agent of pxp's saw); the file's session name is the session's note
+        # the messages alone: the C table holds what an agent of pxp's saw at message j, and a transcript carries
+        # none (docs/development.md, "Imports at dataset scale"); the file's session name is the session's note
         messages = [(session_id, j, sender, _OTHER[sender], tag, pred, expl, m, a, c, None, stamp)
                     for session_id, (_, msgs, _) in zip(ids, batch, strict=True)
                     for j, sender, tag, pred, expl, m, a, c in msgs]
