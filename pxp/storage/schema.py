@@ -35,7 +35,6 @@ _MIGRATIONS = Path(__file__).parent / "migrations"
 _REVISION = re.compile(r"^(down_)?revision\b[^=]*=(.*)$", re.M)
 
 
-
 class ForeignDatabase(StoreError):
     """A database that holds tables but not pxp's schema: pxp never touches it."""
 

@@ -12,7 +12,7 @@ from pxp.storage.faults import StoreError
 from pxp.storage.settings import get_settings
 
 #: a SQLite URL whose file SQLAlchemy's `make_url` reads as the text after `///` (no query, nothing unquoted):
-#: its file is known without loading SQLAlchemy (tests/storage/test_urls.py compares the two)
+#: its file is known without loading SQLAlchemy (tests/cli/test_startup.py compares the two)
 _PLAIN_SQLITE = re.compile(r"sqlite(?:\+pysqlite)?:///([^?%]+)")
 
 
