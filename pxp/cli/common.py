@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
 from pxp.protocols.settings import SettingError, check
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from sqlalchemy import Engine
 
 _DB_HELP = "Database URL (default: PXP_DATABASE_URL or sqlite:///pxp.db); also accepted after the command."
@@ -147,9 +146,36 @@ import_app = typer.Typer(help="Import transcripts, study datasets, CSV/JSONL, DI
                          no_args_is_help=True)
 app.add_typer(import_app, name="import")
 
-# text from users, files and providers is printed literally: no ":smile:" emoji codes
-out = Console(emoji=False)
-err = Console(stderr=True, emoji=False)
+class _Console:
+    """Rich's Console, imported when the command first prints through it (a command that prints with typer.echo,
+    `pxp report`, does not load Rich: about 0.03 s; docs/development.md, "Start-up"). Text from users, files and
+    providers is printed literally: no ":smile:" emoji codes."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Any = None
+
+    def real(self) -> Console:
+        """The Console itself (for what takes one: a progress display)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr, emoji=False)
+        return self._console  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+
+def escape(text: str) -> str:
+    """rich.markup.escape, imported when first needed."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+out = _Console()
+err = _Console(stderr=True)
 
 
 class CliState:

@@ -42,11 +42,12 @@ def refuse(problems: list[str]) -> NoReturn:
 
 
 @contextmanager
-def import_progress(show: bool, console: Console = err, after: float = 1.0
+def import_progress(show: bool, console: Console | None = None, after: float = 1.0
                     ) -> Iterator[Callable[[int, float], None] | None]:
     """An importer's progress callback drawing rows done, rows per second and time left on
     `console` once the import has taken `after` seconds; None (no display) with --no-progress
     or when the console is not a terminal, as `pxp run` does."""
+    console = console or err.real()
     if not show or not console.is_terminal:
         yield None
         return

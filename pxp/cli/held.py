@@ -58,7 +58,7 @@ def run_held(engine: Any, experiment_id: int, name: str, *, show_progress: bool,
              distributed: bool = False, paused_note: str = "every repetition is paused") -> RunOutcome:
     """Run (or resume) the experiment under its claim; exits with one line on any failure."""
     hint = f"resume with: {resume_command([name], distributed=distributed)}"
-    observer: Any = make_progress(engine, experiment_id, err) if show_progress else NullObserver()
+    observer: Any = make_progress(engine, experiment_id, err.real()) if show_progress else NullObserver()
     cancel = threading.Event()  # distributed: a cancel from the app pauses as Ctrl-C does, never counts as one
     if not distributed:
         _hear_ctrl_c()
@@ -87,7 +87,7 @@ def run_study_held(engine: Any, experiments: list[tuple[int, str]], *, show_prog
     """`pxp run --grid --distributed`: queue every experiment of the study at once and wait for all,
     each experiment's claim held meanwhile (one display); exits with one line on any failure, 130 on Ctrl-C."""
     hint = f"resume with: {resume_command([name for _, name in experiments], distributed=True)}"
-    display: Any = StudyProgress(engine, experiments, err) if show_progress else None
+    display: Any = StudyProgress(engine, experiments, err.real()) if show_progress else None
     cancel = threading.Event()  # set by any experiment's cancel from the app; never a second Ctrl-C
     holds = [hold(engine, eid, on_cancel=cancel.set) for eid, _ in experiments]
     from pxp.running.workers.queue_schema import ensure_schema

@@ -11,9 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rich.markup import escape
-
-from pxp.cli.common import LAZY, app, err
+from pxp.cli.common import LAZY, app, err, escape
 from pxp.errors import user_message
 from pxp.protocols.settings import SettingError
 from pxp.protocols.settings import value as setting

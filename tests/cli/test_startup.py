@@ -99,6 +99,7 @@ def test_report_reads_through_core_without_sqlmodel_nor_the_orm(study: str, tmp_
         assert {"pxp.analysis.report", "pxp.storage.core_tables"} <= loaded  # the report was made
         assert not _unneeded(loaded), _unneeded(loaded)
         assert "pydantic" not in loaded  # typer's option coercion: pxp.cli.main.plain_options
+        assert "rich" not in loaded  # it prints by typer.echo: Rich loads with the first print through common.out
 
 
 @pytest.mark.parametrize("args", [("validate",), ("validate", "--experiment", "exp")])
