@@ -21,6 +21,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from pxp.protocols.settings import SettingError, check
+from pxp.storage.urls import sqlite_file
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -134,26 +135,22 @@ def usage_line(e: typer.TyperException) -> int:
     return e.exit_code
 
 
-app = typer.Typer(
-    cls=DbGroup,
-    name="pxp",
-    help="Run the PXP intelligibility protocol and measure how intelligible it was.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
+app = typer.Typer(cls=DbGroup, name="pxp", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+                  help="Run the PXP intelligibility protocol and measure how intelligible it was.")
 import_app = typer.Typer(help="Import transcripts, study datasets, CSV/JSONL, DICOM.",
                          no_args_is_help=True)
 app.add_typer(import_app, name="import")
+
 
 class _Console:
     """Rich's Console, imported when the command first prints through it (a command that prints with typer.echo,
     `pxp report`, does not load Rich: about 0.03 s; docs/development.md, "Start-up"). Text from users, files and
     providers is printed literally: no ":smile:" emoji codes."""
 
+    _console: Console | None = None
+
     def __init__(self, stderr: bool = False) -> None:
         self._stderr = stderr
-        self._console: Any = None
 
     def real(self) -> Console:
         """The Console itself (for what takes one: a progress display)."""
@@ -161,7 +158,7 @@ class _Console:
             from rich.console import Console
 
             self._console = Console(stderr=self._stderr, emoji=False)
-        return self._console  # type: ignore[no-any-return]
+        return self._console
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real(), name)
@@ -232,22 +229,19 @@ class CliState:
         if self.created is None:
             return
         path, _ = self.created
-        if not self.atomic:  # made in place
-            self.created = None
-            err.print(f"created database {escape(str(path))}", highlight=False, soft_wrap=True)
-            return
-        temp = sqlite_file(self.db)
-        assert temp is not None
-        _settle(self.db)
-        try:
-            os.link(temp, path)
-        except OSError as e:
-            self.finish(False)
-            fail(f"{path}: the database cannot be created ({e.strerror or type(e).__name__}); nothing was kept")
+        if self.atomic:  # else made in place
+            temp = sqlite_file(self.db)
+            assert temp is not None
+            _settle(self.db)
+            try:
+                os.link(temp, path)
+            except OSError as e:
+                self.finish(False)
+                fail(f"{path}: the database cannot be created ({e.strerror or type(e).__name__}); nothing was kept")
+            temp.unlink(missing_ok=True)
+            self.db = f"sqlite:///{path}"
         self.created = None
-        temp.unlink(missing_ok=True)
-        self.db = f"sqlite:///{path}"
-        err.print(f"created database {escape(str(path))}", highlight=False, soft_wrap=True)
+        err.print(f"created database {path}", highlight=False, markup=False, soft_wrap=True)
 
     def finish(self, ok: bool) -> None:
         """End of a command: a database it created is kept (and said so) only when it succeeded; a failed
@@ -290,13 +284,6 @@ class CliState:
 
 
 state = CliState()
-
-
-def sqlite_file(url: str | None) -> Path | None:
-    """pxp.storage.urls.sqlite_file, imported when first needed (no SQLAlchemy at start-up)."""
-    from pxp.storage.urls import sqlite_file as find
-
-    return find(url)
 
 
 def _empty(url: str | None) -> bool:
@@ -379,10 +366,7 @@ def _command_scope() -> Iterator[None]:
 @app.callback()
 def _global(
     ctx: typer.Context,
-    db: Annotated[
-        str | None,
-        typer.Option("--db", help=_DB_HELP),
-    ] = None,
+    db: Annotated[str | None, typer.Option("--db", help=_DB_HELP)] = None,
 ) -> None:
     state.db = db
     state.created = state.emptied = None
