@@ -195,13 +195,20 @@ def test_a_chord_pressed_while_the_case_loads_is_performed(loading: tuple[str, t
                     page.goto(f"{base}/annotate?annotator=Dr+Early&role=Radiologist&dataset=films")
                     page.evaluate(FOCUS_LOG)
                     sid, has_form = page.evaluate(NEW_CASE, None)
+                    # a key can be held only once the page's key script has loaded (its frame, first in the
+                    # sidebar, loads beside the case; on a loaded machine it can come after the case's header)
+                    page.wait_for_function("() => !!window.__pxpTabOrder", timeout=30_000)
                 else:
                     sid, has_form = _end_case(page, sid)
                 page.keyboard.press("Alt+7")
                 assert not has_form, "the case was to appear before its reply form"
                 page.wait_for_timeout(200)  # the machine answers a moment after the key
                 go.set()
-                page.wait_for_function(AGREED, arg=sid, timeout=30_000)
+                try:
+                    page.wait_for_function(AGREED, arg=sid, timeout=30_000)
+                except Exception:
+                    raise AssertionError(f"case {n + 1}: Alt+7 was not performed; the focus and keys: "
+                                         f"{page.evaluate('() => window.__pxpFocusLog.slice(-14)')}") from None
                 _idle(page)
                 label, form = page.evaluate(FOCUS)
                 assert (label, form) == ("My prediction", f"st-key-annotate_form_{sid}_2"), (
