@@ -34,15 +34,17 @@ def sqlite_file(url: str | None = None) -> Path | None:
     """The file of a SQLite URL (None for other databases and in-memory ones)."""
     url = database_url(url)
     plain = _PLAIN_SQLITE.fullmatch(url)
-    if plain is not None and plain[1] != ":memory:" and not plain[1].startswith("file:"):
-        return Path(plain[1]).expanduser()
-    parsed = supported_url(url)
-    if parsed.get_backend_name() != "sqlite":
+    if plain is not None and (path := _file(plain[1])) is not None:
+        return path
+    parsed = supported_url(url)  # (an in-memory database is refused here)
+    return _file(parsed.database or "") if parsed.get_backend_name() == "sqlite" else None
+
+
+def _file(database: str) -> Path | None:
+    """The file a SQLite URL's database part names; None for none, one in memory or a `file:` URI."""
+    if not database or database == ":memory:" or database.startswith("file:"):
         return None
-    db = parsed.database or ""
-    if not db or db == ":memory:" or db.startswith("file:"):
-        return None
-    return Path(db).expanduser()
+    return Path(database).expanduser()
 
 
 _EXAMPLE_URLS = "sqlite:///pxp.db or postgresql+psycopg://user@host/db"
