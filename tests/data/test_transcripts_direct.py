@@ -46,6 +46,11 @@ def _stage_used(engine: Engine, run: Any) -> tuple[Any, bool]:
     return out, any(transcript_store.STAGE.name in s for s in seen)
 
 
+def _batch(engine: Engine) -> int:
+    """Sessions stored at a time on this database."""
+    return transcript_store.SESSIONS_PG if engine.dialect.name == "postgresql" else transcript_store.SESSIONS
+
+
 def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
@@ -90,14 +95,15 @@ def _study(engine: Engine, name: str) -> list[tuple[Any, ...]]:
 
 def test_lines_together_are_stored_without_the_stage_as_the_stage_stores_them(any_engine: Engine,
                                                                               tmp_path: Path) -> None:
-    path = write_study(tmp_path / "s.jsonl", 1_300, shapes=(ABORTED, *STUDY_SHAPES))  # three batches
+    sessions = 2 * _batch(any_engine) + 300  # three batches
+    path = write_study(tmp_path / "s.jsonl", sessions, shapes=(ABORTED, *STUDY_SHAPES))
     got, staged = _stage_used(any_engine, lambda: import_transcripts(any_engine, path, name="A", n=10, k=3))
-    assert not staged and (got.sessions, got.nonconformant) == (1_300, [])
+    assert not staged and (got.sessions, got.nonconformant) == (sessions, [])
     # the same file through the stage, as a second experiment on the same instances and annotators
     got, staged = _stage_used(any_engine, lambda: _staged(any_engine, path, "B", _Sessions(10, 3, "text", False)))
-    assert staged and got.sessions == 1_300
+    assert staged and got.sessions == sessions
     study = _study(any_engine, "A")
-    assert len(study) == 1_300 and study == _study(any_engine, "B")
+    assert len(study) == sessions and study == _study(any_engine, "B")
     assert _counts(any_engine)[:5] == (2, 2, 4, 7, 1_000)  # a dataset an experiment; the annotators once
 
 
@@ -202,20 +208,21 @@ def test_a_problem_after_stored_batches_leaves_the_database_as_it_was(any_engine
     """Batches of sessions are written before the bad line is read: all are rolled back."""
     import_transcripts(any_engine, write_study(tmp_path / "first.jsonl", 30), name="first", n=10, k=3)
     before = _counts(any_engine)
-    recs = _lines(write_study(tmp_path / "t.jsonl", 2_000, instances=1_500, annotators=9))
-    recs[len(recs) * 3 // 4]["sender"] = "robot"
+    recs = _lines(write_study(tmp_path / "t.jsonl", 4 * _batch(any_engine), instances=1_500, annotators=9))
+    recs[len(recs) * 3 // 4]["sender"] = "robot"  # after three batches
     path = _write(tmp_path / "late-bad.jsonl", recs)
     with pytest.raises(ImportProblems) as err:
         import_transcripts(any_engine, path, name="late", n=10, k=3)
     assert "unknown sender 'robot'" in err.value.problems[0]
     assert _counts(any_engine) == before
     # and a session met again after stored batches: rolled back, then stored once through the stage
-    recs = _lines(write_study(tmp_path / "u.jsonl", 1_600))
+    sessions = 3 * _batch(any_engine) + 100
+    recs = _lines(write_study(tmp_path / "u.jsonl", sessions))
     moved = [r for r in recs if r["session"] == "s3" and r["j"] == 3]
     path = _write(tmp_path / "moved.jsonl", [r for r in recs if r not in moved] + moved)
     got, staged = _stage_used(any_engine, lambda: import_transcripts(any_engine, path, name="moved", n=10, k=3))
-    assert staged and got.sessions == 1_600
-    assert _counts(any_engine)[1] == before[1] + 1 and _counts(any_engine)[5] == before[5] + 1_600
+    assert staged and got.sessions == sessions
+    assert _counts(any_engine)[1] == before[1] + 1 and _counts(any_engine)[5] == before[5] + sessions
 
 
 def test_the_quick_line_check_is_the_field_by_field_one(tmp_path: Path) -> None:

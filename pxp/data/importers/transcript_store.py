@@ -57,8 +57,9 @@ STAGE = Table(
 #: the sessions met so far, as hashes of (repetition, session), when a file is stored as it is read
 SEEN = Table("pxp_transcript_seen", _MD, Column("h", BigInteger), prefixes=["TEMPORARY"],
              postgresql_on_commit="DROP")
-#: sessions stored at a time
-SESSIONS = 500
+#: sessions stored at a time; more on PostgreSQL, where each batch's statements wait for the server in turn and
+#: fewer, larger batches leave it idle less (docs/development.md, "Imports at dataset scale")
+SESSIONS, SESSIONS_PG = 500, 2_000
 #: sessions whose hashes `Seen` holds in memory; the others wait in `SEEN`
 SEEN_KEPT = 5_000
 _OTHER = {"machine": "human", "human": "machine"}
@@ -214,6 +215,7 @@ class Store:
         self.batch: list[tuple[Staged, Sequence[Row], str | None]] = []
         self.ordinals: dict[int, int] = defaultdict(int)
         self.pg = self.conn.dialect.name == "postgresql"
+        self.per_batch = SESSIONS_PG if self.pg else SESSIONS
         i = table_of(Instance)
         self.top = self.conn.execute(select_core(func.coalesce(func.max(i.c.ordinal), 0))
                                      .where(i.c.dataset_id == self.ds_id)).scalar_one()
@@ -302,7 +304,7 @@ class Store:
     def add(self, one: Staged, msgs: Sequence[Row], stop: str | None) -> None:
         """A session to store: its settled messages and, if it is finished, why it stopped."""
         self.batch.append((one, msgs, stop))
-        if len(self.batch) >= SESSIONS:
+        if len(self.batch) >= self.per_batch:
             self.finish()
 
     def finish(self) -> None:
