@@ -163,21 +163,24 @@ def held_machine(tmp_path: Path, *, per_label: int, size: tuple[int, int],
 @contextlib.contextmanager
 def app_page(env: dict[str, str], tmp_path: Path, width: int = 1280, height: int = 720) -> Iterator[tuple[Any, str]]:
     """A browser page (width × height) and the base URL of `streamlit run` of the app with `env`; both stopped
-    after."""
+    after. The page is open before the server starts, so it can be sent there the moment the server answers, as
+    a user does who opens pxp as soon as it is up (on a fresh database, first start's demo is then still being
+    made: the server begins it as it starts)."""
     from playwright.sync_api import sync_playwright
 
     need_chromium()
-    proc, base, log = _start_streamlit(env, tmp_path)
-    try:
-        with sync_playwright() as pw:
-            browser = launch(pw)
-            try:
-                yield browser.new_page(viewport={"width": width, "height": height}), base
-            finally:
-                browser.close()
-    finally:
-        _stop(proc)
-        log.close()
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        started: tuple[Any, str, IO[bytes]] | None = None
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            started = _start_streamlit(env, tmp_path)
+            yield page, started[1]
+        finally:
+            browser.close()
+            if started is not None:
+                _stop(started[0])
+                started[2].close()
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ def test_a_fresh_database_shows_what_is_being_made_then_home(tmp_path: Path) -> 
     from playwright.sync_api import expect
 
     _need_chromium()
-    url = f"sqlite:///{tmp_path / 'fresh.db'}"  # nothing in it: the first visit makes the demo
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"  # nothing there: the server makes the demo as it starts
     env = {**os.environ, "PXP_DATABASE_URL": url, "PXP_DEMO_FILMS": "0",
            "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
     with app_page(env, tmp_path) as (page, base):
