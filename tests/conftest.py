@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,17 @@ os.environ.setdefault("PXP_DEMO_FILMS", "0")
 # (tests/app/test_analytics_warm.py), so other tests count only what their pages compute.
 os.environ.setdefault("PXP_WARM", "0")
 PG_URL = os.environ.get("PXP_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(autouse=True)
+def _background_work_ends_with_its_test() -> Iterator[None]:
+    """A page that serves a case prepares the next one in a server thread a moment later (pxp.app.prepare), which
+    may draw a 2048-px film: a test of the pages stops it here (or waits for it, once under way), so the next test
+    in this process does not count it (a memory test traces every thread's allocations)."""
+    yield
+    prepare = sys.modules.get("pxp.app.prepare")
+    if prepare is not None:
+        prepare.stop_preparations()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

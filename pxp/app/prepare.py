@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from sqlalchemy import Engine
 
@@ -29,6 +28,8 @@ SETTLE_S = 0.8
 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pxp-prepare")  # a waiting preparation holds one
 _running: dict[tuple[str, int, int], Future[None]] = {}
 _lock = threading.Lock()
+#: set while the process stops serving: preparations still waiting to start are dropped
+_stopping = threading.Event()
 
 
 def prepare_next_case(experiment_id: int, annotator_id: int, settle: float = SETTLE_S) -> Future[None]:
@@ -56,8 +57,22 @@ def _prepare(engine: Engine, machine: Agent, experiment_id: int, annotator_id: i
         except Exception as err:  # a bad image: the page shows it in words
             log.warning("drawing the next case ahead failed: %s", " ".join(str(err).split())[:300])
 
-    time.sleep(settle)
+    if _stopping.wait(settle):  # the process stops serving: nothing is prepared
+        return
     try:
         prepare_next(engine, experiment_id=experiment_id, annotator_id=annotator_id, machine=machine, claimed=draw)
     except Exception as err:  # the page asks the machine itself, with its retry, and shows a bad image
         log.warning("preparing the next case failed: %s", " ".join(str(err).split())[:300])
+
+
+def stop_preparations(timeout: float = 60.0) -> None:
+    """Drop the preparations still waiting to start and return once those under way have ended (or after
+    `timeout` seconds): a process that stops serving, such as a test of the pages at its end, leaves none running
+    behind it. Preparations asked for afterwards run as before."""
+    _stopping.set()
+    try:
+        with _lock:
+            running = list(_running.values())
+        wait(running, timeout=timeout)
+    finally:
+        _stopping.clear()

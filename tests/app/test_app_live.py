@@ -3,6 +3,7 @@ PostgreSQL), and the browser human's tag rule (DESIGN §1, "The human in the bro
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -183,3 +184,29 @@ def test_a_prepared_case_has_its_image_ready_too(app_db: tuple[str, Engine]) -> 
     assert [m.tag.value for m in load_session(engine, ready.id or 0).messages] == ["INIT"]
     cached = cache_of(ui._pixels).get(((url, ready.instance_id), ()))
     assert cached is not None and read_header(cached)["w"] == 900
+
+
+def test_stopping_drops_a_preparation_still_waiting_to_start(app_db: tuple[str, Engine]) -> None:
+    """A process that stops serving (pxp.app.prepare.stop_preparations) prepares nothing more: a preparation still
+    in its settling time ends at once without claiming a case; one asked for afterwards runs as before."""
+    from pxp.app.prepare import prepare_next_case, stop_preparations
+    from pxp.running.pxp.live.prepare import machine_step_once
+
+    _, engine = app_db
+    make_rad(engine)
+    eid = create_live_experiment(engine, dataset="toy-rad")
+    ann = ensure_annotator(engine, name="ann")
+    first = claim_next(engine, experiment_id=eid, annotator_id=ann)
+    assert first is not None and machine_step_once(engine, first, machine_for(engine, eid)) is not None
+
+    def others() -> list[Session]:
+        with DB(engine) as db:
+            return list(db.exec(select(Session).where(Session.annotator_id == ann, Session.id != first)).all())
+
+    preparing = prepare_next_case(eid, ann, settle=30.0)
+    t0 = time.monotonic()
+    stop_preparations()
+    assert preparing.done() and time.monotonic() - t0 < 10, "a settling preparation is dropped, not waited out"
+    assert others() == []
+    prepare_next_case(eid, ann, settle=0.0).result(timeout=60)
+    assert len(others()) == 1
