@@ -46,11 +46,6 @@ def _stage_used(engine: Engine, run: Any) -> tuple[Any, bool]:
     return out, any(transcript_store.STAGE.name in s for s in seen)
 
 
-def _batch(engine: Engine) -> int:
-    """Sessions stored at a time on this database."""
-    return transcript_store.SESSIONS_PG if engine.dialect.name == "postgresql" else transcript_store.SESSIONS
-
-
 def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
@@ -95,7 +90,7 @@ def _study(engine: Engine, name: str) -> list[tuple[Any, ...]]:
 
 def test_lines_together_are_stored_without_the_stage_as_the_stage_stores_them(any_engine: Engine,
                                                                               tmp_path: Path) -> None:
-    sessions = 2 * _batch(any_engine) + 300  # three batches
+    sessions = 2 * transcript_store.sessions_per_batch(any_engine.dialect.name) + 300  # three batches
     path = write_study(tmp_path / "s.jsonl", sessions, shapes=(ABORTED, *STUDY_SHAPES))
     got, staged = _stage_used(any_engine, lambda: import_transcripts(any_engine, path, name="A", n=10, k=3))
     assert not staged and (got.sessions, got.nonconformant) == (sessions, [])
@@ -208,7 +203,8 @@ def test_a_problem_after_stored_batches_leaves_the_database_as_it_was(any_engine
     """Batches of sessions are written before the bad line is read: all are rolled back."""
     import_transcripts(any_engine, write_study(tmp_path / "first.jsonl", 30), name="first", n=10, k=3)
     before = _counts(any_engine)
-    recs = _lines(write_study(tmp_path / "t.jsonl", 4 * _batch(any_engine), instances=1_500, annotators=9))
+    batch = transcript_store.sessions_per_batch(any_engine.dialect.name)
+    recs = _lines(write_study(tmp_path / "t.jsonl", 4 * batch, instances=1_500, annotators=9))
     recs[len(recs) * 3 // 4]["sender"] = "robot"  # after three batches
     path = _write(tmp_path / "late-bad.jsonl", recs)
     with pytest.raises(ImportProblems) as err:
@@ -216,7 +212,7 @@ def test_a_problem_after_stored_batches_leaves_the_database_as_it_was(any_engine
     assert "unknown sender 'robot'" in err.value.problems[0]
     assert _counts(any_engine) == before
     # and a session met again after stored batches: rolled back, then stored once through the stage
-    sessions = 3 * _batch(any_engine) + 100
+    sessions = 3 * batch + 100
     recs = _lines(write_study(tmp_path / "u.jsonl", sessions))
     moved = [r for r in recs if r["session"] == "s3" and r["j"] == 3]
     path = _write(tmp_path / "moved.jsonl", [r for r in recs if r not in moved] + moved)

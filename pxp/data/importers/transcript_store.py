@@ -65,6 +65,11 @@ SEEN_KEPT = 5_000
 _OTHER = {"machine": "human", "human": "machine"}
 
 
+def sessions_per_batch(dialect: str) -> int:
+    """Sessions stored at a time on a database of this dialect (SQLAlchemy's name)."""
+    return SESSIONS_PG if dialect == "postgresql" else SESSIONS
+
+
 def _flag(v: int | None) -> bool | None:
     return None if v is None else bool(v)
 
@@ -215,7 +220,7 @@ class Store:
         self.batch: list[tuple[Staged, Sequence[Row], str | None]] = []
         self.ordinals: dict[int, int] = defaultdict(int)
         self.pg = self.conn.dialect.name == "postgresql"
-        self.per_batch = SESSIONS_PG if self.pg else SESSIONS
+        self.per_batch = sessions_per_batch(self.conn.dialect.name)
         i = table_of(Instance)
         self.top = self.conn.execute(select_core(func.coalesce(func.max(i.c.ordinal), 0))
                                      .where(i.c.dataset_id == self.ds_id)).scalar_one()
