@@ -17,6 +17,11 @@ Transcripts: `--sizes` counts messages, three per session; realistic transcripts
 `--sizes` counts sessions, of 3 to 10 messages each (6.5 on average: ratified at once, refuted and revised
 then ratified, or rejected after revisions), with explanations of about 300 characters.
 PostgreSQL: PXP_BENCH_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/test); each run gets a fresh database.
+With --replay (transcripts on PostgreSQL): beside the floor, the database's own cost of the rows pxp stored, the
+first import's sessions and messages sent again by one `COPY` each, their text made beforehand and no Python
+between, into a new database with pxp's schema (the rows they name copied first, not timed): its wall time, its
+ratio to the floor, and the server's CPU for it and for the floor (the backends', from /proc: run the bench on the
+database's machine).
 """
 
 from __future__ import annotations
@@ -177,20 +182,21 @@ def floor_sqlite(kind: str, path: Path, folder: Path) -> tuple[float, float]:
     return elapsed, cpu
 
 
-def floor_pg(kind: str, path: Path, url: str) -> tuple[float, float]:
+def floor_pg(kind: str, path: Path, url: str) -> tuple[float, float, float]:
+    """The floor on PostgreSQL: (wall seconds, its Python's CPU seconds, the server's CPU seconds)."""
     import psycopg
 
     with psycopg.connect(url.replace("+psycopg", "")) as con:
         con.execute(FLOOR_DDL.replace("INTEGER PRIMARY KEY", "SERIAL PRIMARY KEY"))
         con.execute(FLOOR_INDEX)
         con.commit()
-        t, c = time.perf_counter(), time.process_time()
+        t, c, server = time.perf_counter(), time.process_time(), backend_cpu(con)
         with con.cursor() as cur, cur.copy("COPY inst (dataset_id, key, payload, label, explanation, split, meta) "
                                            "FROM STDIN") as cp:
             for row in floor_rows(kind, path):
                 cp.write_row(row)
         con.commit()
-        return time.perf_counter() - t, time.process_time() - c
+        return time.perf_counter() - t, time.process_time() - c, backend_cpu(con) - server
 
 
 class PgDatabase:
@@ -210,7 +216,60 @@ class PgDatabase:
         self.admin.close()
 
 
-def measure(kind: str, db: str, path: Path, n: int, folder: Path, reimport: bool, sessions: int = 0) -> str:
+#: what a transcripts import's sessions and messages name, copied before the replay (not timed), in the order of
+#: their keys
+NAMED = ("dataset", "instance", "experiment", "run", "annotator")
+#: the first import's rows of each table the replay sends
+FIRST = {"session": "run_id IN (SELECT id FROM run WHERE experiment_id = (SELECT min(id) FROM experiment))",
+         "message": "session_id IN (SELECT s.id FROM session s JOIN run r ON r.id = s.run_id "
+                    "WHERE r.experiment_id = (SELECT min(id) FROM experiment))"}
+
+
+def backend_cpu(con: Any) -> float:
+    """The CPU time (user + system, seconds) of this connection's server process so far, from /proc."""
+    pid = con.execute("SELECT pg_backend_pid()").fetchone()[0]
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def copied_out(con: Any, query: str) -> bytes:
+    with con.cursor() as cur, cur.copy(f"COPY ({query}) TO STDOUT") as cp:
+        return b"".join(bytes(part) for part in cp)
+
+
+def copy_in(con: Any, table: str, data: bytes) -> None:
+    with con.cursor() as cur, cur.copy(f"COPY {table} FROM STDIN") as cp:
+        cp.write(data)
+
+
+def replay_pg(src_url: str) -> tuple[float, float]:
+    """The first import's sessions and messages in `src_url`, sent again by one COPY each into a new database with
+    pxp's schema: (wall seconds, the server's CPU seconds)."""
+    import psycopg
+
+    target = PgDatabase()
+    try:
+        subprocess.run([sys.executable, "-c", "import sys; from pxp.storage.store import make_engine, upgrade; "
+                        "upgrade(make_engine(sys.argv[1]))",
+                        target.url.replace("postgresql://", "postgresql+psycopg://")], check=True)
+        with psycopg.connect(src_url) as src, psycopg.connect(target.url) as dst:
+            for table in NAMED:
+                copy_in(dst, table, copied_out(src, f"SELECT * FROM {table}"))
+            dst.commit()
+            rows = {table: copied_out(src, f"SELECT * FROM {table} WHERE {where} ORDER BY id")
+                    for table, where in FIRST.items()}
+            t, c = time.perf_counter(), backend_cpu(dst)
+            for table, data in rows.items():
+                copy_in(dst, table, data)
+            dst.commit()
+            return time.perf_counter() - t, backend_cpu(dst) - c
+    finally:
+        target.close()
+
+
+def measure(kind: str, db: str, path: Path, n: int, folder: Path, reimport: bool, sessions: int = 0,
+            replay: bool = False) -> str:
+    replayed = " | —"
     if db == "sqlite":
         url = f"sqlite:///{folder}/pxp-{uuid.uuid4().hex[:6]}.db"
         times, rss, cpu = pxp_run(kind, url, path, 2 if reimport else 1)
@@ -220,11 +279,15 @@ def measure(kind: str, db: str, path: Path, n: int, folder: Path, reimport: bool
         try:
             times, rss, cpu = pxp_run(kind, pdb.url.replace("postgresql://", "postgresql+psycopg://"), path,
                                       2 if reimport else 1)
-            floor, floor_cpu = floor_pg(kind, path, pdb.url)
+            floor, floor_cpu, floor_server = floor_pg(kind, path, pdb.url)
+            if replay and kind in ("transcripts", "realistic"):
+                again_wall, again_cpu = replay_pg(pdb.url)
+                replayed = (f" | {again_wall:.2f} s ({again_wall / floor:.1f}×; server CPU {again_cpu:.2f} s, "
+                            f"the floor's {floor_server:.2f} s)")
         finally:
             pdb.close()
     wall = times[0]
-    again = f" | {times[1]:.2f} s" if reimport else ""
+    again = (f" | {times[1]:.2f} s" if reimport else "") + (replayed if replay else "")
     what = f"realistic transcripts ({sessions:,} sessions)" if kind == "realistic" else kind
     return (f"| {what} | {db} | {n:,} | {wall:.2f} s | {floor:.2f} s | {wall / floor:.1f}× | "
             f"{n / wall:,.0f} | {rss:.0f} MiB | {cpu:.2f} s | {floor_cpu:.2f} s | {cpu / floor_cpu:.1f}×{again} |")
@@ -238,6 +301,8 @@ def main() -> None:
     ap.add_argument("--kinds", nargs="*", default=["csv", "jsonl", "transcripts"],
                     help="csv, jsonl, transcripts, realistic (transcripts of 3-10 messages; --sizes counts sessions)")
     ap.add_argument("--reimport", action="store_true", help="also time importing the same file again")
+    ap.add_argument("--replay", action="store_true",
+                    help="transcripts on PostgreSQL: also time the rows pxp stored sent again by COPY (no Python)")
     args = ap.parse_args()
     sizes = args.sizes or ([10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000])
     dbs = ["sqlite"] if args.quick or args.db == "sqlite" else (
@@ -249,8 +314,10 @@ def main() -> None:
     print(f"CLI start-up (import pxp.cli.main), not counted below: {time.perf_counter() - t:.2f} s; "
           f"load average {os.getloadavg()[0]:.1f}")
     print("| input | database | rows | pxp | floor | ratio | pxp rows/s | pxp peak RSS | pxp CPU | floor CPU | "
-          "CPU ratio" + (" | re-import |" if args.reimport else " |"))
-    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if args.reimport else ""))
+          "CPU ratio" + (" | re-import" if args.reimport else "") + (" | replay of pxp's rows" if args.replay else "")
+          + " |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if args.reimport else "")
+          + ("---|" if args.replay else ""))
     with tempfile.TemporaryDirectory(prefix="pxp-bench-import-") as tmp:
         folder = Path(tmp)
         for n in sizes:
@@ -259,9 +326,9 @@ def main() -> None:
                 for db in dbs:
                     if kind == "realistic":
                         path, messages = write_realistic(folder, n)
-                        print(measure(kind, db, path, messages, folder, args.reimport, n), flush=True)
+                        print(measure(kind, db, path, messages, folder, args.reimport, n, args.replay), flush=True)
                     else:
-                        print(measure(kind, db, paths[kind], n, folder, args.reimport), flush=True)
+                        print(measure(kind, db, paths[kind], n, folder, args.reimport, replay=args.replay), flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
