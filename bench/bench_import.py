@@ -225,11 +225,15 @@ FIRST = {"session": "run_id IN (SELECT id FROM run WHERE experiment_id = (SELECT
                     "WHERE r.experiment_id = (SELECT min(id) FROM experiment))"}
 
 
-def backend_cpu(con: Any) -> float:
-    """The CPU time (user + system, seconds) of this connection's server process so far, from /proc."""
-    pid = con.execute("SELECT pg_backend_pid()").fetchone()[0]
+def proc_cpu(pid: int) -> float:
+    """A process's CPU time so far (user + system, seconds), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def backend_cpu(con: Any) -> float:
+    """The CPU time of this connection's server process so far (seconds)."""
+    return proc_cpu(con.execute("SELECT pg_backend_pid()").fetchone()[0])
 
 
 def copied_out(con: Any, query: str) -> bytes:
@@ -287,10 +291,10 @@ def measure(kind: str, db: str, path: Path, n: int, folder: Path, reimport: bool
         finally:
             pdb.close()
     wall = times[0]
-    again = (f" | {times[1]:.2f} s" if reimport else "") + (replayed if replay else "")
+    extra = (f" | {times[1]:.2f} s" if reimport else "") + (replayed if replay else "")
     what = f"realistic transcripts ({sessions:,} sessions)" if kind == "realistic" else kind
     return (f"| {what} | {db} | {n:,} | {wall:.2f} s | {floor:.2f} s | {wall / floor:.1f}× | "
-            f"{n / wall:,.0f} | {rss:.0f} MiB | {cpu:.2f} s | {floor_cpu:.2f} s | {cpu / floor_cpu:.1f}×{again} |")
+            f"{n / wall:,.0f} | {rss:.0f} MiB | {cpu:.2f} s | {floor_cpu:.2f} s | {cpu / floor_cpu:.1f}×{extra} |")
 
 
 def main() -> None:

@@ -40,7 +40,7 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: t
 sys.path.append(str(Path(__file__).resolve().parent))
 
 from bench_browser import VIEW, Server
-from bench_import import write_realistic
+from bench_import import proc_cpu, write_realistic
 
 from tests.browser.test_browser_app import _idle, launch
 
@@ -71,20 +71,14 @@ def memory(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
-def cpu(pid: int) -> float:
-    """The server's CPU time so far (user + system, seconds), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def quiet(pid: int, window: float = 3.0, busy: float = 0.1, limit: float = 600.0) -> tuple[float, float]:
     """Wait until the server's CPU time grows by less than `busy` s in `window` s (its background warming over):
     (wall seconds, server CPU seconds) until then, the quiet window not counted."""
-    t0, c0 = time.perf_counter(), cpu(pid)
+    t0, c0 = time.perf_counter(), proc_cpu(pid)
     last_t, last_c = t0, c0
     while time.perf_counter() - t0 < limit:
         time.sleep(window)
-        now_t, now_c = time.perf_counter(), cpu(pid)
+        now_t, now_c = time.perf_counter(), proc_cpu(pid)
         if now_c - last_c < busy:
             return last_t - t0, last_c - c0
         last_t, last_c = now_t, now_c
@@ -132,9 +126,9 @@ def firsts(browser: Any, server: Server) -> dict[str, tuple[float, float]]:
     """Each page's first visit: (seconds, the server's CPU seconds meanwhile)."""
     out = {}
     for p in PAGES:
-        c0 = cpu(server.proc.pid)
+        c0 = proc_cpu(server.proc.pid)
         took = opened(browser, server.base, p)
-        out[p] = (took, cpu(server.proc.pid) - c0)
+        out[p] = (took, proc_cpu(server.proc.pid) - c0)
     return out
 
 
