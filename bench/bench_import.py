@@ -21,7 +21,8 @@ With --replay (transcripts on PostgreSQL): beside the floor, the database's own 
 first import's sessions and messages sent again by one `COPY` each, their text made beforehand and no Python
 between, into a new database with pxp's schema (the rows they name copied first, not timed): its wall time, its
 ratio to the floor, and the server's CPU for it and for the floor (the backends', from /proc: run the bench on the
-database's machine).
+database's machine); then the same replay without the foreign keys' checks (a superuser's
+`session_replication_role = replica` on the replay's connection, never in pxp), which tells what the keys cost.
 """
 
 from __future__ import annotations
@@ -246,9 +247,11 @@ def copy_in(con: Any, table: str, data: bytes) -> None:
         cp.write(data)
 
 
-def replay_pg(src_url: str) -> tuple[float, float]:
+def replay_pg(src_url: str, checked: bool = True) -> tuple[float, float]:
     """The first import's sessions and messages in `src_url`, sent again by one COPY each into a new database with
-    pxp's schema: (wall seconds, the server's CPU seconds)."""
+    pxp's schema: (wall seconds, the server's CPU seconds). With `checked` false the replay's connection skips the
+    foreign keys' checks (`session_replication_role = replica`, a superuser's setting: for this measurement only,
+    never in pxp), which PostgreSQL otherwise makes row by row."""
     import psycopg
 
     target = PgDatabase()
@@ -262,6 +265,8 @@ def replay_pg(src_url: str) -> tuple[float, float]:
             dst.commit()
             rows = {table: copied_out(src, f"SELECT * FROM {table} WHERE {where} ORDER BY id")
                     for table, where in FIRST.items()}
+            if not checked:
+                dst.execute("SET session_replication_role = replica")
             t, c = time.perf_counter(), backend_cpu(dst)
             for table, data in rows.items():
                 copy_in(dst, table, data)
@@ -286,8 +291,10 @@ def measure(kind: str, db: str, path: Path, n: int, folder: Path, reimport: bool
             floor, floor_cpu, floor_server = floor_pg(kind, path, pdb.url)
             if replay and kind in ("transcripts", "realistic"):
                 again_wall, again_cpu = replay_pg(pdb.url)
+                unchecked_wall, unchecked_cpu = replay_pg(pdb.url, checked=False)
                 replayed = (f" | {again_wall:.2f} s ({again_wall / floor:.1f}×; server CPU {again_cpu:.2f} s, "
-                            f"the floor's {floor_server:.2f} s)")
+                            f"the floor's {floor_server:.2f} s; without the foreign keys' checks "
+                            f"{unchecked_wall:.2f} s, server CPU {unchecked_cpu:.2f} s)")
         finally:
             pdb.close()
     wall = times[0]
