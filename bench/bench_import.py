@@ -247,33 +247,38 @@ def copy_in(con: Any, table: str, data: bytes) -> None:
         cp.write(data)
 
 
-def replay_pg(src_url: str, checked: bool = True) -> tuple[float, float]:
-    """The first import's sessions and messages in `src_url`, sent again by one COPY each into a new database with
-    pxp's schema: (wall seconds, the server's CPU seconds). With `checked` false the replay's connection skips the
+def replay_pg(src_url: str) -> list[tuple[float, float]]:
+    """The first import's sessions and messages in `src_url`, read once, then sent again by one COPY each into a new
+    database with pxp's schema, twice: as pxp's writes are checked, then with the replay's connection skipping the
     foreign keys' checks (`session_replication_role = replica`, a superuser's setting: for this measurement only,
-    never in pxp), which PostgreSQL otherwise makes row by row."""
+    never in pxp), which PostgreSQL otherwise makes row by row. Each: (wall seconds, the server's CPU seconds)."""
     import psycopg
 
-    target = PgDatabase()
-    try:
-        subprocess.run([sys.executable, "-c", "import sys; from pxp.storage.store import make_engine, upgrade; "
-                        "upgrade(make_engine(sys.argv[1]))",
-                        target.url.replace("postgresql://", "postgresql+psycopg://")], check=True)
-        with psycopg.connect(src_url) as src, psycopg.connect(target.url) as dst:
-            for table in NAMED:
-                copy_in(dst, table, copied_out(src, f"SELECT * FROM {table}"))
-            dst.commit()
-            rows = {table: copied_out(src, f"SELECT * FROM {table} WHERE {where} ORDER BY id")
-                    for table, where in FIRST.items()}
-            if not checked:
-                dst.execute("SET session_replication_role = replica")
-            t, c = time.perf_counter(), backend_cpu(dst)
-            for table, data in rows.items():
-                copy_in(dst, table, data)
-            dst.commit()
-            return time.perf_counter() - t, backend_cpu(dst) - c
-    finally:
-        target.close()
+    with psycopg.connect(src_url) as src:
+        named = [(table, copied_out(src, f"SELECT * FROM {table}")) for table in NAMED]
+        rows = {table: copied_out(src, f"SELECT * FROM {table} WHERE {where} ORDER BY id")
+                for table, where in FIRST.items()}
+    out = []
+    for checked in (True, False):
+        target = PgDatabase()
+        try:
+            subprocess.run([sys.executable, "-c", "import sys; from pxp.storage.store import make_engine, upgrade; "
+                            "upgrade(make_engine(sys.argv[1]))",
+                            target.url.replace("postgresql://", "postgresql+psycopg://")], check=True)
+            with psycopg.connect(target.url) as dst:
+                for table, data in named:
+                    copy_in(dst, table, data)
+                dst.commit()
+                if not checked:
+                    dst.execute("SET session_replication_role = replica")
+                t, c = time.perf_counter(), backend_cpu(dst)
+                for table, data in rows.items():
+                    copy_in(dst, table, data)
+                dst.commit()
+                out.append((time.perf_counter() - t, backend_cpu(dst) - c))
+        finally:
+            target.close()
+    return out
 
 
 def measure(kind: str, db: str, path: Path, n: int, folder: Path, reimport: bool, sessions: int = 0,
@@ -290,8 +295,7 @@ def measure(kind: str, db: str, path: Path, n: int, folder: Path, reimport: bool
                                       2 if reimport else 1)
             floor, floor_cpu, floor_server = floor_pg(kind, path, pdb.url)
             if replay and kind in ("transcripts", "realistic"):
-                again_wall, again_cpu = replay_pg(pdb.url)
-                unchecked_wall, unchecked_cpu = replay_pg(pdb.url, checked=False)
+                (again_wall, again_cpu), (unchecked_wall, unchecked_cpu) = replay_pg(pdb.url)
                 replayed = (f" | {again_wall:.2f} s ({again_wall / floor:.1f}×; server CPU {again_cpu:.2f} s, "
                             f"the floor's {floor_server:.2f} s; without the foreign keys' checks "
                             f"{unchecked_wall:.2f} s, server CPU {unchecked_cpu:.2f} s)")
@@ -313,7 +317,8 @@ def main() -> None:
                     help="csv, jsonl, transcripts, realistic (transcripts of 3-10 messages; --sizes counts sessions)")
     ap.add_argument("--reimport", action="store_true", help="also time importing the same file again")
     ap.add_argument("--replay", action="store_true",
-                    help="transcripts on PostgreSQL: also time the rows pxp stored sent again by COPY (no Python)")
+                    help="transcripts on PostgreSQL: also time the rows pxp stored sent again by COPY (no Python), "
+                         "with and without the foreign keys' checks")
     args = ap.parse_args()
     sizes = args.sizes or ([10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000])
     dbs = ["sqlite"] if args.quick or args.db == "sqlite" else (
