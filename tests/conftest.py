@@ -9,6 +9,8 @@ published sample (marked `published`: skipped when the sample is absent, failed 
 
 from __future__ import annotations
 
+import functools
+import gc
 import os
 import shutil
 import sys
@@ -36,11 +38,52 @@ PG_URL = os.environ.get("PXP_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@
 def _background_work_ends_with_its_test() -> Iterator[None]:
     """A page that serves a case prepares the next one in a server thread a moment later (pxp.app.prepare), which
     may draw a 2048-px film: a test of the pages stops it here (or waits for it, once under way), so the next test
-    in this process does not count it (a memory test traces every thread's allocations)."""
+    in this process does not count it (a memory test traces every thread's allocations). The engines the test
+    made pxp cache go with it too."""
+    from pxp.storage import core
+
+    before = set(core._engines)
     yield
     prepare = sys.modules.get("pxp.app.prepare")
     if prepare is not None:
         prepare.stop_preparations()
+    # the engines pxp cached for this test's databases (one per URL, pxp.storage.core.get_engine): disposed, so
+    # that a test process does not keep every earlier test's connections, pools and compiled statements (about
+    # 5,000 objects a database, which every full garbage collection then walks: docs/development.md, Tests)
+    for key in set(core._engines) - before:
+        core.forget_engine(key.removesuffix("#ro"))
+    for name, clear in (("pxp.running.pxp.instances", "CACHE"), ("pxp.llm.images", "CACHE")):
+        if name in sys.modules:  # entries keep their engine (and its pool and statements) alive until evicted
+            getattr(sys.modules[name], clear).clear()
+    if "streamlit" in sys.modules:  # an in-process app (AppTest) caches its resources per process, as a server does
+        import streamlit as st
+
+        st.cache_resource.clear()
+        st.cache_data.clear()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a test module's last test, what the process still holds (the libraries it imported, the module
+    fixtures of the whole session) is collected once and then frozen out of the garbage collector's sight
+    (`gc.freeze`): a full collection then walks only what later tests make, where it walked the whole heap,
+    each of its 20-30 collections a worker 0.5-1 s (docs/development.md, Tests)."""
+    yield
+    if nextitem is None or nextitem.path != item.path:
+        gc.collect()
+        gc.freeze()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Each in-process app (Streamlit's AppTest) scans every installed package's metadata for Streamlit
+    components, 0.15 s of CPU each time, where a server scans once: here the scan is made once per test
+    process, the packages being the same for the whole run (docs/development.md, Tests)."""
+    scanner = sys.modules.get("streamlit.components.v2.manifest_scanner")
+    if scanner is None and "streamlit.testing.v1" in sys.modules:
+        import streamlit.components.v2.manifest_scanner as scanner
+    scan = getattr(scanner, "scan_component_manifests", None)
+    if scan is not None and not hasattr(scan, "cache_info"):
+        scanner.scan_component_manifests = functools.cache(scan)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
