@@ -64,10 +64,10 @@ def _background_work_ends_with_its_test() -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """After a test module's last test, what the process still holds (the libraries it imported, the module
-    fixtures of the whole session) is collected once and then frozen out of the garbage collector's sight
-    (`gc.freeze`): a full collection then walks only what later tests make, where it walked the whole heap,
-    each of its 20-30 collections a worker 0.5-1 s (docs/development.md, Tests)."""
+    """After a test module's last test, what the process still holds (the libraries it imported, the session's
+    fixtures) is collected once and then frozen out of the garbage collector's sight (`gc.freeze`): a full
+    collection then walks only what later tests make, where it walked the whole heap, each of a worker's 20-30
+    full collections 0.5-1 s (docs/development.md, Tests)."""
     yield
     if nextitem is None or nextitem.path != item.path:
         gc.collect()
