@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine, make_url, text
 
-from pxp.storage.store import make_engine, upgrade
+from pxp.storage.store import cached_urls, forget_engine, make_engine, upgrade
 from tests.study_sample import PUBLISHED, Study, generate
 
 # The app's first start makes the demo films in the background (about 15 s of work): only the tests that are
@@ -40,9 +40,7 @@ def _background_work_ends_with_its_test() -> Iterator[None]:
     may draw a 2048-px film: a test of the pages stops it here (or waits for it, once under way), so the next test
     in this process does not count it (a memory test traces every thread's allocations). The engines the test
     made pxp cache go with it too."""
-    from pxp.storage import core
-
-    before = set(core._engines)
+    before = cached_urls()
     yield
     prepare = sys.modules.get("pxp.app.prepare")
     if prepare is not None:
@@ -50,11 +48,11 @@ def _background_work_ends_with_its_test() -> Iterator[None]:
     # the engines pxp cached for this test's databases (one per URL, pxp.storage.core.get_engine): disposed, so
     # that a test process does not keep every earlier test's connections, pools and compiled statements (about
     # 5,000 objects a database, which every full garbage collection then walks: docs/development.md, Tests)
-    for key in set(core._engines) - before:
-        core.forget_engine(key.removesuffix("#ro"))
-    for name, clear in (("pxp.running.pxp.instances", "CACHE"), ("pxp.llm.images", "CACHE")):
-        if name in sys.modules:  # entries keep their engine (and its pool and statements) alive until evicted
-            getattr(sys.modules[name], clear).clear()
+    for url in cached_urls() - before:
+        forget_engine(url)
+    instances = sys.modules.get("pxp.running.pxp.instances")
+    if instances is not None:  # its entries keep their engine (and its pool and statements) alive until evicted
+        instances.CACHE.clear()
     if "streamlit" in sys.modules:  # an in-process app (AppTest) caches its resources per process, as a server does
         import streamlit as st
 

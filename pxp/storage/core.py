@@ -138,6 +138,12 @@ def get_engine(url: str | None = None, *, migrate: bool = True, must_exist: bool
 _migrated: set[str] = set()
 
 
+def cached_urls() -> set[str]:
+    """The database URLs whose engines get_engine has cached (forget_engine disposes of each)."""
+    with _lock:
+        return {key.removesuffix("#ro") for key in _engines}
+
+
 def forget_engine(url: str | None = None) -> None:
     """Dispose of the cached engines of `url` (before its file is removed)."""
     key = database_url(url)

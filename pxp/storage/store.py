@@ -19,6 +19,7 @@ from sqlmodel import SQLModel, col, select
 from pxp.protocols.pxp.rules import Msg, Sender, Tag
 from pxp.storage import core_tables
 from pxp.storage.core import DatabaseMissing as DatabaseMissing  # engines live in pxp.storage.core (no ORM)
+from pxp.storage.core import cached_urls as cached_urls
 from pxp.storage.core import experiment_id_in, same_name_in
 from pxp.storage.core import forget_engine as forget_engine
 from pxp.storage.core import get_engine as get_engine

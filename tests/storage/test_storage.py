@@ -15,8 +15,10 @@ import pxp.storage.tables  # noqa: F401
 from pxp.storage.schema import made_on
 from pxp.storage.store import (
     alembic_config,
+    cached_urls,
     find_dataset,
     find_experiment,
+    forget_engine,
     get_engine,
     is_empty,
     make_engine,
@@ -142,6 +144,20 @@ def test_database_url_from_the_environment(tmp_path, monkeypatch: pytest.MonkeyP
     e = get_engine()
     assert str(e.url) == url and is_empty(e)
     assert (tmp_path / "env.db").exists()
+
+
+def test_cached_urls_name_each_cached_engine_once_until_it_is_forgotten(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    engine = get_engine(url)
+    assert url in cached_urls() and get_engine(url) is engine
+    (tmp_path / "c.db").chmod(0o444)  # read-only: cached under its own key, named by the same URL
+    try:
+        assert get_engine(url) is not engine and url in cached_urls()
+        forget_engine(url)
+        assert url not in cached_urls() and get_engine(url) is not engine
+    finally:
+        (tmp_path / "c.db").chmod(0o644)
+        forget_engine(url)
 
 
 def test_postgresql_url_without_a_driver_uses_psycopg(pg_url: str) -> None:
