@@ -63,6 +63,9 @@ SESSIONS, SESSIONS_PG = 500, 2_000
 #: sessions whose hashes `Seen` holds in memory; the others wait in `SEEN`
 SEEN_KEPT = 5_000
 _OTHER = {"machine": "human", "human": "machine"}
+#: a session waiting for its batch to be stored: repetition, session, status, instance, annotator, instance id (None:
+#: named by the batch), its settled messages, why it stopped
+Waiting = tuple[int, str, str, str, "str | None", "int | None", tuple[Row, ...], "str | None"]
 
 
 def sessions_per_batch(dialect: str) -> int:
@@ -70,24 +73,22 @@ def sessions_per_batch(dialect: str) -> int:
     return SESSIONS_PG if dialect == "postgresql" else SESSIONS
 
 
-def _flag(v: int | None) -> bool | None:
-    return None if v is None else bool(v)
-
-
 class Staged:
     """One session's staged lines, checked together: a message number given twice, the status, one
     instance and one annotator. `msgs` are its messages as read, by j; `lines` their lines."""
 
+    __slots__ = ("annotator", "instance", "instance_id", "lines", "msgs", "path", "rep", "sid", "status")
+
     def __init__(self, path: Path, rows: list[Any], problems: list[tuple[int, str]],
-                 instance_id: int | None = None, *, keep: bool = False) -> None:
+                 instance_id: int | None = None) -> None:
         # a stage row: line, rep, sid, j, sender, tag, prediction, explanation, match, agree, changed, status,
         # instance, annotator[, first line of the session, instance id]
         first = rows[0]
         self.rep, self.sid, self.status, self.instance, self.annotator = first[1], first[2], first[11], first[12], \
             first[13]
         self.instance_id = instance_id
-        self.rows, self.path = rows if keep else [], path  # (kept for Store.add when stored as read)
-        found: list[tuple[Row, int]] = []
+        self.path = path
+        found: list[tuple[int, Row, int]] = []
         seen: dict[int, int] = {}
         for (line, _, sid, j, sender, tag, pred, expl, m, a, c, status, instance, annotator, *_) in rows:
             if j is None:
@@ -97,7 +98,8 @@ class Staged:
                 problems.append((line, f"{path.name}:{line}: message {j} of session {sid} (repetition {self.rep}) "
                                        f"is also on line {earlier}"))
                 continue
-            found.append(((j, sender, tag, pred, expl, _flag(m), _flag(a), _flag(c)), line))
+            found.append((j, (j, sender, tag, pred, expl, None if m is None else bool(m),
+                              None if a is None else bool(a), None if c is None else bool(c)), line))
             if status not in ("finished", "aborted"):
                 problems.append((line, f"{path.name}:{line}: status must be finished or aborted, got {status!r}"))
             if self.instance != instance:
@@ -108,9 +110,9 @@ class Staged:
                                        f"({self.annotator!r} and {annotator!r})"))
             elif self.annotator is None:
                 self.annotator = annotator
-        found.sort(key=lambda f: f[0][0])
-        self.msgs = [f[0] for f in found]
-        self.lines = [f[1] for f in found]
+        found.sort()  # by j (each j once here)
+        self.msgs = [f[1] for f in found]
+        self.lines = [f[2] for f in found]
 
     def filed(self) -> list[Filed]:
         """The messages as the protocol sees them, each with its file and line."""
@@ -217,7 +219,7 @@ class Store:
         self.exp_id = exp.id or 0
         self.runs: dict[int, int] = {}
         self.annotators: dict[str, int] = {}
-        self.batch: list[tuple[Staged, Sequence[Row], str | None]] = []
+        self.batch: list[Waiting] = []
         self.ordinals: dict[int, int] = defaultdict(int)
         self.pg = self.conn.dialect.name == "postgresql"
         self.per_batch = sessions_per_batch(self.conn.dialect.name)
@@ -248,15 +250,14 @@ class Store:
             self.db.flush()
         self.annotators[name] = row.id or 0
 
-    def _name(self, rows: list[Any]) -> None:
-        """The runs and annotators a session's lines name, made now if new; the instances, kept for the batch
-        (a file stored as it is read)."""
-        for r in rows:
-            if r[1] not in self.runs:
-                self._run(r[1])
-            if r[13] is not None and r[13] not in self.annotators:
-                self._annotator(r[13])
-            self.named[r[12]] = None
+    def _name(self, rep: int, instance: str, annotator: str | None) -> None:
+        """The run and annotator a session's lines name, made now if new; its instance, kept for the batch (a file
+        stored as it is read)."""
+        if rep not in self.runs:
+            self._run(rep)
+        if annotator is not None and annotator not in self.annotators:
+            self._annotator(annotator)
+        self.named[instance] = None
 
     def _named_instances(self) -> dict[str, int]:
         """The ids of the instances the batch's lines name, those the dataset lacks made now, numbered in order
@@ -307,8 +308,10 @@ class Store:
                                                  "reference_prediction", "reference_explanation", "meta"], rows))
 
     def add(self, one: Staged, msgs: Sequence[Row], stop: str | None) -> None:
-        """A session to store: its settled messages and, if it is finished, why it stopped."""
-        self.batch.append((one, msgs, stop))
+        """A session to store: its settled messages and, if it is finished, why it stopped. Kept as a tuple of plain
+        values (a `Waiting`), which the collector stops following, until its batch is sent."""
+        self.batch.append((one.rep, one.sid, one.status, one.instance, one.annotator, one.instance_id, tuple(msgs),
+                           stop))
         if len(self.batch) >= self.per_batch:
             self.finish()
 
@@ -323,36 +326,37 @@ class Store:
         else:
             self.writer(lambda: self._store(batch))
 
-    def _store(self, batch: list[tuple[Staged, Sequence[Row], str | None]]) -> None:
+    def _store(self, batch: list[Waiting]) -> None:
         now = utcnow()
         stamp: Any = now.isoformat()  # PostgreSQL: COPY sends text (psycopg took 0.35 s to format 130,000 datetimes)
         if not self.pg:  # as SQLAlchemy writes a DateTime to SQLite
             dt = table_of(Session).c.created_at.type
             to_text = dt.dialect_impl(self.conn.dialect).bind_processor(self.conn.dialect)
             stamp = to_text(now) if to_text is not None else now
+        named: dict[str, int] = {}
         if hasattr(self, "named"):  # stored as read: the runs, annotators and instances the batch names
-            for one, _, _ in batch:
-                self._name(one.rows)
+            for rep, _, _, instance, annotator, _, _, _ in batch:
+                self._name(rep, instance, annotator)
             named = self._named_instances()
-            for one, _, _ in batch:
-                one.instance_id = named[one.instance]
         rows = []
-        for one, _, stop in batch:
-            self.ordinals[one.rep] += 1
-            rows.append((self.runs[one.rep], one.instance_id, self.ordinals[one.rep], self.n, self.k, one.status,
-                         stop, None, self.annotators.get(one.annotator or ""), True, f"imported session {one.sid}",
-                         None, None, stamp, stamp))
+        for rep, sid, status, instance, annotator, instance_id, _, stop in batch:
+            self.ordinals[rep] += 1
+            rows.append((self.runs[rep], named[instance] if instance_id is None else instance_id, self.ordinals[rep],
+                         self.n, self.k, status, stop, None, self.annotators.get(annotator or ""), True,
+                         f"imported session {sid}", None, None, stamp, stamp))
         ids = self._sessions(rows)
         # the messages alone: the C table holds what an agent of pxp's saw at message j, and a transcript carries
-        # none (docs/development.md, "Imports at dataset scale"); the file's session name is the session's note
-        messages = [(session_id, j, sender, _OTHER[sender], tag, pred, expl, m, a, c, None, stamp)
-                    for session_id, (_, msgs, _) in zip(ids, batch, strict=True)
-                    for j, sender, tag, pred, expl, m, a, c in msgs]
-        if messages and self.pg:
+        # none (docs/development.md, "Imports at dataset scale"); the file's session name is the session's note.
+        # Made as they are sent on PostgreSQL, not held as a list.
+        messages = ((session_id, j, sender, _OTHER[sender], tag, pred, expl, m, a, c, None, stamp)
+                    for session_id, one in zip(ids, batch, strict=True)
+                    for j, sender, tag, pred, expl, m, a, c in one[6])
+        if self.pg:
             copy_rows(self.conn, "message", self._MESSAGE_COLS, messages)
-        elif messages:
+        else:
             self.conn.exec_driver_sql(f"INSERT INTO message ({self._MESSAGE_COLS}) VALUES "
-                                      f"({', '.join('?' for _ in messages[0])})", messages)
+                                      f"({', '.join('?' for _ in self._MESSAGE_COLS.split(', '))})",
+                                      list(messages))  # type: ignore[arg-type]
 
     _MESSAGE_COLS = ("session_id, j, sender, receiver, tag, prediction, explanation, match, agree, changed, "
                      "llm_call_id, created_at")

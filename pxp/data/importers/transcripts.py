@@ -336,7 +336,7 @@ def _take(path: Path, rows: list[tuple[Any, ...]], check: _Sessions, store: Stor
     """One session's lines, checked together and whole, then handed to `store`; the store, or None."""
     if seen.met(rows[0][1], rows[0][2]):
         raise _Interleaved
-    one = Staged(path, rows, whole, keep=True)
+    one = Staged(path, rows, whole)
     if lines or whole:  # nothing is stored: the sessions are only checked for their lines
         return None
     check.take(one, store)
