@@ -81,8 +81,8 @@ def clean_name(value: str, field: str = "value") -> str:
 
 def clean_text(value: str, field: str = "text") -> str:
     """Free text under the text rule (see the module docstring)."""
-    if value.isascii() and _ASCII_NOT_FREE.search(value) is None:
-        return value  # the common case, unchanged by the rule
+    if value.isascii() and (value.isprintable() or _ASCII_NOT_FREE.search(value) is None):
+        return value  # the common case, unchanged by the rule (a printable ASCII text holds no control at all)
     text = unicodedata.normalize("NFC", value.replace("\r\n", "\n").replace("\r", "\n"))
     _refuse_controls(text, field, FREE_TEXT_CONTROLS)
     return text

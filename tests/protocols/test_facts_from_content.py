@@ -23,7 +23,7 @@ from pxp.agents.browser import human_content, human_turn
 from pxp.cli.main import app
 from pxp.data.importers.common import ImportProblems
 from pxp.data.importers.transcripts import import_transcripts
-from pxp.protocols.pxp.facts import ContentFacts, content_facts, content_violations
+from pxp.protocols.pxp.facts import ContentFacts, content_facts, content_violations, fold, same_folded
 from pxp.protocols.pxp.rules import Msg, Sender, Tag, agent_tag, stop_reason
 from pxp.running.pxp.live.turns import load_session, submit_human
 from pxp.storage.store import get_engine
@@ -63,6 +63,19 @@ def test_changed_compares_the_answer_with_its_own_previous_one() -> None:
     assert content_facts(hist, H, "atelectasis", " mine ", labels).changed is False
     assert content_facts(hist, H, "Atelectasis", "mine, revised", labels).changed is True
     assert content_facts(hist, H, "Pneumonia", "mine", labels).changed is True
+
+
+def test_a_printable_texts_only_white_space_is_the_space() -> None:
+    """What same_folded rests on: str.split() splits a printable text at U+0020 alone."""
+    assert [hex(c) for c in range(0x110000) if chr(c).isspace() and chr(c).isprintable()] == ["0x20"]
+
+
+@given(st.text(alphabet=st.sampled_from("ab \t\n\u00a0\u3000\u2028\x1c\u00e9"), max_size=8),
+       st.text(alphabet=st.sampled_from("ab \t\n\u00a0\u3000\u2028\x1c\u00e9"), max_size=8))
+def test_same_folded_is_fold_equality(a: str, b: str) -> None:
+    assert same_folded(a, b) == (fold(a) == fold(b))
+    assert same_folded("opacity in the left lobe", "opacity  in the left lobe \n")
+    assert not same_folded("opacity in the left lobe", "opacity in the right lobe")
 
 
 def test_the_machines_match_compares_the_humans_message_with_its_own_previous() -> None:

@@ -59,13 +59,27 @@ def fold(text: str) -> str:
     return " ".join(text.split())
 
 
+def same_folded(a: str, b: str) -> bool:
+    """fold(a) == fold(b), folding neither when both are folded already (printable, with one space between words
+    and none at either end, as most explanations are): a printable text's only white space is U+0020."""
+    if a == b:
+        return True
+    if _folded(a) and _folded(b):
+        return False
+    return a.split() == b.split()
+
+
+def _folded(text: str) -> bool:
+    return text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " "
+
+
 def same_answer(p1: str, e1: str, p2: str, e2: str, match: MatchFn | None) -> bool:
     """Whether two answers are the same: predictions by MATCH (by text when one does not
     parse), explanations by their text with spacing folded."""
     same = match(p1, p2) if match is not None else None
     if same is None:
-        same = fold(p1) == fold(p2)
-    return same and fold(e1) == fold(e2)
+        same = same_folded(p1, p2)
+    return same and same_folded(e1, e2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,8 +247,8 @@ def conformance_key(rows: Sequence[Row], n: int, k: int, status: str, match: Mat
                     mine = own[3]
                 same = match(pred, own[3]) if match is not None else None
                 if same is None:
-                    same = pred == own[3] or pred.split() == own[3].split()  # fold(pred) == fold(own[3])
-                fc = not (same and (expl == own[4] or expl.split() == own[4].split()))
+                    same = same_folded(pred, own[3])
+                fc = not (same and same_folded(expl, own[4]))
             fm = match(rows[i - 1][3], mine) if match is not None else None
         out.append((j, sender, tag, m, a, c, tag in REASONED and not expl.strip(), fm, fc))
     return tuple(out)

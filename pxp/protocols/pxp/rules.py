@@ -79,7 +79,7 @@ REASONED = frozenset({"REFUTE", "REVISE", "REJECT"})
 
 def missing_reason(tag: Tag, explanation: str) -> str | None:
     """Why a message cannot be sent as it is (a disagreement with an empty explanation), or None."""
-    if tag.value in REASONED and not explanation.strip():
+    if tag in REASONED and not explanation.strip():  # (a Tag is the text of its value, hashed as it is)
         return f"a {tag.value} says why you disagree: its explanation is empty"
     return None
 
