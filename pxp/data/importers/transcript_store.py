@@ -65,7 +65,7 @@ SEEN_KEPT = 5_000
 _OTHER = {"machine": "human", "human": "machine"}
 #: a session waiting for its batch to be stored: repetition, session, status, instance, annotator, instance id (None:
 #: named by the batch), its settled messages, why it stopped
-Waiting = tuple[int, str, str, str, "str | None", "int | None", tuple[Row, ...], "str | None"]
+Waiting = tuple[int, str, str, str, str | None, int | None, tuple[Row, ...], str | None]
 
 
 def sessions_per_batch(dialect: str) -> int:
