@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from pxp.data.importers import transcripts
-from pxp.data.importers.transcript_lines import Filed, settle_facts, settled_row
+from pxp.data.importers.transcript_lines import Filed, settle_facts, settled_rows
 from pxp.data.importers.transcripts import import_transcripts
 from pxp.data.match import content_match
 from pxp.protocols.pxp.facts import Row, conformance_key
@@ -86,7 +86,7 @@ def test_a_key_decides_what_settling_finds_and_what_is_stored() -> None:
         repeated += key in clean
         assert clean.setdefault(key, ok) == ok
         if ok:
-            assert [settled_row(r, key[3 + i]) for i, r in enumerate(rows)] == [
+            assert settled_rows(rows, key) == [
                 (m.j, m.sender.value, m.tag.value, m.prediction, m.explanation, m.match, m.agree, m.changed)
                 for m in found]
     assert True in clean.values() and False in clean.values()

@@ -178,10 +178,10 @@ def settle_facts(
     return out
 
 
-def settled_row(m: Row, entry: tuple[Any, ...]) -> Row:
-    """Message m as settle_facts stores it, from its entry of the session's conformance key (content's match and
-    changed last): for a session whose key settled before with nothing to report."""
-    j, sender, tag, pred, expl, match, agree, _ = m
-    if j == 1 or tag == Tag.INIT:
-        return (j, sender, tag, pred, expl, None, None, None)
-    return (j, sender, tag, pred, expl, match if entry[7] is None else entry[7], agree, entry[8])
+def settled_rows(rows: Sequence[Row], key: tuple[Any, ...]) -> list[Row]:
+    """The session's messages as settle_facts stores them, from their entries of its conformance key (content's match
+    and changed last): for a session whose key settled before with nothing to report."""
+    init = Tag.INIT
+    return [(j, sender, tag, pred, expl, None, None, None) if j == 1 or tag == init else
+            (j, sender, tag, pred, expl, match if entry[7] is None else entry[7], agree, entry[8])
+            for (j, sender, tag, pred, expl, match, agree, _), entry in zip(rows, key[3:], strict=True)]

@@ -35,7 +35,7 @@ from pxp.data.importers.transcript_lines import (
     check_prediction,
     passed_name,
     settle_facts,
-    settled_row,
+    settled_rows,
 )
 from pxp.data.importers.transcript_store import STAGE, Seen, Staged, Store, staged_sessions
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
@@ -85,8 +85,8 @@ BATCH = 5000
 KEY_MESSAGES, MATCH_CHARS = 50_000, 2_000_000
 
 
-def _flag(v: bool | None) -> int | None:
-    return None if v is None else int(v)
+#: a fact as the stage holds it (an integer column on both databases)
+_FLAG: dict[bool | None, int | None] = {None: None, False: 0, True: 1}
 
 
 #: the senders and tags as a file usually writes them (after the text rule), and the receivers each may name
@@ -136,7 +136,7 @@ def _plain_row(lineno: int, rec: dict[str, Any], task: str) -> tuple[Any, ...] |
     if (tag in REASONED and missing_reason(_TAGS[tag], explanation) is not None) or (
             task != "text" and check_prediction(prediction, task, STUDY_LABELS if task == "rad" else ()) is not None):
         return None
-    return (lineno, rep, sid, j, sender, tag, prediction, explanation, _flag(match), _flag(agree), _flag(changed),
+    return (lineno, rep, sid, j, sender, tag, prediction, explanation, _FLAG[match], _FLAG[agree], _FLAG[changed],
             status, inst, ann)
 
 
@@ -191,7 +191,7 @@ def _message_row(lineno: int, line: Line, task: str) -> tuple[Any, ...] | None:
         line.problems.append(f"{line.where}: {why}")
     if (why := missing_reason(tag, explanation or "")) is not None:  # a disagreement carries its reason
         line.problems.append(f"{line.where}: {why}")
-    return (lineno, rep, sid, j, sender.value, tag.value, prediction, explanation, *map(_flag, facts), status,
+    return (lineno, rep, sid, j, sender.value, tag.value, prediction, explanation, *(_FLAG[f] for f in facts), status,
             inst, ann)
 
 
@@ -218,7 +218,7 @@ class _Sessions:
         n, k = self.n, self.k
         key = conformance_key(one.msgs, n, k, one.status, self.match)
         if (stop := self.vouched.get(key)) is not None:
-            msgs: list[Row] = [settled_row(m, key[3 + i]) for i, m in enumerate(one.msgs)]
+            msgs: list[Row] = settled_rows(one.msgs, key)
         else:
             before = self._found()
             found = settle_facts(one.filed(), k, self.match, self.settled, self.bad)
