@@ -102,6 +102,23 @@ def test_lines_together_are_stored_without_the_stage_as_the_stage_stores_them(an
     assert _counts(any_engine)[:5] == (2, 2, 4, 7, 1_000)  # a dataset an experiment; the annotators once
 
 
+def test_instance_ids_kept_between_batches_and_forgotten_store_what_the_stage_stores(
+        any_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch asks the database only for the instances no earlier batch named; the ids kept are forgotten when
+    they are INSTANCE_IDS_KEPT: small batches and a small memory here, so both happen many times."""
+    monkeypatch.setattr(transcript_store, "SESSIONS", 40)
+    monkeypatch.setattr(transcript_store, "SESSIONS_PG", 40)
+    monkeypatch.setattr(transcript_store, "INSTANCE_IDS_KEPT", 45)
+    path = write_study(tmp_path / "s.jsonl", 600, instances=70)
+    got, staged = _stage_used(any_engine, lambda: import_transcripts(any_engine, path, name="A", n=10, k=3))
+    assert not staged and got.sessions == 600
+    got, staged = _stage_used(any_engine, lambda: _staged(any_engine, path, "B", _Sessions(10, 3, "text", False)))
+    assert staged and got.sessions == 600
+    study = _study(any_engine, "A")
+    assert len({row[8] for row in study}) == 70 and study == _study(any_engine, "B")
+    assert _counts(any_engine)[4] == 2 * 70  # each experiment's dataset makes each instance once
+
+
 def test_interleaved_lines_go_through_the_stage_and_store_what_lines_together_store(any_engine: Engine,
                                                                                   tmp_path: Path) -> None:
     together = write_study(tmp_path / "t.jsonl", 1_200)

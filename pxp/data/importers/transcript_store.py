@@ -62,6 +62,9 @@ SEEN = Table("pxp_transcript_seen", _MD, Column("h", BigInteger), prefixes=["TEM
 SESSIONS, SESSIONS_PG = 500, 2_000
 #: sessions whose hashes `Seen` holds in memory; the others wait in `SEEN`
 SEEN_KEPT = 5_000
+#: instance ids a file stored as it is read keeps, so that a batch asks the database only for the instances it is the
+#: first to name (emptied when full: a study names each instance in many sessions)
+INSTANCE_IDS_KEPT = 50_000
 _OTHER = {"machine": "human", "human": "machine"}
 #: a session waiting for its batch to be stored: repetition, session, status, instance, annotator, instance id (None:
 #: named by the batch), its settled messages, why it stopped
@@ -226,8 +229,9 @@ class Store:
         i = table_of(Instance)
         self.top = self.conn.execute(select_core(func.coalesce(func.max(i.c.ordinal), 0))
                                      .where(i.c.dataset_id == self.ds_id)).scalar_one()
-        if not staged:  # made as the sessions come (`named`)
+        if not staged:  # made as the sessions come (`named`), their ids kept (`known`)
             self.named: dict[str, None] = {}
+            self.known: dict[str, int] = {}
             return
         for rep in self.conn.execute(select_core(s.c.rep).group_by(s.c.rep).order_by(func.min(s.c.line))).scalars():
             self._run(rep)
@@ -262,7 +266,10 @@ class Store:
     def _named_instances(self) -> dict[str, int]:
         """The ids of the instances the batch's lines name, those the dataset lacks made now, numbered in order
         of first mention."""
-        ids = self._ids(list(self.named))
+        known = self.known
+        ids = {key: known[key] for key in self.named if key in known}
+        if len(ids) < len(self.named):
+            ids |= self._ids([key for key in self.named if key not in ids])
         new = [key for key in self.named if key not in ids]
         self.named = {}
         if new and self.pg:  # one statement, the ids returned (an insert a row, then a look-up, took 0.3 s a batch)
@@ -279,6 +286,9 @@ class Store:
                 "INSERT INTO instance (dataset_id, key, ordinal, payload, label, reference_prediction, "
                 "reference_explanation, meta) VALUES (?, ?, ?, '', '', '', '', '{}')", rows)
             ids |= self._ids(new)
+        if len(known) + len(ids) > INSTANCE_IDS_KEPT:
+            known.clear()
+        known |= ids
         return ids
 
     def _ids(self, keys: list[str]) -> dict[str, int]:
