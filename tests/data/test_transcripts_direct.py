@@ -119,6 +119,16 @@ def test_instance_ids_kept_between_batches_and_forgotten_store_what_the_stage_st
     assert _counts(any_engine)[4] == 2 * 70  # each experiment's dataset makes each instance once
 
 
+def test_a_batch_of_sessions_that_ended_before_their_first_message_is_stored(any_engine: Engine,
+                                                                             tmp_path: Path) -> None:
+    """Sessions with no message at all: a batch of them stores its sessions and no message."""
+    path = _write(tmp_path / "aborted.jsonl", [{"session": f"s{i}", "instance": f"x{i}", "status": "aborted"}
+                                               for i in range(3)])
+    got, staged = _stage_used(any_engine, lambda: import_transcripts(any_engine, path, name="A", n=10, k=3))
+    assert not staged and (got.sessions, got.messages) == (3, 0)
+    assert _counts(any_engine)[5:7] == (3, 0)
+
+
 def test_interleaved_lines_go_through_the_stage_and_store_what_lines_together_store(any_engine: Engine,
                                                                                   tmp_path: Path) -> None:
     together = write_study(tmp_path / "t.jsonl", 1_200)

@@ -363,10 +363,9 @@ class Store:
                     for j, sender, tag, pred, expl, m, a, c in one[6])
         if self.pg:
             copy_rows(self.conn, "message", self._MESSAGE_COLS, messages)
-        else:
+        elif listed := list(messages):  # (none when every session of the batch ended before its first message)
             self.conn.exec_driver_sql(f"INSERT INTO message ({self._MESSAGE_COLS}) VALUES "
-                                      f"({', '.join('?' for _ in self._MESSAGE_COLS.split(', '))})",
-                                      list(messages))  # type: ignore[arg-type]
+                                      f"({', '.join('?' * len(listed[0]))})", listed)  # type: ignore[arg-type]
 
     _MESSAGE_COLS = ("session_id, j, sender, receiver, tag, prediction, explanation, match, agree, changed, "
                      "llm_call_id, created_at")
