@@ -31,6 +31,7 @@ os.environ.setdefault("PXP_DEMO_FILMS", "0")
 # Likewise the background warming of the Analytics views (pxp.analysis.warm): on in the tests about it
 # (tests/app/test_analytics_warm.py), so other tests count only what their pages compute.
 os.environ.setdefault("PXP_WARM", "0")
+pytest_plugins = ["tests.cpu_times", "pytester"]  # `--cpu-times N`: each test's CPU time; pytester tests it
 PG_URL = os.environ.get("PXP_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
