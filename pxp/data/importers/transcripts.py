@@ -41,11 +41,11 @@ from pxp.data.importers.transcript_store import STAGE, Seen, Staged, Store, stag
 from pxp.data.match import STUDY_LABELS, content_match, task_match_kind
 from pxp.protocols.pxp.facts import Row, Vouched, conformance_key, remembered
 from pxp.protocols.pxp.rules import (
-    REASONED,
     ProtocolError,
     Sender,
     Tag,
     conformance,
+    lacks_reason,
     missing_reason,
     session_bounds,
     stop_reason,
@@ -133,7 +133,7 @@ def _plain_row(lineno: int, rec: dict[str, Any], task: str) -> tuple[Any, ...] |
         explanation = clean_text(explanation)
     except TextRefused:
         return None
-    if (tag in REASONED and missing_reason(_TAGS[tag], explanation) is not None) or (
+    if lacks_reason(tag, explanation) or (
             task != "text" and check_prediction(prediction, task, STUDY_LABELS if task == "rad" else ()) is not None):
         return None
     return (lineno, rep, sid, j, sender, tag, prediction, explanation, _FLAG[match], _FLAG[agree], _FLAG[changed],

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pxp.protocols.pxp.rules import (
-    REASONED,
     Msg,
     ProtocolError,
     Sender,
@@ -25,6 +24,7 @@ from pxp.protocols.pxp.rules import (
     Violation,
     agent_tag,
     conformance,
+    lacks_reason,
 )
 
 #: MATCH over two predictions; None when one of them does not parse (nothing is decided)
@@ -250,7 +250,7 @@ def conformance_key(rows: Sequence[Row], n: int, k: int, status: str, match: Mat
                     same = same_folded(pred, own[3])
                 fc = not (same and same_folded(expl, own[4]))
             fm = match(rows[i - 1][3], mine) if match is not None else None
-        out.append((j, sender, tag, m, a, c, tag in REASONED and not expl.strip(), fm, fc))
+        out.append((j, sender, tag, m, a, c, lacks_reason(tag, expl), fm, fc))
     return tuple(out)
 
 

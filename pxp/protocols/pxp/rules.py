@@ -77,9 +77,15 @@ MAX_MESSAGE_BOUND = 1000
 REASONED = frozenset({"REFUTE", "REVISE", "REJECT"})
 
 
+def lacks_reason(tag: str, explanation: str) -> bool:
+    """A disagreement (REFUTE, REVISE, REJECT: a Tag or its text, hashed alike) whose explanation is empty: the
+    rule `missing_reason` words, for the readers that only need yes or no."""
+    return tag in REASONED and not explanation.strip()
+
+
 def missing_reason(tag: Tag, explanation: str) -> str | None:
     """Why a message cannot be sent as it is (a disagreement with an empty explanation), or None."""
-    if tag in REASONED and not explanation.strip():  # (a Tag is the text of its value, hashed as it is)
+    if lacks_reason(tag, explanation):
         return f"a {tag.value} says why you disagree: its explanation is empty"
     return None
 
