@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import checkout  # noqa: F401  (this checkout on the import path)
 from sqlalchemy import Engine, create_engine, text
 
 from pxp.analysis import figures, queries, tables

@@ -1,7 +1,7 @@
 """What the expert and the researcher wait for, in a real browser (README "The app"; docs/development.md, Benchmarks).
 
-Playwright drives Debian's chromium against a real `streamlit run` of the checkout whose pxp is imported (run it
-with PYTHONPATH=<checkout>, so "before" figures come from an older worktree), as tests/browser/ does. Prints:
+Playwright drives Debian's chromium against a real `streamlit run` of the checkout whose pxp is imported (this one,
+or the worktree PYTHONPATH names, for "before" figures: bench/checkout.py), as tests/browser/ does. Prints:
 
 (a) Annotate, the simulated machine on demo data: Send → the next reply form ready (its Send visible, the
     prediction field focused), p50/p95; Sends alternate the Alt+A chord (RATIFY: the case usually ends, the next
@@ -24,7 +24,7 @@ with PYTHONPATH=<checkout>, so "before" figures come from an older worktree), as
     the page asked for (and from the server's start) to the first text drawn, to the line saying what is being
     made with its progress bar, and to Home.
 
-    PYTHONPATH=$PWD python bench/bench_browser.py [--quick] [--only a,b,c,d,e,f] [--visits N] [--sends N] [--film WxH]
+    python bench/bench_browser.py [--quick] [--only a,b,c,d,e,f] [--visits N] [--sends N] [--film WxH]
         [--read S]
 
 Figures only; a loaded machine slows everything (2 cores here).
@@ -34,15 +34,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: the checkout measured comes first
-
+import checkout  # noqa: F401  (this checkout on the import path)
 from sqlalchemy import text
 
 from pxp.storage.store import get_engine

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import checkout  # noqa: F401  (this checkout on the import path)
 from sqlalchemy import Engine
 
 from pxp.data.demo.make_demo import DATA_DIR, DRUGS

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import checkout  # noqa: F401  (this checkout on the import path)
 
 from pxp.running.pxp.config import RunConfig
 from pxp.running.pxp.engine import step

@@ -40,6 +40,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from checkout import child_env
+
 PG = os.environ.get("PXP_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 COLUMNS = ("key", "input", "label", "explanation", "split")
 FLOOR_DDL = ("CREATE TABLE inst (id INTEGER PRIMARY KEY, dataset_id INTEGER, key TEXT, payload TEXT, "
@@ -144,7 +146,7 @@ print(json.dumps({"times": times, "cpu": cpu, "rss": resource.getrusage(resource
 
 def pxp_run(kind: str, url: str, path: Path, repeat: int = 1) -> tuple[list[float], float, float]:
     out = subprocess.run([sys.executable, "-c", CHILD, kind, url, str(path), str(repeat)],
-                         capture_output=True, text=True, check=False)
+                         capture_output=True, text=True, check=False, env=child_env())
     if out.returncode:
         raise SystemExit(f"pxp import failed: {out.stderr.strip().splitlines()[-1:]}")
     res = json.loads(out.stdout.strip().splitlines()[-1])
@@ -264,7 +266,7 @@ def replay_pg(src_url: str) -> list[tuple[float, float]]:
         try:
             subprocess.run([sys.executable, "-c", "import sys; from pxp.storage.store import make_engine, upgrade; "
                             "upgrade(make_engine(sys.argv[1]))",
-                            target.url.replace("postgresql://", "postgresql+psycopg://")], check=True)
+                            target.url.replace("postgresql://", "postgresql+psycopg://")], check=True, env=child_env())
             with psycopg.connect(target.url) as dst:
                 for table, data in named:
                     copy_in(dst, table, data)
@@ -326,7 +328,7 @@ def main() -> None:
     if args.quick:
         print("(--quick: 10k and 100k rows, SQLite only)")
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import pxp.cli.main"], check=True)
+    subprocess.run([sys.executable, "-c", "import pxp.cli.main"], check=True, env=child_env())
     print(f"CLI start-up (import pxp.cli.main), not counted below: {time.perf_counter() - t:.2f} s; "
           f"load average {os.getloadavg()[0]:.1f}")
     print("| input | database | rows | pxp | floor | ratio | pxp rows/s | pxp peak RSS | pxp CPU | floor CPU | "

@@ -17,9 +17,9 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from checkout import ROOT  # this checkout
+
 TEST = "tests/running/test_queue.py::test_kill_9_workers_mid_repetition_loses_and_repeats_nothing"
 
 

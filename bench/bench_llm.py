@@ -15,12 +15,9 @@ import argparse
 import io
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+import checkout  # noqa: F401  (this checkout on the import path)
 from PIL import Image
 
 from pxp.agents.base import Answer, CarriedSession, InstanceView, Query

@@ -18,14 +18,12 @@ import argparse
 import hashlib
 import io
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+import checkout  # noqa: F401  (this checkout on the import path)
 import numpy as np
 from PIL import Image
 from sqlmodel import Session as DB

@@ -17,9 +17,9 @@ launcher); Debian's chromium opens each page. Prints, per view:
 - the server's resident memory after the view (VmRSS) and its peak so far (VmHWM), from /proc;
 - beside first and warmed, the server's CPU time during the visit (/proc: the browser's is not counted).
 
-    PYTHONPATH=$PWD python bench/bench_pages.py [--sessions 100000] [--db sqlite|postgresql] [--visits 3]
+    python bench/bench_pages.py [--sessions 100000] [--db sqlite|postgresql] [--visits 3]
         [--study URL]   # a study built before (two experiments), instead of importing one
-    PXP_WARM=0 PYTHONPATH=$PWD python bench/bench_pages.py ...   # the same without the background warming
+    PXP_WARM=0 python bench/bench_pages.py ...   # the same without the background warming
 
 Figures only; a loaded machine slows everything (2 cores here).
 """
@@ -36,9 +36,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: the checkout measured comes first
-sys.path.append(str(Path(__file__).resolve().parent))
-
+import checkout  # noqa: F401  (this checkout on the import path)
 from bench_browser import VIEW, Server
 from bench_import import proc_cpu, write_realistic
 

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import checkout  # noqa: F401  (this checkout on the import path)
 from sqlalchemy import Engine
 
 from pxp.running.pxp.config import RunConfig

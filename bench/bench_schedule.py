@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import checkout  # noqa: F401  (this checkout on the import path)
 from sqlalchemy import Engine, func
 from sqlmodel import col, select
 

@@ -4,13 +4,15 @@ Episodes are played once by the simulated answerer and stored as JSON text holdi
 (interactions.json without the `turns` event log and `players`: probes, realised slots, counts, flags);
 timed: json.loads + clembench scores + leaderboard. For information it also times whole interactions.json
 files with full validation (from_interactions), which the 2 s figure does not cover.
-Run: PYTHONPATH=. python bench/bench_scorekeeping.py
+Run: python bench/bench_scorekeeping.py
 """
 
 from __future__ import annotations
 
 import json
 import time
+
+import checkout  # noqa: F401  (this checkout on the import path)
 
 from pxp.protocols.scorekeeping.episode import from_interactions, play_episode
 from pxp.protocols.scorekeeping.instances import generate

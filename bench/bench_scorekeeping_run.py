@@ -5,7 +5,7 @@ calls are sequential, so its critical path is its number of calls × the latency
 episode (and its calls) in a fresh SQLite file, as `pxp scorekeeping run` does.
 It then copies the stored episodes to 10,000 and times `pxp scorekeeping report`'s query and leaderboard
 (goal: scoring 10,000 stored episodes under 2 s): only the small `scores` column is read.
-Run: PYTHONPATH=. python bench/bench_scorekeeping_run.py
+Run: python bench/bench_scorekeeping_run.py
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import checkout  # noqa: F401  (this checkout on the import path)
 from sqlalchemy import Engine, func, insert, select
 
 from pxp.analysis.scorekeeping import report

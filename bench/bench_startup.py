@@ -23,8 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from checkout import ROOT  # this checkout, on the import path
 
 PXP = [sys.executable, "-m", "pxp.cli.main"]
 

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import checkout  # noqa: F401  (this checkout on the import path)
 
 from pxp.llm.base import Prompt, ProviderOptions, TextPart, Turn
 from pxp.llm.registry import make_provider

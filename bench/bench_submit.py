@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import checkout  # noqa: F401  (this checkout on the import path)
 
 from pxp.agents.base import Answer, Facts
 from pxp.running.pxp.live.assignment import claim_next, create_live_experiment, ensure_annotator

@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 
 from bench_import import PgDatabase
+from checkout import child_env
 
 PXP = [sys.executable, "-m", "pxp.cli.main"]
 #: the study file and its import, in a child: the bench's own process stays small, for a forked child's peak RSS
@@ -72,7 +73,7 @@ def measure(url: str, runs: int) -> dict[str, tuple[float, float, float]]:
 
 
 def build(url: str, study: Path, sessions: int) -> None:
-    subprocess.run([sys.executable, "-c", BUILD, url, str(study), str(sessions)], check=True)
+    subprocess.run([sys.executable, "-c", BUILD, url, str(study), str(sessions)], check=True, env=child_env())
 
 
 def main() -> None:

@@ -22,9 +22,9 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
+from checkout import ROOT  # this checkout, on the import path
 from sqlalchemy import Engine, create_engine, text
 
 from pxp.analysis.report import report_json
@@ -36,7 +36,6 @@ from pxp.running.workers.queue_wait import run_distributed
 from pxp.storage.store import db_session, make_engine, upgrade
 from pxp.storage.tables import Dataset, Instance
 
-ROOT = Path(__file__).resolve().parents[1]
 PXP = [sys.executable, "-c", "from pxp.cli.main import main; main()"]
 LABELS = ["Atelectasis", "Pneumonia", "Pleural Effusion", "Cardiomegaly", "Pneumothorax"]
 DEFAULT_DB = os.environ.get("PXP_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
