@@ -36,7 +36,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import checkout  # noqa: F401  (this checkout on the import path)
+import checkout  # this checkout on the import path (first)
 from bench_browser import VIEW, Server
 from bench_import import proc_cpu, write_realistic
 
@@ -86,7 +86,7 @@ def quiet(pid: int, window: float = 3.0, busy: float = 0.1, limit: float = 600.0
 def build(url: str, tmp: Path, sessions: int) -> None:
     """The study, imported through `pxp import transcripts` twice (two experiments on the same cases)."""
     path, messages = write_realistic(tmp, sessions)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = checkout.child_env()
     t0 = time.perf_counter()
     for name in ("study-a", "study-b"):
         subprocess.run([sys.executable, "-m", "pxp.cli.main", "--db", url, "import", "transcripts", str(path),

@@ -33,7 +33,8 @@ def _cpu_now() -> float:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
-    item.stash[_start] = _cpu_now()
+    if item.config.getoption("cpu_times"):
+        item.stash[_start] = _cpu_now()
     return (yield)
 
 
@@ -41,7 +42,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                                ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    if call.when == "teardown" and item.config.getoption("cpu_times") and _start in item.stash:
+    if call.when == "teardown" and _start in item.stash:
         report.user_properties.append((_KEY, _cpu_now() - item.stash[_start]))
     return report
 
